@@ -1,0 +1,15 @@
+FROM python:3.11-slim
+ENV PYTHONDONTWRITEBYTECODE=1 PYTHONUNBUFFERED=1
+WORKDIR /app
+COPY pyproject.toml README.md ./
+COPY config config
+COPY registry registry
+COPY reviews reviews
+COPY learning learning
+COPY api api
+COPY templates templates
+COPY manage.py ./
+RUN pip install --no-cache-dir . && python manage.py collectstatic --noinput --settings=config.settings.local
+RUN useradd --create-home registry && chown -R registry /app
+USER registry
+EXPOSE 8000

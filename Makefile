@@ -1,0 +1,46 @@
+VENV := .venv
+PY := $(VENV)/bin/python
+STAMP := $(VENV)/.installed-$(shell cksum pyproject.toml | cut -d' ' -f1)
+
+.PHONY: install run serve test test-fast lint format migrations-check benchmarks ci
+
+$(STAMP): pyproject.toml
+	test -x $(PY) || python3 -m venv $(VENV)
+	$(PY) -m pip install --quiet --upgrade pip
+	$(PY) -m pip install --quiet -e '.[dev]'
+	rm -f $(VENV)/.installed-* && touch $(STAMP)
+
+install: $(STAMP)
+
+## The service with demo data on the embedded default (SQLite, filesystem broker).
+run: install
+	$(PY) manage.py migrate --noinput
+	$(PY) manage.py load_demo
+	$(PY) manage.py create_runtime_token --application assistant --name demo
+	$(MAKE) --no-print-directory serve
+
+## Web, Celery worker and beat together; Ctrl-C stops all three.
+serve:
+	@bash -c 'trap "kill 0" INT TERM EXIT; \
+	  $(VENV)/bin/celery -A config worker --loglevel=INFO --concurrency=1 & \
+	  $(VENV)/bin/celery -A config beat --loglevel=INFO & \
+	  $(PY) manage.py runserver 127.0.0.1:8000 & \
+	  echo "Serving admin and API at http://127.0.0.1:8000 (Ctrl-C stops)"; wait'
+
+## The whole suite (PostgreSQL and Redis when DATABASE_URL and REDIS_URL are set).
+test: install
+	$(PY) -m pytest
+
+lint: install
+	$(VENV)/bin/ruff check .
+	$(VENV)/bin/ruff format --check .
+
+format: install
+	$(VENV)/bin/ruff check --fix .
+	$(VENV)/bin/ruff format .
+
+migrations-check: install
+	$(PY) manage.py makemigrations --check --dry-run
+
+benchmarks: install
+	$(PY) benchmarks/contract2tool.py

@@ -1,0 +1,90 @@
+"""One error shape for every 4xx and 5xx: {"error": {"code", "message", "fields"}}."""
+
+from django.core.exceptions import PermissionDenied, RequestDataTooBig
+from django.db import DatabaseError, InterfaceError, OperationalError
+from django.http import Http404
+from rest_framework import exceptions, status
+from rest_framework.response import Response
+from rest_framework.views import exception_handler as drf_exception_handler
+
+CODES = {
+    400: "invalid",
+    401: "not_authenticated",
+    403: "permission_denied",
+    404: "not_found",
+    405: "method_not_allowed",
+    406: "not_acceptable",
+    413: "too_large",
+    415: "unsupported_media_type",
+    429: "throttled",
+    503: "unavailable",
+}
+
+
+def error_body(
+    status_code: int, message: str, fields: dict | None = None, code: str | None = None
+) -> dict:
+    return {
+        "error": {
+            "code": code or CODES.get(status_code, "error"),
+            "message": message,
+            "fields": fields or {},
+        }
+    }
+
+
+def _flatten(detail, prefix: str = "") -> dict[str, list[str]]:
+    """DRF's nested error detail as {"field.path": [reasons]}."""
+    fields: dict[str, list[str]] = {}
+    if isinstance(detail, dict):
+        for key, value in detail.items():
+            name = f"{prefix}.{key}" if prefix else str(key)
+            for sub, reasons in _flatten(value, name).items():
+                fields.setdefault(sub, []).extend(reasons)
+    elif isinstance(detail, list):
+        if all(not isinstance(item, dict | list) for item in detail):
+            fields[prefix or "non_field_errors"] = [str(item) for item in detail]
+        else:
+            for index, item in enumerate(detail):
+                for sub, reasons in _flatten(item, f"{prefix}[{index}]").items():
+                    fields.setdefault(sub, []).extend(reasons)
+    else:
+        fields[prefix or "non_field_errors"] = [str(detail)]
+    return fields
+
+
+def exception_handler(exc, context):
+    if isinstance(exc, OperationalError | InterfaceError | DatabaseError) and not isinstance(
+        exc, exceptions.APIException
+    ):
+        response = Response(
+            error_body(503, "The registry's database is unavailable; retry shortly."),
+            status=status.HTTP_503_SERVICE_UNAVAILABLE,
+            headers={"Retry-After": "5"},
+        )
+        return response
+    if isinstance(exc, RequestDataTooBig):
+        return Response(error_body(413, "The request body is too large."), status=413)
+    if isinstance(exc, Http404):
+        exc = exceptions.NotFound()
+    elif isinstance(exc, PermissionDenied):
+        exc = exceptions.PermissionDenied()
+    response = drf_exception_handler(exc, context)
+    if response is None:
+        return None
+    detail = response.data
+    if isinstance(exc, exceptions.ValidationError):
+        message = "The request is not valid."
+        fields = _flatten(detail)
+    else:
+        message = str(detail.get("detail", detail)) if isinstance(detail, dict) else str(detail)
+        fields = {}
+    code = (
+        getattr(exc, "default_code", None)
+        if not isinstance(exc, exceptions.ValidationError)
+        else None
+    )
+    response.data = error_body(
+        response.status_code, message, fields, code=CODES.get(response.status_code, code)
+    )
+    return response

@@ -1,0 +1,57 @@
+import hashlib
+import secrets
+
+from django.db import models
+from django.utils import timezone
+
+from registry.models import Application
+
+TOKEN_PREFIX = "trk_"
+
+
+class RuntimeToken(models.Model):
+    """A bearer token of one application; only its SHA-256 is stored."""
+
+    class Scope(models.TextChoices):
+        CONTRACTS_READ = "contracts:read"
+        TRACES_WRITE = "traces:write"
+
+    application = models.ForeignKey(Application, on_delete=models.CASCADE, related_name="tokens")
+    name = models.CharField(max_length=100, blank=True)
+    prefix = models.CharField(
+        max_length=16, editable=False, help_text="Shown to tell tokens apart."
+    )
+    token_hash = models.CharField(max_length=64, unique=True, editable=False)
+    scopes = models.JSONField(default=list)
+    created_at = models.DateTimeField(auto_now_add=True)
+    expires_at = models.DateTimeField(null=True, blank=True)
+    revoked_at = models.DateTimeField(null=True, blank=True)
+    last_used_at = models.DateTimeField(null=True, blank=True, editable=False)
+
+    class Meta:
+        ordering = ["application__name", "-created_at"]
+
+    def __str__(self) -> str:
+        return f"{self.prefix}… ({self.application.name})"
+
+    def clean(self) -> None:
+        from django.core.exceptions import ValidationError
+
+        if not isinstance(self.scopes, list) or not set(self.scopes) <= set(self.Scope.values):
+            raise ValidationError(
+                {"scopes": f"A list of scopes among: {', '.join(self.Scope.values)}."}
+            )
+
+    @staticmethod
+    def hash(raw: str) -> str:
+        # Tokens are 256 random bits: a fast hash is enough, no salt or stretching needed.
+        return hashlib.sha256(raw.encode()).hexdigest()
+
+    @classmethod
+    def generate(cls) -> str:
+        return TOKEN_PREFIX + secrets.token_urlsafe(32)
+
+    @property
+    def is_usable(self) -> bool:
+        now = timezone.now()
+        return self.revoked_at is None and (self.expires_at is None or self.expires_at > now)

@@ -1,0 +1,113 @@
+from rest_framework import serializers
+
+from registry.models import ContractVersion
+
+
+class ContractSerializer(serializers.Serializer):
+    """An approved contract document with its version bookkeeping."""
+
+    name = serializers.CharField(source="tool.name")
+    description = serializers.CharField()
+    input_schema = serializers.JSONField()
+    output_schema = serializers.JSONField(allow_null=True)
+    requires = serializers.ListField(child=serializers.CharField())
+    produces = serializers.ListField(child=serializers.CharField())
+    effects = serializers.JSONField()
+    risk = serializers.CharField(source="risk.name")
+    cost = serializers.JSONField()
+    permissions = serializers.ListField(child=serializers.CharField())
+    invariants = serializers.JSONField()
+    config_params = serializers.JSONField()
+    dependencies = serializers.ListField(child=serializers.CharField())
+    resource_limits = serializers.JSONField()
+    status = serializers.CharField(source="lifecycle")
+    version = serializers.IntegerField(source="number")
+    approved_at = serializers.DateTimeField()
+    content_hash = serializers.CharField()
+
+    class Meta:
+        model = ContractVersion
+
+
+class RevisionSerializer(serializers.Serializer):
+    revision = serializers.IntegerField()
+
+
+class TraceIn(serializers.Serializer):
+    """One trace as DESIGN.md gives it (validated item by item by the ingest service)."""
+
+    trace_id = serializers.CharField(max_length=200)
+    step = serializers.IntegerField(min_value=0)
+    tool = serializers.CharField(max_length=200)
+    args = serializers.JSONField(required=False)
+    status = serializers.ChoiceField(choices=["success", "error"])
+    state_before = serializers.JSONField(required=False)
+    state_after = serializers.JSONField(required=False)
+    output = serializers.JSONField(required=False, allow_null=True)
+    error = serializers.CharField(required=False, allow_null=True)
+    duration_ms = serializers.IntegerField(required=False, allow_null=True, min_value=0)
+    occurred_at = serializers.DateTimeField(required=False)
+
+
+class TraceProblem(serializers.Serializer):
+    index = serializers.IntegerField()
+    field = serializers.CharField()
+    reason = serializers.CharField()
+
+
+class TraceIngestResult(serializers.Serializer):
+    accepted = serializers.IntegerField()
+    duplicates = serializers.IntegerField()
+    rejected = serializers.IntegerField()
+    problems = TraceProblem(many=True)
+
+
+class ErrorDetail(serializers.Serializer):
+    code = serializers.CharField()
+    message = serializers.CharField()
+    fields = serializers.DictField(child=serializers.ListField(child=serializers.CharField()))
+
+
+class ErrorSerializer(serializers.Serializer):
+    error = ErrorDetail()
+
+
+class FilterRequest(serializers.Serializer):
+    state = serializers.ListField(child=serializers.CharField(max_length=100), max_length=1000)
+    goal = serializers.ListField(
+        child=serializers.CharField(max_length=100), min_length=1, max_length=100
+    )
+    max_tools = serializers.IntegerField(required=False, min_value=1, max_value=1000)
+    alternatives = serializers.BooleanField(required=False, default=False)
+
+
+class FilterResponse(serializers.Serializer):
+    tools = ContractSerializer(many=True)
+    plan = serializers.ListField(child=serializers.CharField())
+    unreachable = serializers.ListField(child=serializers.CharField())
+
+
+class PlanStep(serializers.Serializer):
+    tool = serializers.CharField(max_length=200)
+    args = serializers.DictField(required=False, default=dict)
+
+
+class PlanRequest(serializers.Serializer):
+    plan = serializers.ListField(child=serializers.JSONField(), max_length=200)
+    state = serializers.DictField(required=False, default=dict)
+    config = serializers.DictField(required=False, default=dict)
+
+
+class Violation(serializers.Serializer):
+    step = serializers.IntegerField(allow_null=True)
+    invariant = serializers.CharField()
+    rule = serializers.CharField()
+    action = serializers.ChoiceField(choices=["rejected", "corrected", "dropped"])
+
+
+class PlanResponse(serializers.Serializer):
+    plan = PlanStep(many=True)
+    violations = Violation(many=True)
+    valid = serializers.BooleanField()
+    config = serializers.DictField()
+    mandate = serializers.CharField()

@@ -1,0 +1,437 @@
+"""The runtime API: reads of approved contracts, exports, traces in, filtering and plan checks.
+
+Every read answers with a strong ETag derived from the registry revision, the caller and the
+URL, so a conditional GET is answered 304 before any contract row is read.
+"""
+
+import hashlib
+import logging
+
+from django.db import connection
+from django.http import Http404
+from django.utils.cache import patch_cache_control
+from drf_spectacular.types import OpenApiTypes
+from drf_spectacular.utils import OpenApiExample, OpenApiParameter, extend_schema, inline_serializer
+from rest_framework import generics, serializers, status
+from rest_framework.exceptions import ValidationError
+from rest_framework.pagination import PageNumberPagination
+from rest_framework.permissions import AllowAny
+from rest_framework.response import Response
+from rest_framework.throttling import SimpleRateThrottle
+from rest_framework.views import APIView
+
+from learning.services import traces_ingest
+from registry.models import ContractVersion
+
+from . import exports
+from .auth import HasScope, IsRuntimeOrStaff, Runtime
+from .errors import error_body
+from .filters import ContractFilter
+from .models import RuntimeToken
+from .parsers import StrictJSONParser
+from .selectors import cached_revision, version_history, visible_versions
+from .serializers import (
+    ContractSerializer,
+    ErrorSerializer,
+    FilterRequest,
+    FilterResponse,
+    PlanRequest,
+    PlanResponse,
+    RevisionSerializer,
+    TraceIn,
+    TraceIngestResult,
+)
+
+logger = logging.getLogger(__name__)
+ERRORS = {code: ErrorSerializer for code in (400, 401, 403, 404, 429)}
+
+
+class RuntimeThrottle(SimpleRateThrottle):
+    """Per token (or per staff user); answers 429 with Retry-After."""
+
+    scope = "runtime"
+
+    def get_cache_key(self, request, view):
+        user = request.user
+        if isinstance(user, Runtime):
+            ident = f"token-{user.token.pk}"
+        elif user is not None and getattr(user, "is_authenticated", False):
+            ident = f"user-{user.pk}"
+        else:
+            ident = self.get_ident(request)
+        return f"throttle:{self.scope}:{ident}"
+
+
+class Pagination(PageNumberPagination):
+    page_size = 50
+    page_size_query_param = "page_size"
+    max_page_size = 200
+
+
+class RuntimeView(APIView):
+    permission_classes = [IsRuntimeOrStaff, HasScope]
+    throttle_classes = [RuntimeThrottle]
+    parser_classes = [StrictJSONParser]
+    required_scope = RuntimeToken.Scope.CONTRACTS_READ
+
+    @property
+    def application(self):
+        user = self.request.user
+        return user.application if isinstance(user, Runtime) else None
+
+    def visible(self):
+        return visible_versions(self.application)
+
+    def policy(self) -> dict | None:
+        application = self.application
+        if application is None:
+            return None
+        policy = getattr(application, "policy", None)
+        return policy.document() if policy else None
+
+
+class NotModified(Exception):
+    """Raised once the caller's ETag matches, before the view reads anything."""
+
+
+class ConditionalMixin:
+    """Strong ETag from (revision, caller, URL), checked right after authentication.
+
+    The revision moves whenever anything a runtime can see changes, so equal tags mean equal
+    bodies: a match is answered 304 without reading a contract row.
+    """
+
+    cache_seconds = 5
+    etag_value: str | None = None
+
+    def etag(self, request) -> str:
+        user = request.user
+        caller = f"app-{user.application.pk}" if isinstance(user, Runtime) else "staff"
+        key = f"{cached_revision()}|{caller}|{request.get_full_path()}"
+        return '"' + hashlib.sha256(key.encode()).hexdigest()[:32] + '"'
+
+    def initial(self, request, *args, **kwargs):
+        super().initial(request, *args, **kwargs)
+        if request.method in ("GET", "HEAD"):
+            self.etag_value = self.etag(request)
+            sent = [tag.strip() for tag in request.headers.get("If-None-Match", "").split(",")]
+            if self.etag_value in sent:
+                raise NotModified
+
+    def handle_exception(self, exc):
+        if isinstance(exc, NotModified):
+            return Response(status=status.HTTP_304_NOT_MODIFIED)
+        return super().handle_exception(exc)
+
+    def finalize_response(self, request, response, *args, **kwargs):
+        response = super().finalize_response(request, response, *args, **kwargs)
+        if self.etag_value and response.status_code in (200, 304):
+            response["ETag"] = self.etag_value
+            patch_cache_control(
+                response, private=True, max_age=self.cache_seconds, must_revalidate=True
+            )
+        return response
+
+
+@extend_schema(tags=["contracts"], responses={200: ContractSerializer(many=True), **ERRORS})
+class ToolListView(ConditionalMixin, RuntimeView, generics.ListAPIView):
+    """Approved contracts the caller may see, filterable and paginated."""
+
+    serializer_class = ContractSerializer
+    filterset_class = ContractFilter
+    pagination_class = Pagination
+
+    def get_queryset(self):
+        return self.visible().order_by("tool__name")
+
+
+class VisibleToolMixin:
+    def get_version(self) -> ContractVersion:
+        try:
+            return self.visible().get(tool__name=self.kwargs["name"])
+        except ContractVersion.DoesNotExist:
+            raise Http404 from None
+
+
+@extend_schema(tags=["contracts"], responses={200: ContractSerializer, 304: None, **ERRORS})
+class ToolDetailView(ConditionalMixin, VisibleToolMixin, RuntimeView, generics.GenericAPIView):
+    """One approved contract; 404 for a tool the caller may not see (names do not leak)."""
+
+    serializer_class = ContractSerializer
+
+    def get(self, request, name: str):
+        return Response(ContractSerializer(self.get_version()).data)
+
+
+@extend_schema(tags=["contracts"], responses={200: ContractSerializer(many=True), **ERRORS})
+class ToolVersionsView(ConditionalMixin, VisibleToolMixin, RuntimeView, generics.GenericAPIView):
+    """The approved history of one visible tool, newest first."""
+
+    serializer_class = ContractSerializer
+
+    def get(self, request, name: str):
+        history = version_history(self.get_version())[:100]
+        return Response(ContractSerializer(history, many=True).data)
+
+
+@extend_schema(tags=["contracts"], responses={200: RevisionSerializer, **ERRORS})
+class RevisionView(ConditionalMixin, RuntimeView):
+    """The registry revision: it moves whenever what runtimes may see changes. Poll it."""
+
+    cache_seconds = 1
+
+    def get(self, request):
+        return Response({"revision": cached_revision()})
+
+
+EXPORT_FILTERS = [
+    OpenApiParameter(name, str, description=f"As on tools/: {name}")
+    for name in ("risk", "max_risk", "permission", "requires", "produces", "domain", "search")
+]
+
+
+class ExportView(ConditionalMixin, RuntimeView, generics.GenericAPIView):
+    filterset_class = ContractFilter
+    serializer_class = ContractSerializer
+
+    def documents(self) -> list[dict]:
+        versions = self.filter_queryset(self.visible().order_by("tool__name"))
+        return [version.document() for version in versions]
+
+    def mandate(self) -> str:
+        policy = self.policy()
+        return policy["mandate"] if policy else ""
+
+
+@extend_schema(
+    tags=["exports"],
+    parameters=[
+        *EXPORT_FILTERS,
+        OpenApiParameter("strict", bool, description="OpenAI strict-mode schemas."),
+    ],
+    responses={200: OpenApiTypes.OBJECT, **ERRORS},
+    examples=[
+        OpenApiExample(
+            "One function",
+            value=[
+                {
+                    "type": "function",
+                    "function": {
+                        "name": "calendar__find_events",
+                        "description": "Find calendar events.",
+                        "parameters": {"type": "object"},
+                    },
+                }
+            ],
+            response_only=True,
+        )
+    ],
+)
+class OpenAIExportView(ExportView):
+    """Tools in OpenAI's function-calling shape ('.' in names is sent as '__')."""
+
+    def get(self, request):
+        strict = request.query_params.get("strict", "false").lower() in ("1", "true", "yes")
+        mandate = self.mandate()
+        tools, problems = [], {}
+        for document in self.documents():
+            try:
+                tools.append(exports.openai_tool(document, mandate=mandate, strict=strict))
+            except exports.NotStrict as exc:
+                problems[document["name"]] = [str(exc)]
+        if problems:
+            raise ValidationError(problems, code="not_strict")
+        return Response(tools)
+
+
+@extend_schema(
+    tags=["exports"], parameters=EXPORT_FILTERS, responses={200: OpenApiTypes.OBJECT, **ERRORS}
+)
+class AnthropicExportView(ExportView):
+    """Tools in Anthropic's Messages API shape ('.' in names is sent as '__')."""
+
+    def get(self, request):
+        mandate = self.mandate()
+        return Response([exports.anthropic_tool(d, mandate=mandate) for d in self.documents()])
+
+
+@extend_schema(
+    tags=["exports"], parameters=EXPORT_FILTERS, responses={200: OpenApiTypes.OBJECT, **ERRORS}
+)
+class MCPExportView(ExportView):
+    """An MCP tools/list result."""
+
+    def get(self, request):
+        mandate = self.mandate()
+        return Response({"tools": [exports.mcp_tool(d, mandate=mandate) for d in self.documents()]})
+
+
+@extend_schema(
+    tags=["traces"],
+    request=TraceIn(many=True),
+    responses={200: TraceIngestResult, 413: ErrorSerializer, **ERRORS},
+)
+class TraceIngestView(RuntimeView):
+    """Store a batch of traces (at most 1,000); each bad item is reported, nothing good is lost."""
+
+    required_scope = RuntimeToken.Scope.TRACES_WRITE
+
+    def post(self, request):
+        from django.conf import settings
+
+        items = request.data
+        if not isinstance(items, list):
+            raise ValidationError({"body": ["must be a JSON list of traces"]})
+        limit = settings.API_MAX_TRACES_PER_REQUEST
+        if len(items) > limit:
+            raise ValidationError(
+                {"body": [f"at most {limit} traces per request, got {len(items)}"]}
+            )
+        result = traces_ingest(items=enumerate(items), application=self.application)
+        return Response(
+            {
+                "accepted": result.accepted,
+                "duplicates": result.duplicates,
+                "rejected": len({problem["index"] for problem in result.rejected}),
+                "problems": result.rejected,
+            }
+        )
+
+
+@extend_schema(
+    tags=["health"],
+    responses={
+        200: inline_serializer("Health", {"status": serializers.CharField()}),
+        503: ErrorSerializer,
+    },
+)
+class HealthView(APIView):
+    """Liveness and database reachability, for load balancers and compose healthchecks."""
+
+    authentication_classes: list = []
+    permission_classes = [AllowAny]
+
+    def get(self, request):
+        try:
+            connection.ensure_connection()
+        except Exception:
+            return Response(error_body(503, "database unavailable"), status=503)
+        return Response({"status": "ok"})
+
+
+_INDEX_CACHE: dict[str, tuple] = {}
+_INDEX_CACHE_SIZE = 32
+
+
+def _producer_index(view: "RuntimeView"):
+    """The causal index of the caller's visible set, built once per registry revision.
+
+    Kept in process memory (it is a Python object graph, not bytes): the revision in the key makes
+    a stale entry unreachable, and the size bound keeps memory flat.
+    """
+    from registry.selectors import risk_ranks
+
+    from .causal import ProducerIndex
+
+    application = view.application
+    key = f"{application.pk if application else 'staff'}:{cached_revision()}"
+    entry = _INDEX_CACHE.get(key)
+    if entry is None:
+        versions = list(view.visible().order_by("tool_id"))
+        documents = [version.document() for version in versions]
+        entry = (
+            ProducerIndex(documents, risk_rank=risk_ranks()),
+            {version.tool.name: version for version in versions},
+        )
+        if len(_INDEX_CACHE) >= _INDEX_CACHE_SIZE:
+            _INDEX_CACHE.pop(next(iter(_INDEX_CACHE)))
+        _INDEX_CACHE[key] = entry
+    return entry
+
+
+@extend_schema(
+    tags=["planning"],
+    request=FilterRequest,
+    responses={200: FilterResponse, **ERRORS},
+    examples=[
+        OpenApiExample(
+            "Move an event",
+            value={"state": ["event_query", "new_time"], "goal": ["event_updated"]},
+            request_only=True,
+        )
+    ],
+)
+class FilterView(RuntimeView):
+    """Causal minimal tool filtering: the tools that move this state toward this goal, now."""
+
+    def post(self, request):
+        from registry.selectors import alias_map
+
+        from .causal import filter_tools
+
+        body = FilterRequest(data=request.data)
+        body.is_valid(raise_exception=True)
+        aliases = alias_map()
+        state = {aliases.get(name, name) for name in body.validated_data["state"]}
+        goal = {aliases.get(name, name) for name in body.validated_data["goal"]}
+        index, by_name = _producer_index(self)
+        result = filter_tools(
+            index,
+            state=state,
+            goal=goal,
+            max_tools=body.validated_data.get("max_tools"),
+            alternatives=body.validated_data["alternatives"],
+        )
+        return Response(
+            {
+                "tools": ContractSerializer(
+                    [by_name[name] for name in result.tools], many=True
+                ).data,
+                "plan": result.plan,
+                "unreachable": result.unreachable,
+            }
+        )
+
+
+@extend_schema(
+    tags=["planning"],
+    request=PlanRequest,
+    responses={200: PlanResponse, **ERRORS},
+    examples=[
+        OpenApiExample(
+            "A clinical plan",
+            value={
+                "plan": [
+                    {
+                        "tool": "retrieval_llm",
+                        "args": {"query": "statins", "subquestion_ids": [1, 2]},
+                    },
+                    {"tool": "source_link_retrieval", "args": {"query": "statins"}},
+                ]
+            },
+            request_only=True,
+        )
+    ],
+)
+class PlanValidateView(RuntimeView):
+    """Check a plan against each tool's contract and the application's planning policy."""
+
+    def post(self, request):
+        from .planning import validate_plan
+
+        body = PlanRequest(data=request.data)
+        body.is_valid(raise_exception=True)
+        names = {step.get("tool") for step in body.validated_data["plan"] if isinstance(step, dict)}
+        versions = self.visible().filter(tool__name__in=[n for n in names if isinstance(n, str)])
+        contracts = {version.tool.name: version.document() for version in versions}
+        result = validate_plan(
+            plan=body.validated_data["plan"],
+            contracts=contracts,
+            policy=self.policy(),
+            state=body.validated_data["state"],
+            config=body.validated_data["config"],
+        )
+        tripped = sorted({v["invariant"] for v in result["violations"]})
+        if tripped:
+            logger.info("plan check tripped %s", ", ".join(tripped))
+        return Response(result)

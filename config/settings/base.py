@@ -1,0 +1,233 @@
+"""Settings shared by every environment, read from the environment through django-environ.
+
+With nothing set, the service runs on SQLite under ``var/`` and Celery uses kombu's
+filesystem transport under ``var/``: no server to install. ``DATABASE_URL`` and
+``REDIS_URL`` switch to PostgreSQL and Redis. A malformed value raises
+``ImproperlyConfigured`` naming the variable, never a silent default.
+"""
+
+import os
+from datetime import timedelta
+from pathlib import Path
+
+import environ
+from django.core.exceptions import ImproperlyConfigured
+
+BASE_DIR = Path(__file__).resolve().parent.parent.parent
+VAR_DIR = Path(environ.Env().str("VAR_DIR", default=str(BASE_DIR / "var")))
+
+env = environ.Env()
+# The embedded default keeps its database and broker queue here; nothing else to set up.
+VAR_DIR.mkdir(parents=True, exist_ok=True)
+
+
+def env_value(name: str, cast, default):
+    """Read one variable; any parse failure names the variable."""
+    try:
+        return cast(name, default=default)
+    except ImproperlyConfigured:
+        raise
+    except Exception as exc:  # environ raises ValueError and friends on bad input
+        raise ImproperlyConfigured(f"{name}: {exc}") from exc
+
+
+SUPPORTED_ENGINES = {"django.db.backends.sqlite3", "django.db.backends.postgresql"}
+TRUE_WORDS = {"1", "true", "yes", "on"}
+FALSE_WORDS = {"0", "false", "no", "off", ""}
+
+
+def env_bool(name: str, default: bool) -> bool:
+    """Strict: django-environ reads any unknown word as False; a typo should fail loudly."""
+    raw = os.environ.get(name)
+    if raw is None:
+        return default
+    if raw.strip().lower() in TRUE_WORDS:
+        return True
+    if raw.strip().lower() in FALSE_WORDS:
+        return False
+    raise ImproperlyConfigured(f"{name}: expected true/false, got {raw!r}")
+
+
+def database_from_env(default_url: str) -> dict:
+    url = env_value("DATABASE_URL", env.str, default_url)
+    try:
+        config = environ.Env.db_url_config(url)
+    except Exception as exc:
+        raise ImproperlyConfigured(f"DATABASE_URL: cannot parse {url!r}: {exc}") from exc
+    if config.get("ENGINE") not in SUPPORTED_ENGINES:
+        raise ImproperlyConfigured(
+            f"DATABASE_URL: {url.split(':', 1)[0]!r} is not supported; use postgres:// or sqlite://"
+        )
+    if config["ENGINE"] == "django.db.backends.postgresql":
+        # A request never waits on a dead database longer than this (reliability: 503 fast).
+        config.setdefault("OPTIONS", {}).setdefault("connect_timeout", 5)
+        config["CONN_MAX_AGE"] = env_value("CONN_MAX_AGE", env.int, 60)
+        config["CONN_HEALTH_CHECKS"] = True
+    return config
+
+
+def redis_url_from_env() -> str | None:
+    url = env_value("REDIS_URL", env.str, "")
+    if url and not url.startswith(("redis://", "rediss://", "unix://")):
+        raise ImproperlyConfigured(f"REDIS_URL: expected a redis:// URL, got {url!r}")
+    return url or None
+
+
+SECRET_KEY = env_value("SECRET_KEY", env.str, "insecure-development-key-change-me")
+DEBUG = env_bool("DEBUG", False)
+ALLOWED_HOSTS = env_value("ALLOWED_HOSTS", env.list, ["127.0.0.1", "localhost"])
+CSRF_TRUSTED_ORIGINS = env_value("CSRF_TRUSTED_ORIGINS", env.list, [])
+
+INSTALLED_APPS = [
+    "django.contrib.admin",
+    "django.contrib.auth",
+    "django.contrib.contenttypes",
+    "django.contrib.sessions",
+    "django.contrib.messages",
+    "django.contrib.staticfiles",
+    "rest_framework",
+    "django_filters",
+    "drf_spectacular",
+    "drf_spectacular_sidecar",
+    "django_celery_beat",
+    "registry",
+    "reviews",
+    "learning",
+    "api",
+]
+
+MIDDLEWARE = [
+    "django.middleware.security.SecurityMiddleware",
+    # Serves the admin's static files under gunicorn too; no web server needed in front.
+    "whitenoise.middleware.WhiteNoiseMiddleware",
+    "django.contrib.sessions.middleware.SessionMiddleware",
+    "django.middleware.common.CommonMiddleware",
+    "django.middleware.csrf.CsrfViewMiddleware",
+    "django.contrib.auth.middleware.AuthenticationMiddleware",
+    "django.contrib.messages.middleware.MessageMiddleware",
+    "django.middleware.clickjacking.XFrameOptionsMiddleware",
+]
+
+ROOT_URLCONF = "config.urls"
+WSGI_APPLICATION = "config.wsgi.application"
+
+TEMPLATES = [
+    {
+        "BACKEND": "django.template.backends.django.DjangoTemplates",
+        "DIRS": [BASE_DIR / "templates"],
+        "APP_DIRS": True,
+        "OPTIONS": {
+            "context_processors": [
+                "django.template.context_processors.request",
+                "django.contrib.auth.context_processors.auth",
+                "django.contrib.messages.context_processors.messages",
+            ],
+        },
+    },
+]
+
+DATABASES = {"default": database_from_env(f"sqlite:///{VAR_DIR / 'registry.sqlite3'}")}
+if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
+    # WAL lets the worker write while the web process reads; the timeout rides out short locks.
+    DATABASES["default"].setdefault("OPTIONS", {}).update(
+        {"timeout": 20, "init_command": "PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL;"}
+    )
+DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
+
+AUTH_PASSWORD_VALIDATORS = [
+    {"NAME": "django.contrib.auth.password_validation.UserAttributeSimilarityValidator"},
+    {"NAME": "django.contrib.auth.password_validation.MinimumLengthValidator"},
+    {"NAME": "django.contrib.auth.password_validation.CommonPasswordValidator"},
+    {"NAME": "django.contrib.auth.password_validation.NumericPasswordValidator"},
+]
+
+LANGUAGE_CODE = "en-us"
+TIME_ZONE = "UTC"
+USE_I18N = True
+USE_TZ = True
+
+STATIC_URL = "static/"
+STATIC_ROOT = VAR_DIR / "static"
+STATIC_ROOT.mkdir(exist_ok=True)
+
+REDIS_URL = redis_url_from_env()
+
+if REDIS_URL:
+    CACHES = {
+        "default": {"BACKEND": "django.core.cache.backends.redis.RedisCache", "LOCATION": REDIS_URL}
+    }
+else:
+    CACHES = {"default": {"BACKEND": "django.core.cache.backends.locmem.LocMemCache"}}
+
+# Celery: JSON only, time limits on every task, schedules in the database (django-celery-beat).
+if REDIS_URL:
+    CELERY_BROKER_URL = REDIS_URL
+    CELERY_BROKER_TRANSPORT_OPTIONS = {"visibility_timeout": 3600}
+else:
+    _broker_dir = VAR_DIR / "broker"
+    for _folder in ("queue", "processed"):
+        (_broker_dir / _folder).mkdir(parents=True, exist_ok=True)
+    CELERY_BROKER_URL = "filesystem://"
+    CELERY_BROKER_TRANSPORT_OPTIONS = {
+        "data_folder_in": str(_broker_dir / "queue"),
+        "data_folder_out": str(_broker_dir / "queue"),
+        "processed_folder": str(_broker_dir / "processed"),
+        "store_processed": False,
+    }
+CELERY_TASK_SERIALIZER = "json"
+CELERY_RESULT_SERIALIZER = "json"
+CELERY_ACCEPT_CONTENT = ["json"]
+CELERY_TASK_IGNORE_RESULT = True
+CELERY_TASK_SOFT_TIME_LIMIT = 300
+CELERY_TASK_TIME_LIMIT = 360  # stays below the broker's visibility_timeout
+CELERY_TASK_ACKS_LATE = True
+CELERY_TASK_REJECT_ON_WORKER_LOST = True
+CELERY_WORKER_PREFETCH_MULTIPLIER = 1
+CELERY_TASK_ALWAYS_EAGER = env_bool("CELERY_TASK_ALWAYS_EAGER", False)
+CELERY_BEAT_SCHEDULER = "django_celery_beat.schedulers:DatabaseScheduler"
+CELERY_TIMEZONE = TIME_ZONE
+
+REST_FRAMEWORK = {
+    "DEFAULT_AUTHENTICATION_CLASSES": [
+        "api.auth.RuntimeTokenAuthentication",
+        "rest_framework.authentication.SessionAuthentication",
+    ],
+    "DEFAULT_PERMISSION_CLASSES": ["api.auth.IsRuntimeOrStaff"],
+    "DEFAULT_RENDERER_CLASSES": ["rest_framework.renderers.JSONRenderer"],
+    "DEFAULT_PARSER_CLASSES": ["rest_framework.parsers.JSONParser"],
+    "DEFAULT_FILTER_BACKENDS": ["django_filters.rest_framework.DjangoFilterBackend"],
+    "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",
+    "EXCEPTION_HANDLER": "api.errors.exception_handler",
+    "DEFAULT_THROTTLE_RATES": {"runtime": env_value("API_THROTTLE_RATE", env.str, "6000/min")},
+    "UNAUTHENTICATED_USER": None,
+}
+
+SPECTACULAR_SETTINGS = {
+    "TITLE": "Tool-contract registry API",
+    "DESCRIPTION": "Approved tool contracts for agent runtimes, and their execution traces.",
+    "VERSION": "1.0.0",
+    "SERVE_INCLUDE_SCHEMA": False,
+    "SWAGGER_UI_DIST": "SIDECAR",
+    "SWAGGER_UI_FAVICON_HREF": "SIDECAR",
+    "REDOC_DIST": "SIDECAR",
+    "COMPONENT_SPLIT_REQUEST": True,
+}
+
+EMAIL_BACKEND = env_value(
+    "EMAIL_BACKEND", env.str, "django.core.mail.backends.console.EmailBackend"
+)
+DEFAULT_FROM_EMAIL = env_value("DEFAULT_FROM_EMAIL", env.str, "registry@localhost")
+
+# Learning.
+TRACE_RETENTION = timedelta(days=env_value("TRACE_RETENTION_DAYS", env.int, 30))
+TRACE_BATCH_SIZE = 2000
+API_MAX_TRACES_PER_REQUEST = 1000
+DATA_UPLOAD_MAX_MEMORY_SIZE = env_value("DATA_UPLOAD_MAX_MEMORY_SIZE", env.int, 5 * 1024 * 1024)
+
+LOGGING = {
+    "version": 1,
+    "disable_existing_loggers": False,
+    "formatters": {"plain": {"format": "%(asctime)s %(levelname)s %(name)s %(message)s"}},
+    "handlers": {"console": {"class": "logging.StreamHandler", "formatter": "plain"}},
+    "root": {"handlers": ["console"], "level": env_value("LOG_LEVEL", env.str, "INFO")},
+}

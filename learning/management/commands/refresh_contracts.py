@@ -1,0 +1,25 @@
+from django.core.management.base import BaseCommand, CommandError
+from tqdm import tqdm
+
+from learning.services import tool_refresh, tools_with_new_traces
+
+
+class Command(BaseCommand):
+    help = "Fold new traces, infer contracts and judge drift now, in this process."
+
+    def add_arguments(self, parser):
+        parser.add_argument("--tool", help="Only this tool (by name).")
+        parser.add_argument("--no-progress", action="store_true")
+
+    def handle(self, *args, tool, no_progress, **options):
+        names = [tool] if tool else tools_with_new_traces()
+        tickets = drifted = 0
+        for name in tqdm(names, desc="tools", disable=no_progress, file=self.stderr._out):
+            result = tool_refresh(tool_name=name)
+            if tool and result.inferred is None:
+                raise CommandError(f"{tool}: no traces recorded for this tool.")
+            drifted += bool(result.drift)
+            tickets += result.ticket_id is not None
+        self.stdout.write(
+            f"Refreshed {len(names)} tool(s): {drifted} drifted, {tickets} with a review ticket."
+        )

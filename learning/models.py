@@ -1,0 +1,120 @@
+from django.db import models
+from django.db.models import Q
+
+from registry.models import Application, ContractVersion, Tool
+
+
+class Trace(models.Model):
+    """One tool call an agent runtime made, as it reported it; unique on (trace_id, step)."""
+
+    class Status(models.TextChoices):
+        SUCCESS = "success"
+        ERROR = "error"
+
+    trace_id = models.CharField(max_length=200)
+    step = models.PositiveIntegerField()
+    tool_name = models.CharField(max_length=200, db_index=True)
+    tool = models.ForeignKey(
+        Tool, null=True, blank=True, on_delete=models.SET_NULL, related_name="traces"
+    )
+    unknown_tool = models.BooleanField(
+        default=False, help_text="The registry had no such tool when the trace arrived."
+    )
+    args = models.JSONField(default=dict)
+    status = models.CharField(max_length=10, choices=Status.choices)
+    state_before = models.JSONField(default=dict)
+    state_after = models.JSONField(default=dict)
+    output = models.JSONField(null=True, blank=True)
+    error = models.TextField(blank=True, default="")
+    duration_ms = models.PositiveIntegerField(null=True, blank=True)
+    occurred_at = models.DateTimeField()
+    received_at = models.DateTimeField(auto_now_add=True)
+    application = models.ForeignKey(
+        Application, null=True, blank=True, on_delete=models.SET_NULL, related_name="traces"
+    )
+    aggregated = models.BooleanField(default=False)
+
+    class Meta:
+        ordering = ["-pk"]
+        constraints = [
+            models.UniqueConstraint(fields=["trace_id", "step"], name="unique_trace_step"),
+        ]
+        indexes = [
+            # Refresh reads only traces not yet folded into aggregates: a small, partial index.
+            models.Index(
+                fields=["tool_name", "id"], condition=Q(aggregated=False), name="trace_pending_idx"
+            ),
+            models.Index(fields=["occurred_at"], name="trace_occurred_idx"),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.trace_id}#{self.step} {self.tool_name}"
+
+
+class ToolStats(models.Model):
+    """What inference needs of a tool's traces, folded incrementally; survives trace pruning."""
+
+    tool_name = models.CharField(max_length=200, unique=True)
+    tool = models.ForeignKey(
+        Tool, null=True, blank=True, on_delete=models.SET_NULL, related_name="stats"
+    )
+    aggregate = models.JSONField(default=dict)
+    since_version = models.ForeignKey(
+        ContractVersion, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
+    aggregate_since_version = models.JSONField(
+        default=dict, help_text="Only traces that arrived after since_version was approved."
+    )
+    traces_total = models.PositiveBigIntegerField(default=0)
+    traces_since_version = models.PositiveBigIntegerField(default=0)
+    dirty = models.BooleanField(default=False, help_text="New traces since the last inference.")
+    updated_at = models.DateTimeField(auto_now=True)
+    inferred_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["tool_name"]
+        verbose_name_plural = "tool statistics"
+
+    def __str__(self) -> str:
+        return f"stats of {self.tool_name}"
+
+
+class InferredContract(models.Model):
+    """The latest contract inferred from a tool's traces: a suggestion, never served."""
+
+    tool_name = models.CharField(max_length=200, unique=True)
+    tool = models.ForeignKey(
+        Tool, null=True, blank=True, on_delete=models.SET_NULL, related_name="inferred"
+    )
+    document = models.JSONField()
+    support = models.PositiveBigIntegerField()
+    confidence = models.JSONField(default=dict)
+    inferred_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        ordering = ["tool_name"]
+
+    def __str__(self) -> str:
+        return f"inferred {self.tool_name}"
+
+
+class DriftReport(models.Model):
+    """A difference between what a tool does and what its approved contract says."""
+
+    tool = models.ForeignKey(Tool, on_delete=models.CASCADE, related_name="drift_reports")
+    base = models.ForeignKey(ContractVersion, on_delete=models.CASCADE, related_name="+")
+    fingerprint = models.CharField(max_length=64, unique=True)
+    items = models.JSONField()
+    evidence = models.JSONField(default=dict)
+    ticket = models.ForeignKey(
+        "reviews.ReviewTicket", null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
+    auto_published = models.BooleanField(default=False)
+    created_at = models.DateTimeField(auto_now_add=True)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        ordering = ["-updated_at"]
+
+    def __str__(self) -> str:
+        return f"drift of {self.tool.name}"

@@ -1,0 +1,52 @@
+"""Thin, idempotent tasks: each takes a name and calls one service."""
+
+from celery import shared_task
+from django.db import InterfaceError, OperationalError
+
+from . import services
+
+TRANSIENT = (OperationalError, InterfaceError)
+
+
+@shared_task(
+    bind=True,
+    acks_late=True,
+    autoretry_for=TRANSIENT,
+    retry_backoff=True,
+    max_retries=5,
+    soft_time_limit=240,
+    time_limit=300,
+)
+def tool_refresh(self, tool_name: str) -> dict:
+    result = services.tool_refresh(tool_name=tool_name)
+    return {"tool": tool_name, "folded": result.folded, "ticket": result.ticket_id}
+
+
+@shared_task(
+    bind=True,
+    acks_late=True,
+    autoretry_for=TRANSIENT,
+    retry_backoff=True,
+    max_retries=5,
+    soft_time_limit=60,
+    time_limit=90,
+)
+def refresh_contracts(self) -> int:
+    """Fan out one refresh per tool with new traces (the periodic entry point)."""
+    names = services.tools_with_new_traces()
+    for name in names:
+        tool_refresh.delay(name)
+    return len(names)
+
+
+@shared_task(
+    bind=True,
+    acks_late=True,
+    autoretry_for=TRANSIENT,
+    retry_backoff=True,
+    max_retries=5,
+    soft_time_limit=1200,
+    time_limit=1500,
+)
+def prune_traces(self) -> int:
+    return services.traces_prune()

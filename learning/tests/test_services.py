@@ -1,0 +1,197 @@
+import json
+from datetime import timedelta
+
+import pytest
+from django.core.management import CommandError, call_command
+from django.utils import timezone
+
+from conftest import contract
+from learning.models import DriftReport, InferredContract, ToolStats, Trace
+from learning.services import tool_refresh, tools_with_new_traces, traces_ingest, traces_prune
+from registry.models import RiskLevel, Tool
+from registry.services import registry_import
+from reviews.models import ReviewTicket
+
+pytestmark = pytest.mark.django_db
+
+
+def call(
+    step: int,
+    *,
+    run: str = "run",
+    tool: str = "calendar.get_event",
+    event: str | None = None,
+    extra_after: dict | None = None,
+    status: str = "success",
+    with_id: bool = True,
+) -> dict:
+    event = event or f"evt_{run}_{step}"
+    before = {"event_id": event, "user_id": "u_1"} if with_id else {"user_id": "u_1"}
+    after = {**before, "event_details": f"details of {event}", **(extra_after or {})}
+    return {
+        "trace_id": run, "step": step, "tool": tool, "args": {"event_id": event} if with_id else {},
+        "status": status, "state_before": before,
+        "state_after": after if status == "success" else before,
+        "duration_ms": 40 + step % 20, "occurred_at": timezone.now().isoformat(),
+    }  # fmt: skip
+
+
+@pytest.fixture
+def get_event(vocabulary):
+    registry_import(
+        data=[
+            contract(
+                name="calendar.get_event",
+                description="Read one calendar event by id.",
+                requires=["event_id"],
+                produces=["event_details"],
+                input_schema={
+                    "type": "object",
+                    "properties": {"event_id": {"type": "string"}},
+                    "required": ["event_id"],
+                    "additionalProperties": False,
+                },
+                risk="high",
+            )
+        ],
+        approve=True,
+    )
+    return Tool.objects.get(name="calendar.get_event")
+
+
+def test_it_stores_valid_traces_and_counts_duplicates(get_event):
+    items = [call(i) for i in range(5)] + [call(0)]
+    result = traces_ingest(items=enumerate(items))
+    assert (result.accepted, result.duplicates, result.rejected) == (5, 1, [])
+    result = traces_ingest(items=enumerate(items))
+    assert (result.accepted, result.duplicates) == (0, 6)
+    assert Trace.objects.count() == 5
+
+
+def test_it_keeps_an_unknown_tool_flagged(get_event):
+    traces_ingest(items=enumerate([call(1, tool="crm.lookup_account")]))
+    trace = Trace.objects.get()
+    assert trace.unknown_tool and trace.tool is None
+
+
+def test_refresh_folds_only_new_traces(get_event):
+    traces_ingest(items=enumerate(call(i) for i in range(40)))
+    assert tools_with_new_traces() == ["calendar.get_event"]
+    assert tool_refresh(tool_name="calendar.get_event").folded == 40
+    assert tools_with_new_traces() == []
+    assert tool_refresh(tool_name="calendar.get_event").folded == 0
+    traces_ingest(items=enumerate(call(i, run="second") for i in range(10)))
+    assert tool_refresh(tool_name="calendar.get_event").folded == 10
+    stats = ToolStats.objects.get(tool_name="calendar.get_event")
+    assert stats.traces_total == 50
+
+
+def test_a_faithful_tool_infers_its_contract_and_does_not_drift(get_event):
+    traces_ingest(items=enumerate(call(i) for i in range(40)))
+    result = tool_refresh(tool_name="calendar.get_event")
+    inferred = InferredContract.objects.get(tool_name="calendar.get_event").document
+    assert inferred["requires"] == ["event_id"]
+    assert inferred["produces"] == ["event_details"]
+    assert result.drift == []
+    assert not ReviewTicket.objects.filter(kind="drift").exists()
+
+
+def drifted(n: int = 40, run: str = "drift") -> list[dict]:
+    return [call(i, run=run, extra_after={"event_updated": True}) for i in range(n)]
+
+
+def test_a_drifted_high_risk_tool_opens_one_ticket_with_evidence(get_event):
+    traces_ingest(items=enumerate(drifted()))
+    result = tool_refresh(tool_name="calendar.get_event")
+    ticket = ReviewTicket.objects.get(kind="drift")
+    assert result.ticket_id == ticket.pk
+    assert "event_updated" in ticket.proposed.produces
+    assert ticket.base == get_event.current_version
+    assert any(item["field"] == "produces" for item in ticket.evidence["drift"])
+    assert ticket.evidence["traces_since_version"] == 40
+    # a rerun, and new evidence of the same drift: still one ticket, evidence updated
+    tool_refresh(tool_name="calendar.get_event")
+    traces_ingest(items=enumerate(drifted(10, run="more")))
+    tool_refresh(tool_name="calendar.get_event")
+    assert ReviewTicket.objects.filter(kind="drift").count() == 1
+    ticket.refresh_from_db()
+    assert ticket.evidence["traces_since_version"] == 50
+    assert DriftReport.objects.count() == 1
+
+
+def test_drift_waits_for_min_support(get_event):
+    traces_ingest(items=enumerate(drifted(10)))
+    assert tool_refresh(tool_name="calendar.get_event").drift == []
+    assert (
+        not ReviewTicket.objects.exists() or not ReviewTicket.objects.filter(kind="drift").exists()
+    )
+
+
+def test_drift_on_a_medium_tool_is_a_report_not_a_ticket(get_event):
+    RiskLevel.objects.filter(name="high").update(ticket_on_drift=False)
+    traces_ingest(items=enumerate(drifted()))
+    tool_refresh(tool_name="calendar.get_event")
+    assert DriftReport.objects.get().ticket is None
+    assert not ReviewTicket.objects.filter(kind="drift").exists()
+
+
+def test_a_level_with_auto_approve_publishes_a_clean_inferred_change(get_event):
+    RiskLevel.objects.filter(name="high").update(ticket_on_drift=False, auto_approve_inferred=True)
+    traces_ingest(items=enumerate(drifted()))
+    result = tool_refresh(tool_name="calendar.get_event")
+    assert result.published
+    get_event.refresh_from_db()
+    assert "event_updated" in get_event.current_version.produces
+    assert get_event.current_version.source == "inferred"
+
+
+def test_prune_deletes_only_folded_traces_past_retention(get_event):
+    traces_ingest(items=enumerate(call(i) for i in range(40)))
+    Trace.objects.update(occurred_at=timezone.now() - timedelta(days=90))
+    assert traces_prune(older_than=timedelta(days=30)) == 0  # not folded yet: kept
+    tool_refresh(tool_name="calendar.get_event")
+    assert traces_prune(older_than=timedelta(days=30)) == 40
+    assert ToolStats.objects.get().traces_total == 40  # the aggregates survive
+
+
+def test_import_traces_reports_bad_lines_and_keeps_good_ones(get_event, tmp_path, capsys):
+    path = tmp_path / "traces.jsonl"
+    lines = [
+        json.dumps(call(1)),
+        "{broken",
+        json.dumps(call(2, status="maybe")),
+        "",
+        json.dumps(call(3)),
+    ]
+    path.write_text("\n".join(lines) + "\n")
+    with pytest.raises(CommandError, match="2 bad line"):
+        call_command("import_traces", str(path), "--no-progress")
+    captured = capsys.readouterr()
+    assert "line 2: (line): not valid JSON" in captured.err
+    assert "line 3: status: must be 'success' or 'error'" in captured.err
+    assert Trace.objects.count() == 2
+
+
+def test_import_traces_is_idempotent(get_event, tmp_path, capsys):
+    path = tmp_path / "traces.jsonl"
+    path.write_text("\n".join(json.dumps(call(i)) for i in range(30)) + "\n")
+    call_command("import_traces", str(path), "--no-progress", "--batch-size", "7")
+    call_command("import_traces", str(path), "--no-progress")
+    assert "0 traces stored, 30 duplicates skipped" in capsys.readouterr().out
+    assert Trace.objects.count() == 30
+
+
+def test_refresh_contracts_command_and_inferred_export(get_event, capsys):
+    traces_ingest(items=enumerate(call(i) for i in range(40)))
+    call_command("refresh_contracts", "--no-progress")
+    call_command("export_contracts", "--inferred")
+    out = capsys.readouterr().out
+    documents = json.loads(out[out.index("[") :])
+    assert documents[0]["name"] == "calendar.get_event"
+    assert documents[0]["support"] == 40
+    assert {"requires", "produces", "risk", "input_schema", "cost"} <= set(documents[0])
+
+
+def test_refresh_of_an_unknown_tool_name_is_a_clear_error(get_event):
+    with pytest.raises(CommandError, match="no traces"):
+        call_command("refresh_contracts", "--tool", "nope.nothing", "--no-progress")

@@ -1,0 +1,94 @@
+"""Checks and normalises one reported trace (pure: no Django).
+
+Every problem names the field and the reason, so a runtime or an operator can fix the line.
+State variable names are resolved through the vocabulary's aliases here, at ingest, so
+aggregates and inference only ever see canonical names.
+"""
+
+from __future__ import annotations
+
+import math
+from datetime import UTC, datetime
+from typing import Any
+
+MAX_ID_LENGTH = 200
+STATUSES = ("success", "error")
+FIELDS = {
+    "trace_id", "step", "tool", "args", "status", "state_before", "state_after", "output",
+    "error", "duration_ms", "occurred_at",
+}  # fmt: skip
+
+
+def trace_parse(
+    item: Any, *, aliases: dict[str, str], now: datetime | None = None
+) -> tuple[dict | None, list[tuple[str, str]]]:
+    """Return (normalised trace, []) or (None, [(field, reason), ...])."""
+    if not isinstance(item, dict):
+        return None, [("(item)", "must be a JSON object")]
+    errors: list[tuple[str, str]] = []
+    for key in sorted(set(item) - FIELDS):
+        errors.append((key, "unknown field"))
+    trace_id = item.get("trace_id")
+    if not isinstance(trace_id, str) or not trace_id.strip() or len(trace_id) > MAX_ID_LENGTH:
+        errors.append(("trace_id", f"must be a non-empty string of at most {MAX_ID_LENGTH}"))
+    step = item.get("step")
+    if not isinstance(step, int) or isinstance(step, bool) or not 0 <= step < 2**31:
+        errors.append(("step", "must be a non-negative integer"))
+    tool = item.get("tool")
+    if not isinstance(tool, str) or not tool.strip() or len(tool) > MAX_ID_LENGTH:
+        errors.append(("tool", f"must be a non-empty string of at most {MAX_ID_LENGTH}"))
+    status = item.get("status")
+    if status not in STATUSES:
+        errors.append(("status", "must be 'success' or 'error'"))
+    args = item.get("args", {})
+    if not isinstance(args, dict):
+        errors.append(("args", "must be an object"))
+    states = {}
+    for key in ("state_before", "state_after"):
+        state = item.get(key, {})
+        if not isinstance(state, dict):
+            errors.append((key, "must be an object mapping variable names to values"))
+        else:
+            states[key] = {aliases.get(name, name): value for name, value in state.items()}
+    error = item.get("error")
+    if error is not None and not isinstance(error, str):
+        errors.append(("error", "must be a string or null"))
+    duration = item.get("duration_ms")
+    if duration is not None and (
+        isinstance(duration, bool)
+        or not isinstance(duration, int | float)
+        or not math.isfinite(duration)
+        or not 0 <= duration < 2**31
+    ):
+        errors.append(("duration_ms", "must be a non-negative number of milliseconds"))
+    occurred_at = item.get("occurred_at")
+    when = now or datetime.now(UTC)
+    if occurred_at is not None:
+        when = _parse_time(occurred_at)
+        if when is None:
+            errors.append(("occurred_at", "must be an ISO 8601 date-time with a time zone"))
+    if errors:
+        return None, errors
+    return {
+        "trace_id": trace_id,
+        "step": step,
+        "tool": tool,
+        "args": args,
+        "status": status,
+        "state_before": states["state_before"],
+        "state_after": states["state_after"],
+        "output": item.get("output"),
+        "error": error,
+        "duration_ms": None if duration is None else int(duration),
+        "occurred_at": when,
+    }, []
+
+
+def _parse_time(value: Any) -> datetime | None:
+    if not isinstance(value, str):
+        return None
+    try:
+        parsed = datetime.fromisoformat(value.replace("Z", "+00:00"))
+    except ValueError:
+        return None
+    return parsed if parsed.tzinfo is not None else None

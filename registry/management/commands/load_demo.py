@@ -1,0 +1,72 @@
+import json
+from pathlib import Path
+
+from django.conf import settings
+from django.contrib.auth import get_user_model
+from django.contrib.auth.models import Group
+from django.core.management import call_command
+from django.core.management.base import BaseCommand
+from django.db import transaction
+
+from registry.services import registry_import
+
+DEMO_FILE = Path(settings.BASE_DIR) / "registry" / "demo" / "registry.json"
+DEMO_USERS = [
+    # username, password, superuser, reviewer
+    ("admin", "admin-demo-2026", True, True),
+    ("reviewer", "reviewer-demo-2026", False, True),
+    ("proposer", "proposer-demo-2026", False, False),
+]
+
+
+class Command(BaseCommand):
+    help = "Load the demo registry, users, traces and inferred contracts (safe to run twice)."
+
+    def add_arguments(self, parser):
+        parser.add_argument("--no-traces", action="store_true", help="Skip demo traces.")
+
+    def handle(self, *args, no_traces, **options):
+        with transaction.atomic():
+            result = registry_import(data=json.loads(DEMO_FILE.read_text()), approve=True)
+            self._users()
+        self.stdout.write(
+            f"Demo registry: {len(result.published)} tools published, "
+            f"{len(result.unchanged)} already there, {len(result.applications)} applications."
+        )
+        if not no_traces:
+            self._traces()
+        self.stdout.write(self.style.SUCCESS("Admin login: admin / admin-demo-2026"))
+        self.stdout.write(
+            "Second reviewer: reviewer / reviewer-demo-2026; "
+            "proposer: proposer / proposer-demo-2026"
+        )
+
+    def _users(self) -> None:
+        reviewers = Group.objects.get(name="Reviewers")
+        User = get_user_model()
+        for username, password, superuser, reviewer in DEMO_USERS:
+            user, created = User.objects.get_or_create(
+                username=username,
+                defaults={
+                    "email": f"{username}@example.com",
+                    "is_staff": True,
+                    "is_superuser": superuser,
+                },
+            )
+            if created:
+                user.set_password(password)
+                user.save()
+            if reviewer:
+                user.groups.add(reviewers)
+
+    def _traces(self) -> None:
+        from learning.demo import demo_traces
+
+        from learning.services import traces_ingest
+
+        registry = json.loads(DEMO_FILE.read_text())
+        result = traces_ingest(items=enumerate(demo_traces(registry)))
+        self.stdout.write(
+            f"Demo traces: {result.accepted} stored, {result.duplicates} already there."
+        )
+        call_command("refresh_contracts", stdout=self.stdout, stderr=self.stderr)

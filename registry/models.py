@@ -1,0 +1,284 @@
+import hashlib
+import json
+
+from django.conf import settings
+from django.core.exceptions import ValidationError
+from django.core.validators import RegexValidator
+from django.db import models
+from django.db.models import F, Q
+
+TOOL_NAME_RE = r"^[A-Za-z][A-Za-z0-9_-]*(\.[A-Za-z0-9_-]+)*$"
+VARIABLE_NAME_RE = r"^[A-Za-z_][A-Za-z0-9_.-]*$"
+
+
+class StateVariable(models.Model):
+    """One word of the task-state vocabulary; inference and filtering speak canonical names."""
+
+    name = models.CharField(
+        max_length=100, unique=True, validators=[RegexValidator(VARIABLE_NAME_RE)]
+    )
+    description = models.TextField(blank=True)
+    aliases = models.JSONField(
+        default=list, blank=True, help_text="Surface forms other runtimes use, e.g. eventId."
+    )
+
+    class Meta:
+        ordering = ["name"]
+
+    def __str__(self) -> str:
+        return self.name
+
+    def clean(self) -> None:
+        if not isinstance(self.aliases, list) or not all(
+            isinstance(alias, str) and alias for alias in self.aliases
+        ):
+            raise ValidationError({"aliases": "Must be a list of non-empty names."})
+        taken = set()
+        for other in StateVariable.objects.exclude(pk=self.pk):
+            taken.add(other.name)
+            taken.update(other.aliases)
+        clashes = sorted({self.name, *self.aliases} & taken)
+        if clashes:
+            raise ValidationError(
+                {"aliases": f"Already used by another variable: {', '.join(clashes)}."}
+            )
+
+
+class RiskLevel(models.Model):
+    name = models.SlugField(max_length=40, unique=True)
+    rank = models.PositiveSmallIntegerField(unique=True, help_text="Higher means riskier.")
+    description = models.TextField(blank=True)
+    approvals_required = models.PositiveSmallIntegerField(default=1)
+    ticket_on_drift = models.BooleanField(
+        default=False, help_text="Open a review ticket when a tool's behaviour drifts."
+    )
+    auto_approve_inferred = models.BooleanField(
+        default=False, help_text="A clean inferred change to a tool at this level publishes alone."
+    )
+    min_support = models.PositiveIntegerField(
+        default=30, help_text="Traces since the approved version needed before drift is judged."
+    )
+    reviewers = models.ManyToManyField(
+        settings.AUTH_USER_MODEL,
+        blank=True,
+        related_name="reviewed_risk_levels",
+        help_text="Emailed when a ticket opens at this level; empty: every member of Reviewers.",
+    )
+
+    class Meta:
+        ordering = ["rank"]
+        constraints = [
+            models.CheckConstraint(
+                condition=Q(approvals_required__gte=1), name="risk_needs_one_approval"
+            )
+        ]
+
+    def __str__(self) -> str:
+        return self.name
+
+
+class Permission(models.Model):
+    name = models.SlugField(max_length=60, unique=True)
+    description = models.TextField(blank=True)
+
+    class Meta:
+        ordering = ["name"]
+
+    def __str__(self) -> str:
+        return self.name
+
+
+class Tool(models.Model):
+    class Lifecycle(models.TextChoices):
+        ACTIVE = "active"
+        DEPRECATED = "deprecated"
+
+    name = models.CharField(max_length=200, unique=True, validators=[RegexValidator(TOOL_NAME_RE)])
+    owner = models.CharField(max_length=200, blank=True)
+    lifecycle = models.CharField(max_length=20, choices=Lifecycle.choices, default=Lifecycle.ACTIVE)
+    current_version = models.OneToOneField(
+        "ContractVersion",
+        null=True,
+        blank=True,
+        on_delete=models.SET_NULL,
+        related_name="+",
+        editable=False,
+    )
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["name"]
+
+    def __str__(self) -> str:
+        return self.name
+
+    @property
+    def domain(self) -> str:
+        return self.name.split(".", 1)[0] if "." in self.name else ""
+
+
+class ContractVersion(models.Model):
+    """One version of a tool's contract. An approved version never changes: a change is new."""
+
+    class Status(models.TextChoices):
+        DRAFT = "draft"
+        PROPOSED = "proposed"
+        APPROVED = "approved"
+        SUPERSEDED = "superseded"
+        REJECTED = "rejected"
+
+    class Source(models.TextChoices):
+        MANUAL = "manual"
+        IMPORT = "import"
+        INFERRED = "inferred"
+
+    tool = models.ForeignKey(Tool, on_delete=models.CASCADE, related_name="versions")
+    number = models.PositiveIntegerField()
+    description = models.TextField()
+    input_schema = models.JSONField(default=dict)
+    output_schema = models.JSONField(null=True, blank=True)
+    requires = models.JSONField(default=list, blank=True)
+    produces = models.JSONField(default=list, blank=True)
+    effects = models.JSONField(default=dict, blank=True)
+    risk = models.ForeignKey(RiskLevel, on_delete=models.PROTECT, related_name="versions")
+    cost = models.JSONField(default=dict, blank=True)
+    permissions = models.JSONField(default=list, blank=True)
+    invariants = models.JSONField(default=list, blank=True)
+    config_params = models.JSONField(default=list, blank=True)
+    dependencies = models.JSONField(default=list, blank=True)
+    resource_limits = models.JSONField(default=dict, blank=True)
+    lifecycle = models.CharField(
+        max_length=20,
+        choices=Tool.Lifecycle.choices,
+        default=Tool.Lifecycle.ACTIVE,
+        help_text="The tool's lifecycle once this version is approved (the document's status).",
+    )
+    status = models.CharField(max_length=20, choices=Status.choices, default=Status.PROPOSED)
+    source = models.CharField(max_length=20, choices=Source.choices, default=Source.MANUAL)
+    based_on = models.ForeignKey(
+        "self", null=True, blank=True, on_delete=models.SET_NULL, related_name="derived"
+    )
+    author = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL
+    )
+    content_hash = models.CharField(max_length=64, editable=False)
+    created_at = models.DateTimeField(auto_now_add=True)
+    approved_at = models.DateTimeField(null=True, blank=True, editable=False)
+
+    class Meta:
+        ordering = ["tool__name", "-number"]
+        constraints = [
+            models.UniqueConstraint(fields=["tool", "number"], name="unique_version_number"),
+            # The database, not hope, keeps a tool at one approved version under concurrency.
+            models.UniqueConstraint(
+                fields=["tool"], condition=Q(status="approved"), name="one_approved_version"
+            ),
+            models.CheckConstraint(condition=Q(number__gte=1), name="version_number_positive"),
+            models.CheckConstraint(
+                condition=~Q(based_on=F("pk")), name="version_not_based_on_itself"
+            ),
+        ]
+        indexes = [models.Index(fields=["tool", "status"])]
+
+    def __str__(self) -> str:
+        return f"{self.tool.name} v{self.number} ({self.status})"
+
+    def save(self, *args, **kwargs) -> None:
+        self.content_hash = self.compute_hash()
+        super().save(*args, **kwargs)
+
+    CONTRACT_FIELDS = (
+        "description",
+        "input_schema",
+        "output_schema",
+        "requires",
+        "produces",
+        "effects",
+        "cost",
+        "permissions",
+        "invariants",
+        "config_params",
+        "dependencies",
+        "resource_limits",
+    )
+
+    def document(self) -> dict:
+        """The contract document of DESIGN.md (import, export and API speak it)."""
+        document = {"name": self.tool.name}
+        for field in self.CONTRACT_FIELDS:
+            document[field] = getattr(self, field)
+        document["risk"] = self.risk.name
+        document["status"] = self.lifecycle
+        return document
+
+    def compute_hash(self) -> str:
+        return contract_hash(self.document())
+
+
+def contract_hash(document: dict) -> str:
+    """Hash of what a runtime sees; the version number is bookkeeping and does not count."""
+    content = {k: v for k, v in document.items() if k != "version"}
+    encoded = json.dumps(content, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+    return hashlib.sha256(encoded.encode()).hexdigest()
+
+
+class Application(models.Model):
+    """An agent product consuming contracts: which tools, permissions and risk it may see."""
+
+    name = models.SlugField(max_length=100, unique=True)
+    description = models.TextField(blank=True)
+    all_tools = models.BooleanField(
+        default=False, help_text="Enable every tool, present and future."
+    )
+    enabled_tools = models.ManyToManyField(Tool, blank=True, related_name="applications")
+    all_permissions = models.BooleanField(default=False)
+    allowed_permissions = models.ManyToManyField(Permission, blank=True)
+    max_risk = models.ForeignKey(
+        RiskLevel,
+        null=True,
+        blank=True,
+        on_delete=models.PROTECT,
+        help_text="The riskiest level it may see; empty means every level.",
+    )
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["name"]
+
+    def __str__(self) -> str:
+        return self.name
+
+
+class PlanningPolicy(models.Model):
+    """Cross-tool, plan-wide rules of one application; a policy never travels with a tool."""
+
+    application = models.OneToOneField(Application, on_delete=models.CASCADE, related_name="policy")
+    mandate = models.TextField(blank=True, help_text="Appended to the planner's prompt.")
+    rules = models.JSONField(default=list, blank=True)
+    config_params = models.JSONField(default=list, blank=True)
+
+    class Meta:
+        verbose_name_plural = "planning policies"
+
+    def __str__(self) -> str:
+        return f"policy of {self.application.name}"
+
+    def clean(self) -> None:
+        from .validation import policy_errors
+
+        errors = policy_errors(self.document())
+        if errors:
+            raise ValidationError({field: reasons for field, reasons in errors.items()})
+
+    def document(self) -> dict:
+        return {"mandate": self.mandate, "rules": self.rules, "config_params": self.config_params}
+
+
+class Revision(models.Model):
+    """A single counter that moves whenever what runtimes can see changes; runtimes poll it."""
+
+    value = models.PositiveBigIntegerField(default=0)
+    changed_at = models.DateTimeField(auto_now=True)
+
+    def __str__(self) -> str:
+        return f"revision {self.value}"

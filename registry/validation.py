@@ -1,0 +1,310 @@
+"""Checks every contract document before it is stored, on every path (admin, import, API).
+
+``contract_check`` is pure: the caller passes a ``RegistryContext`` with the vocabulary,
+risk labels, permissions and dependency graph, so the same checks serve a single admin
+form and an import of a thousand tools. Problems come back as ``{field: [reason, ...]}``;
+``ContractInvalid`` names the tool too.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from jsonschema import Draft202012Validator
+from jsonschema.exceptions import SchemaError
+
+from . import invariants
+
+VARIABLE_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_.-]*$")
+TOOL_NAME = re.compile(r"^[A-Za-z][A-Za-z0-9_-]*(\.[A-Za-z0-9_-]+)*$")
+COST_KEYS = {"latency_ms_p50", "latency_ms_p95", "error_rate"}
+LIMIT_KEYS = {"timeout_ms", "memory_mb", "max_output_bytes"}
+MERGE_RULES = {"replace", "append", "merge_dict"}
+LIFECYCLES = {"active", "deprecated"}
+KNOWN_KEYS = {
+    "name", "description", "input_schema", "output_schema", "requires", "produces", "effects",
+    "risk", "cost", "permissions", "invariants", "config_params", "dependencies",
+    "resource_limits", "status", "version",
+}  # fmt: skip
+
+Errors = dict[str, list[str]]
+
+
+@dataclass
+class RegistryContext:
+    variables: set[str] = field(default_factory=set)
+    aliases: dict[str, str] = field(default_factory=dict)  # alias -> canonical name
+    risks: set[str] = field(default_factory=set)
+    permissions: set[str] = field(default_factory=set)
+    tools: set[str] = field(default_factory=set)
+    dependencies: dict[str, list[str]] = field(default_factory=dict)  # tool -> its dependencies
+
+    def canonical(self, name: str) -> str | None:
+        if name in self.variables:
+            return name
+        return self.aliases.get(name)
+
+
+class ContractInvalid(Exception):
+    def __init__(self, tool: str, errors: Errors):
+        self.tool = tool
+        self.errors = errors
+        super().__init__(self.message())
+
+    def lines(self) -> list[str]:
+        return [
+            f"{self.tool}: {field_name}: {reason}"
+            for field_name, reasons in self.errors.items()
+            for reason in reasons
+        ]
+
+    def message(self) -> str:
+        return "; ".join(self.lines())
+
+
+def contract_check(document: Any, *, context: RegistryContext) -> tuple[dict, Errors]:
+    """Validate one contract document; return it normalised (aliases resolved) and its errors."""
+    errors: Errors = {}
+
+    def add(field_name: str, reason: str) -> None:
+        errors.setdefault(field_name, []).append(reason)
+
+    if not isinstance(document, Mapping):
+        return {}, {"document": ["must be a JSON object"]}
+    doc = dict(document)
+    for key in sorted(set(doc) - KNOWN_KEYS):
+        add(key, "unknown field")
+
+    name = doc.get("name")
+    if not isinstance(name, str) or not TOOL_NAME.match(name):
+        add("name", "must be a dotted name of letters, digits, '_' and '-'")
+    elif "__" in name or len(name.replace(".", "__")) > 64:
+        # LLM SDKs take ^[a-zA-Z0-9_-]{1,64}$; '.' is sent as '__', so this keeps names reversible.
+        add("name", "must not contain '__' and must fit in 64 characters with each '.' as '__'")
+    description = doc.get("description")
+    if not isinstance(description, str) or not description.strip():
+        add("description", "must be non-empty text")
+
+    for schema_field, required in (("input_schema", True), ("output_schema", False)):
+        schema = doc.get(schema_field)
+        if schema is None and not required:
+            continue
+        for reason in schema_errors(schema, needs_object=schema_field == "input_schema"):
+            add(schema_field, reason)
+
+    for set_field in ("requires", "produces"):
+        names, reasons = _resolve_variables(doc.get(set_field, []), context)
+        doc[set_field] = names
+        for reason in reasons:
+            add(set_field, reason)
+
+    effects = doc.get("effects") or {}
+    if not isinstance(effects, Mapping):
+        add("effects", "must be an object mapping produced variables to their metadata")
+    else:
+        resolved_effects = {}
+        for var, meta in effects.items():
+            canonical = context.canonical(var) if isinstance(var, str) else None
+            if canonical is None:
+                add("effects", f"unknown state variable {var!r}")
+                continue
+            if canonical not in doc.get("produces", []):
+                add("effects", f"{canonical!r} is not in produces")
+            for reason in _effect_errors(meta):
+                add("effects", f"{canonical}: {reason}")
+            resolved_effects[canonical] = meta
+        doc["effects"] = resolved_effects
+
+    risk = doc.get("risk")
+    if risk not in context.risks:
+        add("risk", f"unknown risk level {risk!r}; known: {', '.join(sorted(context.risks))}")
+
+    permissions = doc.get("permissions", [])
+    if not _is_list_of_str(permissions):
+        add("permissions", "must be a list of permission names")
+    else:
+        for unknown in sorted(set(permissions) - context.permissions):
+            add("permissions", f"unknown permission {unknown!r}")
+        doc["permissions"] = sorted(set(permissions))
+
+    cost = doc.get("cost") or {}
+    if not isinstance(cost, Mapping):
+        add("cost", "must be an object")
+    else:
+        for key, value in cost.items():
+            if key not in COST_KEYS:
+                add("cost", f"unknown key {key!r}; allowed: {', '.join(sorted(COST_KEYS))}")
+            elif not _is_number(value) or value < 0:
+                add("cost", f"{key} must be a non-negative number")
+            elif key == "error_rate" and value > 1:
+                add("cost", "error_rate must be between 0 and 1")
+
+    limits = doc.get("resource_limits") or {}
+    if not isinstance(limits, Mapping):
+        add("resource_limits", "must be an object")
+    else:
+        for key, value in limits.items():
+            if key not in LIMIT_KEYS:
+                add(
+                    "resource_limits",
+                    f"unknown key {key!r}; allowed: {', '.join(sorted(LIMIT_KEYS))}",
+                )
+            elif not isinstance(value, int) or isinstance(value, bool) or value <= 0:
+                add("resource_limits", f"{key} must be a positive integer")
+
+    status = doc.get("status", "active")
+    if status not in LIFECYCLES:
+        add("status", "must be 'active' or 'deprecated'")
+
+    for list_field, check in (
+        ("invariants", invariants.invariant_errors),
+        ("config_params", invariants.config_param_errors),
+    ):
+        entries = doc.get(list_field, [])
+        if not isinstance(entries, list):
+            add(list_field, "must be a list")
+            continue
+        for index, entry in enumerate(entries):
+            for reason in check(entry):
+                add(list_field, f"[{index}] {reason}")
+        for duplicate in _duplicates(entries, "id" if list_field == "invariants" else "key"):
+            add(list_field, f"duplicate {duplicate!r}")
+
+    dependencies = doc.get("dependencies", [])
+    if not _is_list_of_str(dependencies):
+        add("dependencies", "must be a list of tool names")
+    else:
+        for dependency in dependencies:
+            if dependency == name:
+                add("dependencies", "a tool cannot depend on itself")
+            elif dependency not in context.tools:
+                add("dependencies", f"unknown tool {dependency!r}")
+        if isinstance(name, str):
+            cycle = dependency_cycle(name, dependencies, context.dependencies)
+            if cycle:
+                add("dependencies", "cycle: " + " -> ".join(cycle))
+    return doc, errors
+
+
+def schema_errors(schema: Any, *, needs_object: bool) -> list[str]:
+    if not isinstance(schema, Mapping):
+        return ["must be a JSON Schema object"]
+    try:
+        Draft202012Validator.check_schema(schema)
+    except SchemaError as exc:
+        path = "/".join(str(part) for part in exc.path) or "(root)"
+        return [f"not a valid JSON Schema at {path}: {exc.message}"]
+    reasons = [
+        f"{path}: {ref!r} points outside the schema; only local references ('#...') are allowed"
+        for path, ref in _external_refs(schema, "")
+    ]
+    if needs_object and schema.get("type") != "object":
+        reasons.append('must have "type": "object" (LLM SDKs take object parameters)')
+    return reasons
+
+
+def _external_refs(node: Any, path: str) -> Iterable[tuple[str, str]]:
+    # A $ref is data written by people: anything but a local pointer could make a validator
+    # fetch a URL or read a file, so it is refused at the door rather than resolved.
+    if isinstance(node, Mapping):
+        for key, value in node.items():
+            here = f"{path}/{key}"
+            if key in ("$ref", "$dynamicRef") and not (
+                isinstance(value, str) and value.startswith("#")
+            ):
+                yield here, value
+            else:
+                yield from _external_refs(value, here)
+    elif isinstance(node, list):
+        for index, value in enumerate(node):
+            yield from _external_refs(value, f"{path}/{index}")
+
+
+def _resolve_variables(names: Any, context: RegistryContext) -> tuple[list[str], list[str]]:
+    if not _is_list_of_str(names):
+        return [], ["must be a list of state-variable names"]
+    resolved, reasons = [], []
+    for name in names:
+        canonical = context.canonical(name)
+        if canonical is None:
+            reasons.append(f"unknown state variable {name!r}")
+        elif canonical not in resolved:
+            resolved.append(canonical)
+    return resolved, reasons
+
+
+def _effect_errors(meta: Any) -> list[str]:
+    if not isinstance(meta, Mapping):
+        return ["must be an object"]
+    reasons = []
+    allowed = {"merge", "preserve_across_turns", "prompt_template_var"}
+    for key in sorted(set(meta) - allowed):
+        reasons.append(f"unknown key {key!r}")
+    if "merge" in meta and meta["merge"] not in MERGE_RULES:
+        reasons.append(f"merge must be one of {', '.join(sorted(MERGE_RULES))}")
+    if "preserve_across_turns" in meta and not isinstance(meta["preserve_across_turns"], bool):
+        reasons.append("preserve_across_turns must be true or false")
+    template_var = meta.get("prompt_template_var")
+    if template_var is not None and not isinstance(template_var, str):
+        reasons.append("prompt_template_var must be a name or null")
+    return reasons
+
+
+def dependency_cycle(
+    name: str, dependencies: list[str], graph: Mapping[str, list[str]]
+) -> list[str] | None:
+    """The first cycle through ``name`` once it depends on ``dependencies``, or None."""
+    graph = {**graph, name: dependencies}
+    stack = [(name, [name])]
+    seen: set[str] = set()
+    while stack:
+        node, path = stack.pop()
+        for nxt in graph.get(node, []):
+            if nxt == name:
+                return [*path, name]
+            if nxt not in seen:
+                seen.add(nxt)
+                stack.append((nxt, [*path, nxt]))
+    return None
+
+
+def policy_errors(policy: Mapping) -> Errors:
+    errors: Errors = {}
+    if not isinstance(policy.get("mandate", ""), str):
+        errors.setdefault("mandate", []).append("must be text")
+    for list_field, check, key in (
+        ("rules", invariants.policy_rule_errors, "id"),
+        ("config_params", invariants.config_param_errors, "key"),
+    ):
+        entries = policy.get(list_field, [])
+        if not isinstance(entries, list):
+            errors.setdefault(list_field, []).append("must be a list")
+            continue
+        for index, entry in enumerate(entries):
+            for reason in check(entry):
+                errors.setdefault(list_field, []).append(f"[{index}] {reason}")
+        for duplicate in _duplicates(entries, key):
+            errors.setdefault(list_field, []).append(f"duplicate {duplicate!r}")
+    return errors
+
+
+def _duplicates(entries: list, key: str) -> list[str]:
+    seen, duplicates = set(), []
+    for entry in entries:
+        value = entry.get(key) if isinstance(entry, Mapping) else None
+        if isinstance(value, str):
+            if value in seen:
+                duplicates.append(value)
+            seen.add(value)
+    return duplicates
+
+
+def _is_list_of_str(value: Any) -> bool:
+    return isinstance(value, list) and all(isinstance(item, str) for item in value)
+
+
+def _is_number(value: Any) -> bool:
+    return isinstance(value, int | float) and not isinstance(value, bool)

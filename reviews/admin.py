@@ -1,0 +1,258 @@
+import json
+from datetime import timedelta
+
+from django import forms
+from django.contrib import admin, messages
+from django.core.exceptions import PermissionDenied
+from django.db.models import Count
+from django.http import HttpResponseRedirect
+from django.shortcuts import get_object_or_404
+from django.template.response import TemplateResponse
+from django.urls import path, reverse
+from django.utils import timezone
+from django.utils.html import format_html
+
+from .models import AuditEntry, Comment, ReviewError, ReviewTicket
+from .services import (
+    is_reviewer,
+    review_approve,
+    review_comment,
+    review_rebase,
+    review_reject,
+    ticket_diff,
+)
+
+
+class AgeFilter(admin.SimpleListFilter):
+    title = "age"
+    parameter_name = "age"
+    BUCKETS = {"1d": ("under a day", 1), "7d": ("under a week", 7), "30d": ("under a month", 30)}
+
+    def lookups(self, request, model_admin):
+        return [(key, label) for key, (label, _) in self.BUCKETS.items()] + [
+            ("old", "a month or more")
+        ]
+
+    def queryset(self, request, queryset):
+        if self.value() == "old":
+            return queryset.filter(created_at__lt=timezone.now() - timedelta(days=30))
+        if self.value() in self.BUCKETS:
+            days = self.BUCKETS[self.value()][1]
+            return queryset.filter(created_at__gte=timezone.now() - timedelta(days=days))
+        return queryset
+
+
+class RejectForm(forms.Form):
+    reason = forms.CharField(widget=forms.Textarea(attrs={"rows": 4, "cols": 80}), required=True)
+
+
+class CommentInline(admin.TabularInline):
+    model = Comment
+    fields = ["author", "body", "created_at"]
+    readonly_fields = fields
+    extra = 0
+    can_delete = False
+
+    def has_add_permission(self, request, obj=None) -> bool:
+        return False
+
+
+@admin.register(ReviewTicket)
+class ReviewTicketAdmin(admin.ModelAdmin):
+    list_display = [
+        "__str__",
+        "kind",
+        "status",
+        "risk",
+        "approval_count",
+        "stale",
+        "proposer",
+        "created_at",
+    ]
+    list_filter = ["status", "kind", "proposed__risk", "needs_rebase", AgeFilter, "tool"]
+    search_fields = ["tool__name", "proposer__username", "reason"]
+    list_select_related = ["tool", "proposed__risk", "proposer"]
+    actions = ["approve", "reject"]
+    inlines = [CommentInline]
+    change_form_template = "admin/reviews/reviewticket/change_form.html"
+    readonly_fields = [
+        "tool",
+        "kind",
+        "status",
+        "base",
+        "proposed",
+        "needs_rebase",
+        "approvals_required",
+        "proposer",
+        "created_at",
+        "decided_by",
+        "decided_at",
+        "reason",
+    ]
+    fields = readonly_fields
+
+    def get_queryset(self, request):
+        return super().get_queryset(request).annotate(approval_total=Count("approvals"))
+
+    def has_add_permission(self, request) -> bool:
+        return False
+
+    def has_delete_permission(self, request, obj=None) -> bool:
+        return False
+
+    @admin.display(description="risk", ordering="proposed__risk__rank")
+    def risk(self, obj: ReviewTicket) -> str:
+        return obj.proposed.risk.name
+
+    @admin.display(description="approvals", ordering="approval_total")
+    def approval_count(self, obj: ReviewTicket) -> str:
+        return f"{obj.approval_total}/{obj.approvals_required}"
+
+    @admin.display(description="needs rebase", boolean=True, ordering="needs_rebase")
+    def stale(self, obj: ReviewTicket) -> bool:
+        return obj.needs_rebase
+
+    @admin.action(description="Approve selected tickets")
+    def approve(self, request, queryset):
+        published = recorded = 0
+        for ticket in queryset.select_related("proposed"):
+            try:
+                version = review_approve(ticket=ticket, reviewer=request.user)
+            except ReviewError as exc:
+                self.message_user(request, f"#{ticket.pk}: {exc}", messages.ERROR)
+                continue
+            if version is None:
+                recorded += 1
+            else:
+                published += 1
+        if published:
+            self.message_user(request, f"Published {published} contract(s).", messages.SUCCESS)
+        if recorded:
+            self.message_user(
+                request, f"Recorded {recorded} approval(s); more are needed.", messages.SUCCESS
+            )
+
+    @admin.action(description="Reject selected tickets (asks for a reason)")
+    def reject(self, request, queryset):
+        form = RejectForm(request.POST if "reason" in request.POST else None)
+        if form.is_bound and form.is_valid():
+            rejected = 0
+            for ticket in queryset:
+                try:
+                    review_reject(
+                        ticket=ticket, reviewer=request.user, reason=form.cleaned_data["reason"]
+                    )
+                    rejected += 1
+                except ReviewError as exc:
+                    self.message_user(request, f"#{ticket.pk}: {exc}", messages.ERROR)
+            if rejected:
+                self.message_user(request, f"Rejected {rejected} ticket(s).", messages.SUCCESS)
+            return None
+        return TemplateResponse(
+            request,
+            "admin/reviews/reviewticket/reject.html",
+            {
+                **self.admin_site.each_context(request),
+                "title": "Reject tickets",
+                "tickets": queryset,
+                "form": form,
+                "opts": self.model._meta,
+                "action_checkbox_name": admin.helpers.ACTION_CHECKBOX_NAME,
+            },
+        )
+
+    def get_urls(self):
+        def wrap(view):
+            return self.admin_site.admin_view(view)
+
+        return [
+            path("<int:pk>/decide/", wrap(self.decide_view), name="reviews_reviewticket_decide"),
+            *super().get_urls(),
+        ]
+
+    def decide_view(self, request, pk: int):
+        """The buttons of the ticket page: approve, reject, rebase, comment."""
+        if request.method != "POST":
+            raise PermissionDenied
+        ticket = get_object_or_404(ReviewTicket, pk=pk)
+        decision = request.POST.get("decision")
+        try:
+            if decision == "approve":
+                version = review_approve(ticket=ticket, reviewer=request.user)
+                text = (
+                    f"Published {ticket.tool.name} v{version.number}."
+                    if version
+                    else "Approval recorded; more approvals are needed."
+                )
+            elif decision == "reject":
+                review_reject(
+                    ticket=ticket, reviewer=request.user, reason=request.POST.get("reason", "")
+                )
+                text = "Rejected."
+            elif decision == "rebase":
+                ticket = review_rebase(ticket=ticket, actor=request.user)
+                text = f"Rebased onto the current version as v{ticket.proposed.number}."
+            elif decision == "comment":
+                review_comment(
+                    ticket=ticket, author=request.user, body=request.POST.get("body", "")
+                )
+                text = "Comment added."
+            else:
+                raise ReviewError("Unknown decision.")
+        except ReviewError as exc:
+            self.message_user(request, str(exc), messages.ERROR)
+        else:
+            self.message_user(request, text, messages.SUCCESS)
+        return HttpResponseRedirect(reverse("admin:reviews_reviewticket_change", args=[pk]))
+
+    def change_view(self, request, object_id, form_url="", extra_context=None):
+        ticket = get_object_or_404(
+            ReviewTicket.objects.select_related("tool", "base__risk", "proposed__risk"),
+            pk=object_id,
+        )
+        extra_context = {
+            **(extra_context or {}),
+            "diff": ticket_diff(ticket),
+            "evidence_json": json.dumps(ticket.evidence, indent=2, ensure_ascii=False),
+            "ticket": ticket,
+            "approvals": ticket.approvals.select_related("reviewer"),
+            "can_decide": is_reviewer(request.user),
+            "decide_url": reverse("admin:reviews_reviewticket_decide", args=[ticket.pk]),
+            "show_save": False,
+            "show_save_and_continue": False,
+            "show_save_and_add_another": False,
+        }
+        return super().change_view(request, object_id, form_url, extra_context)
+
+
+@admin.register(AuditEntry)
+class AuditEntryAdmin(admin.ModelAdmin):
+    list_display = ["created_at", "action", "tool", "ticket_link", "actor", "before", "after"]
+    list_filter = ["action", "created_at"]
+    search_fields = ["tool__name", "actor__username"]
+    list_select_related = ["tool", "actor", "ticket"]
+    date_hierarchy = "created_at"
+
+    def has_add_permission(self, request) -> bool:
+        return False
+
+    def has_change_permission(self, request, obj=None) -> bool:
+        return False
+
+    def has_delete_permission(self, request, obj=None) -> bool:
+        return False
+
+    @admin.display(description="ticket")
+    def ticket_link(self, obj: AuditEntry) -> str:
+        if obj.ticket_id is None:
+            return "—"
+        url = reverse("admin:reviews_reviewticket_change", args=[obj.ticket_id])
+        return format_html('<a href="{}">#{}</a>', url, obj.ticket_id)
+
+    @admin.display(description="before")
+    def before(self, obj: AuditEntry) -> str:
+        return obj.before_hash[:12]
+
+    @admin.display(description="after")
+    def after(self, obj: AuditEntry) -> str:
+        return obj.after_hash[:12]

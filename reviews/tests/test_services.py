@@ -1,0 +1,203 @@
+import pytest
+from django.core import mail
+
+from registry.models import ContractVersion, Revision, RiskLevel, Tool
+from registry.selectors import registry_revision
+from reviews.models import AuditEntry, ReviewError, ReviewTicket
+from reviews.services import (
+    contract_propose,
+    review_approve,
+    review_comment,
+    review_rebase,
+    review_reject,
+)
+from reviews.tests.factories import approved_tool, change_ticket
+
+pytestmark = pytest.mark.django_db
+
+
+@pytest.fixture
+def published(vocabulary):
+    approved_tool()
+    return Tool.objects.get(name="calendar.find_events")
+
+
+def test_it_proposes_a_new_version_without_touching_the_approved_one(published, proposer):
+    ticket = change_ticket(proposer)
+    published.refresh_from_db()
+    assert published.current_version.number == 1
+    assert ticket.proposed.number == 2
+    assert ticket.proposed.based_on == published.current_version
+    assert ticket.proposed.author == proposer
+    assert AuditEntry.objects.filter(ticket=ticket, action="proposed").exists()
+
+
+def test_it_publishes_a_low_risk_change_after_one_approval(published, proposer, reviewer):
+    ticket = change_ticket(proposer)
+    before = registry_revision()
+    version = review_approve(ticket=ticket, reviewer=reviewer)
+    ticket.refresh_from_db()
+    published.refresh_from_db()
+    assert version.status == ContractVersion.Status.APPROVED
+    assert ticket.status == ReviewTicket.Status.APPROVED
+    assert published.current_version == version
+    assert ContractVersion.objects.get(tool=published, number=1).status == "superseded"
+    assert registry_revision() == before + 1
+    entry = AuditEntry.objects.get(ticket=ticket, action="published")
+    assert entry.before_hash == ticket.base.content_hash
+    assert entry.after_hash == version.content_hash
+
+
+def test_it_never_lets_the_proposer_approve(published, proposer):
+    ticket = change_ticket(proposer)
+    with pytest.raises(ReviewError, match="another reviewer"):
+        review_approve(ticket=ticket, reviewer=proposer)
+
+
+def test_it_never_lets_a_superuser_approve_their_own_proposal(published, django_user_model):
+    from django.contrib.auth.models import Group
+
+    boss = django_user_model.objects.create_superuser("boss", "boss@example.com", "pw")
+    boss.groups.add(Group.objects.get(name="Reviewers"))
+    ticket = change_ticket(boss)
+    with pytest.raises(ReviewError, match="another reviewer"):
+        review_approve(ticket=ticket, reviewer=boss)
+
+
+def test_it_refuses_a_user_outside_the_reviewers_group(published, proposer, outsider):
+    ticket = change_ticket(proposer)
+    with pytest.raises(ReviewError, match="Reviewers group"):
+        review_approve(ticket=ticket, reviewer=outsider)
+    with pytest.raises(ReviewError, match="Reviewers group"):
+        review_reject(ticket=ticket, reviewer=outsider, reason="no")
+
+
+def test_it_needs_two_distinct_reviewers_for_high_risk(
+    vocabulary, proposer, reviewer, second_reviewer
+):
+    approved_tool(risk="high")
+    ticket = change_ticket(proposer, risk="high")
+    assert ticket.approvals_required == 2
+    assert review_approve(ticket=ticket, reviewer=reviewer) is None
+    with pytest.raises(ReviewError, match="already approved"):
+        review_approve(ticket=ticket, reviewer=reviewer)
+    ticket.refresh_from_db()
+    assert ticket.status == ReviewTicket.Status.OPEN
+    version = review_approve(ticket=ticket, reviewer=second_reviewer)
+    assert version.status == ContractVersion.Status.APPROVED
+
+
+def test_a_risk_change_asks_for_the_higher_of_old_and_new(vocabulary, proposer):
+    approved_tool(risk="high")
+    lowered = change_ticket(proposer, risk="low")
+    assert lowered.approvals_required == 2
+
+
+def test_the_approval_count_follows_the_risk_level_table(published, proposer, reviewer):
+    RiskLevel.objects.filter(name="low").update(approvals_required=3)
+    ticket = change_ticket(proposer)
+    assert ticket.approvals_required == 3
+    assert review_approve(ticket=ticket, reviewer=reviewer) is None
+
+
+def test_it_rejects_with_a_reason(published, proposer, reviewer):
+    ticket = change_ticket(proposer)
+    with pytest.raises(ReviewError, match="Say why"):
+        review_reject(ticket=ticket, reviewer=reviewer, reason="  ")
+    review_reject(ticket=ticket, reviewer=reviewer, reason="Vague description.")
+    ticket.refresh_from_db()
+    assert ticket.status == ReviewTicket.Status.REJECTED
+    assert ticket.reason == "Vague description."
+    assert ticket.proposed.status == ContractVersion.Status.REJECTED
+    published.refresh_from_db()
+    assert published.current_version.number == 1
+
+
+def test_it_refuses_a_second_decision(published, proposer, reviewer, second_reviewer):
+    ticket = change_ticket(proposer)
+    review_approve(ticket=ticket, reviewer=reviewer)
+    with pytest.raises(ReviewError, match="already decided"):
+        review_approve(ticket=ticket, reviewer=second_reviewer)
+    with pytest.raises(ReviewError, match="already decided"):
+        review_reject(ticket=ticket, reviewer=second_reviewer, reason="late")
+
+
+def test_publishing_marks_other_proposals_stale_until_rebased(published, proposer, reviewer):
+    first = change_ticket(proposer)
+    second = change_ticket(proposer, description="Find calendar events; newest first.")
+    review_approve(ticket=first, reviewer=reviewer)
+    second.refresh_from_db()
+    assert second.needs_rebase
+    with pytest.raises(ReviewError, match="rebase"):
+        review_approve(ticket=second, reviewer=reviewer)
+    rebased = review_rebase(ticket=second, actor=proposer)
+    assert not rebased.needs_rebase
+    assert rebased.base == Tool.objects.get(pk=published.pk).current_version
+    assert rebased.proposed.based_on == rebased.base
+    version = review_approve(ticket=rebased, reviewer=reviewer)
+    assert version.description == "Find calendar events; newest first."
+    assert ContractVersion.objects.filter(tool=published, status="approved").count() == 1
+
+
+def test_an_unchanged_proposal_opens_no_ticket(published, proposer):
+    from conftest import contract
+
+    assert contract_propose(document=contract(), author=proposer) is None
+
+
+def test_it_emails_reviewers_and_then_the_proposer(
+    published, proposer, reviewer, django_capture_on_commit_callbacks
+):
+    with django_capture_on_commit_callbacks(execute=True):
+        ticket = change_ticket(proposer)
+    assert [message.to for message in mail.outbox] == [["paul@example.com", "rita@example.com"]]
+    mail.outbox.clear()
+    with django_capture_on_commit_callbacks(execute=True):
+        review_approve(ticket=ticket, reviewer=reviewer)
+    assert mail.outbox[0].to == ["paul@example.com"]
+    assert "approved" in mail.outbox[0].subject
+
+
+def test_it_emails_only_a_risk_levels_own_reviewers(
+    published, proposer, reviewer, second_reviewer, django_capture_on_commit_callbacks
+):
+    RiskLevel.objects.get(name="low").reviewers.add(second_reviewer)
+    with django_capture_on_commit_callbacks(execute=True):
+        change_ticket(proposer)
+    assert mail.outbox[0].to == ["sam@example.com"]
+
+
+def test_audit_entries_cannot_be_changed_or_deleted(published):
+    entry = AuditEntry.objects.first()
+    entry.action = "approved"
+    with pytest.raises(ReviewError):
+        entry.save()
+    with pytest.raises(ReviewError):
+        entry.delete()
+    with pytest.raises(ReviewError):
+        AuditEntry.objects.all().delete()
+    with pytest.raises(ReviewError):
+        AuditEntry.objects.update(action="x")
+
+
+def test_comments_need_text(published, proposer, reviewer):
+    ticket = change_ticket(proposer)
+    with pytest.raises(ReviewError):
+        review_comment(ticket=ticket, author=reviewer, body=" ")
+    assert (
+        review_comment(ticket=ticket, author=reviewer, body="Looks right.").body == "Looks right."
+    )
+
+
+def test_the_database_refuses_two_approved_versions(published):
+    from django.db import IntegrityError
+
+    version = published.current_version
+    version.pk = None
+    version.number = 2
+    with pytest.raises(IntegrityError):
+        version.save()
+
+
+def test_revision_counter_exists_from_the_migration():
+    assert Revision.objects.filter(pk=1).exists()

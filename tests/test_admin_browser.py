@@ -1,0 +1,103 @@
+"""The review workflow as people use it, in a real headless Chromium.
+
+A proposer edits an approved contract, a reviewer opens the ticket, sees the diff, approves,
+and the export shows the new version.
+"""
+
+import json
+import os
+
+import pytest
+from django.core.management import call_command
+
+from reviews.tests.factories import approved_tool
+
+pytestmark = pytest.mark.django_db(transaction=True, serialized_rollback=True)
+CHROMIUM = "/usr/bin/chromium"
+os.environ.setdefault("DJANGO_ALLOW_ASYNC_UNSAFE", "true")  # Playwright's sync API runs a loop
+
+
+@pytest.fixture
+def browser():
+    from playwright.sync_api import sync_playwright
+
+    with sync_playwright() as playwright:
+        browser = playwright.chromium.launch(
+            executable_path=CHROMIUM,
+            args=["--no-sandbox", "--disable-gpu", "--disable-background-networking",
+                  "--disable-component-update", "--no-first-run", "--disable-sync"],
+        )  # fmt: skip
+        yield browser
+        browser.close()
+
+
+def login(page, base: str, username: str, password: str) -> None:
+    page.goto(f"{base}/admin/login/")
+    page.fill("#id_username", username)
+    page.fill("#id_password", password)
+    page.click("input[type=submit]")
+    page.wait_for_selector("#user-tools")
+
+
+def test_a_proposed_edit_is_reviewed_and_published(
+    live_server, browser, vocabulary, proposer, reviewer, capsys
+):
+    approved_tool()
+    base = live_server.url
+
+    page = browser.new_page()
+    login(page, base, "paul", "pw-paul")
+    page.goto(f"{base}/admin/registry/tool/")
+    page.click("text=calendar.find_events")
+    page.click("a:has-text('v1')")
+    page.fill("#id_description", "Find calendar events by free text, best match first.")
+    page.click("input[name=_save]")
+    page.wait_for_selector("#ticket-review")
+    assert "Proposed calendar.find_events v2 for review" in page.content()
+    ticket_url = page.url
+    page.close()
+
+    page = browser.new_page()
+    login(page, base, "rita", "pw-rita")
+    page.goto(f"{base}/admin/reviews/reviewticket/")
+    page.click(f"a[href='{ticket_url.removeprefix(base)}']")
+    diff = page.inner_text("#contract-diff")
+    assert "description" in diff
+    assert "best match first" in diff
+    page.click("#approve-button")
+    page.wait_for_selector(".messagelist")
+    assert "Published calendar.find_events v2." in page.inner_text(".messagelist")
+    page.close()
+
+    call_command("export_contracts")
+    exported = json.loads(capsys.readouterr().out)
+    assert exported[0]["version"] == 2
+    assert exported[0]["description"] == "Find calendar events by free text, best match first."
+
+
+def test_a_reviewer_rejects_with_a_reason_and_an_outsider_cannot_decide(
+    live_server, browser, vocabulary, proposer, reviewer, outsider
+):
+    from reviews.tests.factories import change_ticket
+
+    approved_tool()
+    ticket = change_ticket(proposer)
+    base = live_server.url
+
+    page = browser.new_page()
+    login(page, base, "olga", "pw-olga")
+    page.goto(f"{base}/admin/reviews/reviewticket/{ticket.pk}/change/")
+    # An outsider without view permission gets the admin's refusal, not a 500.
+    assert page.locator("#approve-button").count() == 0
+    page.close()
+
+    page = browser.new_page()
+    login(page, base, "rita", "pw-rita")
+    page.goto(f"{base}/admin/reviews/reviewticket/{ticket.pk}/change/")
+    page.fill("#reject-reason", "The description hides the ranking rule.")
+    page.click("#reject-button")
+    page.wait_for_selector(".messagelist")
+    assert "Rejected." in page.inner_text(".messagelist")
+    ticket.refresh_from_db()
+    assert ticket.status == "rejected"
+    assert ticket.reason == "The description hides the ranking rule."

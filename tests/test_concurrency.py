@@ -1,0 +1,107 @@
+"""Real concurrent transactions: two reviewers at once never publish twice.
+
+These need row locks across connections, which only PostgreSQL gives; CI runs them there.
+"""
+
+import threading
+
+import pytest
+from django.db import close_old_connections, connection
+
+from registry.models import ContractVersion, Tool
+from reviews.models import AuditEntry, ReviewError, ReviewTicket
+from reviews.services import review_approve
+from reviews.tests.factories import approved_tool, change_ticket
+
+pytestmark = [
+    pytest.mark.django_db(transaction=True, serialized_rollback=True),
+    pytest.mark.skipif(
+        connection.vendor != "postgresql", reason="row locks across connections need PostgreSQL"
+    ),
+]
+
+
+def run_together(*calls):
+    """Start every call at the same instant, each on its own database connection."""
+    barrier = threading.Barrier(len(calls))
+    outcomes = [None] * len(calls)
+
+    def run(index, call):
+        try:
+            barrier.wait()
+            outcomes[index] = call()
+        except Exception as exc:  # the outcome is what the test inspects
+            outcomes[index] = exc
+        finally:
+            close_old_connections()
+            connection.close()
+
+    threads = [threading.Thread(target=run, args=(i, call)) for i, call in enumerate(calls)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(30)
+    return outcomes
+
+
+def test_two_reviewers_approving_at_once_publish_once(
+    vocabulary, proposer, reviewer, second_reviewer
+):
+    approved_tool()
+    ticket = change_ticket(proposer)
+    outcomes = run_together(
+        lambda: review_approve(ticket=ticket, reviewer=reviewer),
+        lambda: review_approve(ticket=ticket, reviewer=second_reviewer),
+    )
+    published = [o for o in outcomes if isinstance(o, ContractVersion)]
+    refused = [o for o in outcomes if isinstance(o, ReviewError)]
+    assert len(published) == 1 and len(refused) == 1, outcomes
+    tool = Tool.objects.get(name="calendar.find_events")
+    assert ContractVersion.objects.filter(tool=tool, status="approved").count() == 1
+    assert AuditEntry.objects.filter(ticket=ticket, action="published").count() == 1
+
+
+def test_racing_tickets_of_one_tool_leave_one_approved_version(
+    vocabulary, proposer, reviewer, second_reviewer
+):
+    approved_tool()
+    first = change_ticket(proposer, description="First rewording of the description.")
+    second = change_ticket(proposer, description="Second rewording of the description.")
+    outcomes = run_together(
+        lambda: review_approve(ticket=first, reviewer=reviewer),
+        lambda: review_approve(ticket=second, reviewer=second_reviewer),
+    )
+    published = [o for o in outcomes if isinstance(o, ContractVersion)]
+    assert len(published) == 1, outcomes
+    tool = Tool.objects.get(name="calendar.find_events")
+    assert ContractVersion.objects.filter(tool=tool, status="approved").count() == 1
+    assert tool.current_version == published[0]
+    loser = ReviewTicket.objects.exclude(proposed=published[0]).get(tool=tool, kind="change")
+    assert loser.status == "open" and loser.needs_rebase
+
+
+def test_many_reviewers_on_many_tickets_publish_each_at_most_once(
+    vocabulary, proposer, django_user_model
+):
+    from django.contrib.auth.models import Group
+
+    group = Group.objects.get(name="Reviewers")
+    reviewers = []
+    for index in range(6):
+        user = django_user_model.objects.create_user(f"r{index}", password="pw")
+        user.groups.add(group)
+        reviewers.append(user)
+    names = [f"tool.t{index}" for index in range(3)]
+    for name in names:
+        approved_tool(name=name)
+    tickets = [change_ticket(proposer, name=name) for name in names]
+    calls = [
+        (lambda t=ticket, r=reviewer: review_approve(ticket=t, reviewer=r))
+        for ticket in tickets
+        for reviewer in reviewers[:4]
+    ]
+    outcomes = run_together(*calls)
+    assert sum(isinstance(o, ContractVersion) for o in outcomes) == 3, outcomes
+    assert all(isinstance(o, ContractVersion | ReviewError) for o in outcomes), outcomes
+    for name in names:
+        assert ContractVersion.objects.filter(tool__name=name, status="approved").count() == 1

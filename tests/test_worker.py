@@ -1,0 +1,113 @@
+"""End to end through a real Celery worker on the configured broker and database.
+
+Traces go in over the API, the periodic task runs on the worker (it fans out one task per tool),
+and exactly one drift ticket is opened for the drifted high-risk tool, none for the others, none
+duplicated when the task runs twice.
+"""
+
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+from django.conf import settings
+from django.db import connection
+
+from learning.models import Trace
+from learning.tasks import refresh_contracts
+from reviews.models import ReviewTicket
+
+pytestmark = pytest.mark.django_db(transaction=True, serialized_rollback=True)
+ROOT = Path(__file__).resolve().parent.parent
+
+
+@pytest.fixture
+def worker(django_db_blocker):
+    env = {**os.environ, "DJANGO_SETTINGS_MODULE": "config.settings.test"}
+    database = connection.settings_dict
+    if database["ENGINE"].endswith("postgresql"):
+        env["DATABASE_URL"] = (
+            f"postgres://{database['USER']}:{database['PASSWORD'] or ''}@{database['HOST']}:"
+            f"{database['PORT']}/{database['NAME']}"
+        )
+    else:
+        env["DATABASE_URL"] = f"sqlite:///{database['NAME']}"
+    process = subprocess.Popen(
+        [sys.executable, "-m", "celery", "-A", "config", "worker", "--pool", "solo",
+         "--loglevel", "WARNING", "--without-heartbeat", "--without-gossip", "--without-mingle"],
+        cwd=ROOT, env=env,
+    )  # fmt: skip
+    yield process
+    process.terminate()
+    try:
+        process.wait(20)
+    except subprocess.TimeoutExpired:
+        process.kill()
+
+
+def wait_for(predicate, timeout: float = 60):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if predicate():
+            return True
+        time.sleep(0.5)
+    return False
+
+
+def drift_world():
+    """The demo: a drifted high-risk payments tool among tools that keep their contracts."""
+    import json
+
+    from learning.demo import demo_traces
+
+    from registry.services import registry_import
+
+    registry = json.loads((ROOT / "registry" / "demo" / "registry.json").read_text())
+    registry_import(data=registry, approve=True)
+    return list(demo_traces(registry, seed=7))
+
+
+def test_the_periodic_refresh_opens_exactly_one_drift_ticket(worker, runtime_client_factory):
+    traces = drift_world()
+    client = runtime_client_factory("assistant")
+    for start in range(0, len(traces), 1000):
+        response = client.post(
+            "/api/v1/traces/", _jsonable(traces[start : start + 1000]), format="json"
+        )
+        assert response.status_code == 200, response.content
+    assert Trace.objects.filter(aggregated=False).count() == len(traces)
+
+    refresh_contracts.delay()
+    assert wait_for(lambda: not Trace.objects.filter(aggregated=False).exists()), (
+        "refresh never ran"
+    )
+    assert wait_for(lambda: ReviewTicket.objects.filter(kind="drift").exists())
+    time.sleep(2)  # let the last fanned-out tasks finish
+    drift = ReviewTicket.objects.filter(kind="drift")
+    assert [ticket.tool.name for ticket in drift] == ["payments.refund_charge"]
+    ticket = drift.get()
+    assert ticket.evidence["drift"] and ticket.status == "open"
+
+    # Twice more, with nothing new and with a retried fan-out: still one ticket.
+    refresh_contracts.delay()
+    from learning.tasks import tool_refresh
+
+    tool_refresh.delay("payments.refund_charge")
+    tool_refresh.delay("payments.refund_charge")
+    time.sleep(5)
+    assert ReviewTicket.objects.filter(kind="drift").count() == 1
+    assert settings.CELERY_TASK_ALWAYS_EAGER is False
+
+
+def _jsonable(traces: list[dict]) -> list[dict]:
+    return [
+        {
+            **trace,
+            "occurred_at": trace["occurred_at"].isoformat()
+            if hasattr(trace["occurred_at"], "isoformat")
+            else trace["occurred_at"],
+        }
+        for trace in traces
+    ]

@@ -134,6 +134,8 @@ class ContractForm(forms.ModelForm):
 
     def __init__(self, *args, **kwargs):
         super().__init__(*args, **kwargs)
+        if "tool_name" not in self.fields:  # a read-only version's page
+            return
         if self.instance.pk:
             self.fields["tool_name"].initial = self.instance.tool.name
             self.fields["tool_name"].disabled = True
@@ -204,6 +206,10 @@ class ContractVersionAdmin(admin.ModelAdmin):
 
     def has_delete_permission(self, request, obj=None) -> bool:
         return False
+
+    @admin.display(description="tool name")
+    def tool_name(self, obj: ContractVersion) -> str:
+        return obj.tool.name
 
     def save_model(self, request, obj, form, change) -> None:
         from reviews.services import contract_propose

@@ -1,10 +1,11 @@
 """Writes of the learning capability: ingest traces, fold them, infer, judge drift, prune.
 
-Ingest only stores (fast, and nothing accepted is lost). Refresh claims the traces not yet
-folded (``aggregated = false``) with ``FOR UPDATE SKIP LOCKED``, folds them into the tool's
-aggregates under a row lock and marks them folded in the same transaction: two workers, a
-retried task or a killed worker never fold a trace twice or lose one, and a refresh costs
-O(new traces), never a rescan.
+Ingest stores a batch and, in the same transaction, folds the traces it actually inserted into
+each tool's aggregates: it claims them (``aggregated = false``) with ``FOR UPDATE SKIP LOCKED``,
+merges one delta per tool under the tool's stats row lock (taken in name order, so two ingests
+never deadlock) and marks them folded. A duplicate that lost an insert race is never folded
+twice and a trace is never lost. A refresh then reads aggregates only: O(tools with new
+traces), never a rescan of traces.
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ from itertools import islice
 
 from django.conf import settings
 from django.db import IntegrityError, transaction
+from django.db.models import F
 from django.utils import timezone
 
 from registry.models import ContractVersion, Tool
@@ -32,7 +34,13 @@ from .traces import trace_parse
 
 logger = logging.getLogger(__name__)
 FOLD_BATCH = 5000
+REFRESH_CHUNK = 500
 TRACE_FIELDS = ["trace_id", "step", "status", "args", "state_before", "state_after", "duration_ms"]
+DOCUMENT_KEYS = {
+    "name", "description", "input_schema", "output_schema", "requires", "produces", "effects",
+    "risk", "cost", "permissions", "invariants", "config_params", "dependencies",
+    "resource_limits", "status",
+}  # fmt: skip
 
 
 @dataclass
@@ -97,21 +105,39 @@ def traces_ingest(
         )
         new = [row for key, row in rows.items() if key not in existing]
         result.duplicates += len(rows) - len(new)
-        # ignore_conflicts covers a concurrent writer of the same (trace_id, step): stored once.
         with transaction.atomic():
+            # ignore_conflicts: a concurrent writer of the same (trace_id, step) stores it once.
             Trace.objects.bulk_create(new, ignore_conflicts=True)
+            _fold_inserted(new)
         result.accepted += len(new)
     return result
 
 
-def tools_with_new_traces() -> list[str]:
-    return sorted(
-        Trace.objects.filter(aggregated=False).values_list("tool_name", flat=True).distinct()
-    )
+def _fold_inserted(rows: list[Trace]) -> None:
+    """Fold the rows this transaction inserted; rows another transaction holds are its own."""
+    if not rows:
+        return
+    by_key = {(row.trace_id, row.step): row for row in rows}
+    claimed = {
+        (trace_id, step): pk
+        for pk, trace_id, step in Trace.objects.select_for_update(skip_locked=True)
+        .filter(aggregated=False, trace_id__in={row.trace_id for row in rows})
+        .values_list("pk", "trace_id", "step")
+        if (trace_id, step) in by_key
+    }
+    by_tool: dict[str, list[dict]] = {}
+    for key in claimed:
+        row = by_key[key]
+        by_tool.setdefault(row.tool_name, []).append(
+            {name: getattr(row, name) for name in TRACE_FIELDS}
+        )
+    for tool_name in sorted(by_tool):
+        _fold_into_stats(tool_name, by_tool[tool_name], received_at=None)
+    Trace.objects.filter(pk__in=claimed.values()).update(aggregated=True)
 
 
 def tool_fold(*, tool_name: str) -> int:
-    """Fold the tool's pending traces into its aggregates; return how many were folded."""
+    """Fold traces still pending (an ingest interrupted mid-way); return how many."""
     folded = 0
     while True:
         with transaction.atomic():
@@ -123,26 +149,34 @@ def tool_fold(*, tool_name: str) -> int:
             )
             if not claimed:
                 return folded
-            stats = _stats_locked(tool_name)
-            since = stats.since_version
-            delta_all, delta_since, since_count = new_aggregate(), new_aggregate(), 0
-            for trace in claimed:
-                aggregate_add(delta_all, trace)
-                if (
-                    since is not None
-                    and since.approved_at
-                    and trace["received_at"] >= since.approved_at
-                ):
-                    aggregate_add(delta_since, trace)
-                    since_count += 1
-            aggregate_merge(stats.aggregate, delta_all)
-            aggregate_merge(stats.aggregate_since_version, delta_since)
-            stats.traces_total += len(claimed)
-            stats.traces_since_version += since_count
-            stats.dirty = True
-            stats.save()
+            _fold_into_stats(tool_name, claimed, received_at="received_at")
             Trace.objects.filter(pk__in=[trace["id"] for trace in claimed]).update(aggregated=True)
             folded += len(claimed)
+
+
+def _fold_into_stats(tool_name: str, traces: list[dict], *, received_at: str | None) -> None:
+    """Merge one delta into the tool's stats under its row lock.
+
+    ``received_at`` names the key holding when each trace arrived; None means "just now", which
+    is after the current version's approval by construction.
+    """
+    stats = _stats_locked(tool_name)
+    since = stats.since_version
+    delta_all, delta_since, since_count = new_aggregate(), new_aggregate(), 0
+    for trace in traces:
+        aggregate_add(delta_all, trace)
+        # Drift is judged only on what the tool did after its current version was approved.
+        if since is not None and (
+            received_at is None or (since.approved_at and trace[received_at] >= since.approved_at)
+        ):
+            aggregate_add(delta_since, trace)
+            since_count += 1
+    aggregate_merge(stats.aggregate, delta_all)
+    aggregate_merge(stats.aggregate_since_version, delta_since)
+    stats.traces_total += len(traces)
+    stats.traces_since_version += since_count
+    stats.dirty = True
+    stats.save()
 
 
 def _stats_locked(tool_name: str) -> ToolStats:
@@ -154,7 +188,7 @@ def _stats_locked(tool_name: str) -> ToolStats:
                 defaults={"aggregate": new_aggregate(), "aggregate_since_version": new_aggregate()},
             )
     except IntegrityError:
-        pass  # another worker created it first
+        pass  # another transaction created it first
     stats = (
         ToolStats.objects.select_for_update()
         .select_related("since_version")
@@ -164,7 +198,7 @@ def _stats_locked(tool_name: str) -> ToolStats:
     if stats.tool_id != (tool.pk if tool else None) or stats.since_version_id != (
         current.pk if current else None
     ):
-        # A new approved version: drift is judged only on what the tool did since then.
+        # A new approved version: start judging drift afresh against it.
         stats.tool = tool
         stats.since_version = current
         stats.aggregate_since_version = new_aggregate()
@@ -172,6 +206,13 @@ def _stats_locked(tool_name: str) -> ToolStats:
     if not stats.aggregate:
         stats.aggregate = new_aggregate()
     return stats
+
+
+def tools_with_new_traces() -> list[str]:
+    """Tools whose aggregates moved since their last inference, or with traces still pending."""
+    dirty = ToolStats.objects.filter(dirty=True).values_list("tool_name", flat=True)
+    pending = Trace.objects.filter(aggregated=False).values_list("tool_name", flat=True)
+    return sorted(set(dirty) | set(pending.distinct()))
 
 
 @dataclass
@@ -185,53 +226,86 @@ class RefreshResult:
 
 
 def tool_refresh(*, tool_name: str) -> RefreshResult:
-    """Fold new traces, infer the tool's contract and judge drift against the approved one."""
-    result = RefreshResult(tool_name=tool_name, folded=tool_fold(tool_name=tool_name))
-    stats = ToolStats.objects.filter(tool_name=tool_name).select_related("since_version").first()
-    if stats is None:
-        return result
-    tool = Tool.objects.select_related("current_version__risk").filter(name=tool_name).first()
-    approved = tool.current_version if tool else None
-    if tool and tool.current_version_id != stats.since_version_id:
-        with transaction.atomic():
-            stats = _stats_locked(tool_name)
-            stats.save()
-    risk = approved.risk if approved else None
-    use_since = risk is not None and stats.traces_since_version >= risk.min_support
-    aggregate = stats.aggregate_since_version if use_since else stats.aggregate
-    labelled = _labelled_tools(exclude=tool_name)
-    inferred = infer_contract(
-        name=tool_name,
-        description=approved.description if approved else "",
-        input_schema=approved.input_schema if approved else None,
-        aggregate=aggregate,
-        labelled=labelled,
-        permissions=approved.permissions if approved else [],
-    )
-    InferredContract.objects.update_or_create(
-        tool_name=tool_name,
-        defaults={
-            "tool": tool,
-            "document": inferred,
-            "support": inferred.get("support", 0),
-            "confidence": inferred.get("confidence", {}),
-        },
-    )
-    ToolStats.objects.filter(pk=stats.pk).update(dirty=False, inferred_at=timezone.now())
-    result.inferred = inferred
-    if approved is None or not use_since:
-        return result
-    approved_document = approved.document()
-    items = contract_drift(approved=approved_document, inferred=inferred, risk_rank=risk_ranks())
-    result.drift = items
-    if items:
-        _drift_record(
-            tool=tool, approved=approved, inferred=inferred, items=items, stats=stats, result=result
+    """Infer one tool's contract and judge drift against the approved one."""
+    return tools_refresh(tool_names=[tool_name])[0]
+
+
+def tools_refresh(*, tool_names: list[str]) -> list[RefreshResult]:
+    """Infer and judge drift for many tools with a handful of queries per chunk."""
+    ranks = risk_ranks()
+    labelled = _labelled_tools()
+    results = []
+    for start in range(0, len(tool_names), REFRESH_CHUNK):
+        chunk = tool_names[start : start + REFRESH_CHUNK]
+        pending = set(
+            Trace.objects.filter(aggregated=False, tool_name__in=chunk)
+            .values_list("tool_name", flat=True)
+            .distinct()
         )
-    return result
+        folded = {name: tool_fold(tool_name=name) for name in pending}
+        # A version published since the last fold resets the since-version aggregate.
+        stale = ToolStats.objects.filter(tool_name__in=chunk, tool__isnull=False).exclude(
+            since_version_id=F("tool__current_version_id")
+        )
+        for name in stale.values_list("tool_name", flat=True):
+            with transaction.atomic():
+                _stats_locked(name).save()
+        stats_by_name = {
+            stats.tool_name: stats
+            for stats in ToolStats.objects.filter(tool_name__in=chunk).select_related(
+                "tool__current_version__risk"
+            )
+        }
+        inferred_rows = []
+        for name in chunk:
+            result = RefreshResult(tool_name=name, folded=folded.get(name, 0))
+            results.append(result)
+            stats = stats_by_name.get(name)
+            if stats is None:
+                continue
+            tool = stats.tool
+            approved = tool.current_version if tool else None
+            risk = approved.risk if approved else None
+            use_since = risk is not None and stats.traces_since_version >= risk.min_support
+            inferred = infer_contract(
+                name=name,
+                description=approved.description if approved else "",
+                input_schema=approved.input_schema if approved else None,
+                aggregate=stats.aggregate_since_version if use_since else stats.aggregate,
+                labelled=[entry for entry in labelled if entry["name"] != name],
+                permissions=approved.permissions if approved else [],
+            )
+            result.inferred = inferred
+            inferred_rows.append(
+                InferredContract(
+                    tool_name=name,
+                    tool=tool,
+                    document=inferred,
+                    support=inferred.get("support", 0),
+                    confidence=inferred.get("confidence", {}),
+                )
+            )
+            if approved is not None and use_since:
+                result.drift = contract_drift(
+                    approved=approved.document(), inferred=inferred, risk_rank=ranks
+                )
+                if result.drift:
+                    _drift_record(tool=tool, approved=approved, inferred=inferred, stats=stats,
+                                  result=result)  # fmt: skip
+        InferredContract.objects.bulk_create(
+            inferred_rows,
+            update_conflicts=True,
+            unique_fields=["tool_name"],
+            update_fields=["tool", "document", "support", "confidence", "inferred_at"],
+        )
+        ToolStats.objects.filter(tool_name__in=chunk).update(
+            dirty=False, inferred_at=timezone.now()
+        )
+    return results
 
 
-def _labelled_tools(*, exclude: str) -> list[dict]:
+def _labelled_tools() -> list[dict]:
+    """The risk labels people gave approved tools: what risk suggestions learn from."""
     return [
         {
             "name": name,
@@ -242,13 +316,13 @@ def _labelled_tools(*, exclude: str) -> list[dict]:
         }
         for name, description, risk, produces, permissions in ContractVersion.objects.filter(
             status=ContractVersion.Status.APPROVED
-        )
-        .exclude(tool__name=exclude)
-        .values_list("tool__name", "description", "risk__name", "produces", "permissions")
+        ).values_list("tool__name", "description", "risk__name", "produces", "permissions")
     ]
 
 
-def _drift_record(*, tool, approved, inferred, items, stats, result: RefreshResult) -> None:
+def _drift_record(*, tool, approved, inferred, stats, result: RefreshResult) -> None:
+    items = result.drift
+    # The base version is part of the fingerprint: the same drift after a new approval is new.
     fingerprint = drift_fingerprint(f"{tool.name}@v{approved.number}", items)
     evidence = {
         "base_version": approved.number,
@@ -260,12 +334,11 @@ def _drift_record(*, tool, approved, inferred, items, stats, result: RefreshResu
             for key in ("requires", "produces", "risk", "input_schema", "cost")
         },
     }
-    with transaction.atomic():
-        report, created = _report_get_or_create(tool, approved, fingerprint, items, evidence)
-        if not created:
-            DriftReport.objects.filter(pk=report.pk).update(
-                evidence=evidence, updated_at=timezone.now()
-            )
+    report, created = _report_get_or_create(tool, approved, fingerprint, items, evidence)
+    if not created:
+        DriftReport.objects.filter(pk=report.pk).update(
+            evidence=evidence, updated_at=timezone.now()
+        )
     risk = approved.risk
     if not (risk.ticket_on_drift or risk.auto_approve_inferred):
         return
@@ -284,7 +357,7 @@ def _drift_record(*, tool, approved, inferred, items, stats, result: RefreshResu
                         kind=ReviewTicket.Kind.DRIFT,
                     )
             except IntegrityError:
-                # Another worker opened it between our read and our insert: same drift, one ticket.
+                # Another worker opened it between our read and our insert: one drift, one ticket.
                 ticket = ReviewTicket.objects.get(fingerprint=fingerprint)
             except ContractInvalid as exc:
                 logger.warning("drift proposal for %s is not a valid contract: %s", tool.name, exc)
@@ -339,14 +412,7 @@ def _proposal(document: dict, evidence: dict) -> dict:
         for var, meta in (document.get("effects") or {}).items()
         if var in document["produces"]
     }
-    return {key: value for key, value in document.items() if key in _DOCUMENT_KEYS}
-
-
-_DOCUMENT_KEYS = {
-    "name", "description", "input_schema", "output_schema", "requires", "produces", "effects",
-    "risk", "cost", "permissions", "invariants", "config_params", "dependencies",
-    "resource_limits", "status",
-}  # fmt: skip
+    return {key: value for key, value in document.items() if key in DOCUMENT_KEYS}
 
 
 def traces_prune(*, older_than: timedelta | None = None, chunk: int = 10_000) -> int:

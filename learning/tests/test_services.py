@@ -74,16 +74,25 @@ def test_it_keeps_an_unknown_tool_flagged(get_event):
     assert trace.unknown_tool and trace.tool is None
 
 
-def test_refresh_folds_only_new_traces(get_event):
+def test_ingest_folds_each_inserted_trace_once(get_event):
     traces_ingest(items=enumerate(call(i) for i in range(40)))
-    assert tools_with_new_traces() == ["calendar.get_event"]
-    assert tool_refresh(tool_name="calendar.get_event").folded == 40
-    assert tools_with_new_traces() == []
-    assert tool_refresh(tool_name="calendar.get_event").folded == 0
-    traces_ingest(items=enumerate(call(i, run="second") for i in range(10)))
-    assert tool_refresh(tool_name="calendar.get_event").folded == 10
+    traces_ingest(items=enumerate(call(i) for i in range(45)))  # 40 duplicates, 5 new
     stats = ToolStats.objects.get(tool_name="calendar.get_event")
-    assert stats.traces_total == 50
+    assert stats.traces_total == 45
+    assert stats.aggregate["total"] == 45
+    assert not Trace.objects.filter(aggregated=False).exists()
+    assert tools_with_new_traces() == ["calendar.get_event"]
+    tool_refresh(tool_name="calendar.get_event")
+    assert tools_with_new_traces() == []
+
+
+def test_refresh_folds_traces_an_interrupted_ingest_left_pending(get_event):
+    traces_ingest(items=enumerate(call(i) for i in range(10)))
+    tool_refresh(tool_name="calendar.get_event")
+    Trace.objects.filter(step__lt=3).update(aggregated=False)  # as if a fold had been lost
+    assert tools_with_new_traces() == ["calendar.get_event"]
+    assert tool_refresh(tool_name="calendar.get_event").folded == 3
+    assert not Trace.objects.filter(aggregated=False).exists()
 
 
 def test_a_faithful_tool_infers_its_contract_and_does_not_drift(get_event):
@@ -147,10 +156,10 @@ def test_a_level_with_auto_approve_publishes_a_clean_inferred_change(get_event):
 
 def test_prune_deletes_only_folded_traces_past_retention(get_event):
     traces_ingest(items=enumerate(call(i) for i in range(40)))
-    Trace.objects.update(occurred_at=timezone.now() - timedelta(days=90))
-    assert traces_prune(older_than=timedelta(days=30)) == 0  # not folded yet: kept
-    tool_refresh(tool_name="calendar.get_event")
-    assert traces_prune(older_than=timedelta(days=30)) == 40
+    Trace.objects.filter(step__lt=30).update(occurred_at=timezone.now() - timedelta(days=90))
+    Trace.objects.filter(step__lt=5).update(aggregated=False)  # not folded yet: kept
+    assert traces_prune(older_than=timedelta(days=30)) == 25
+    assert Trace.objects.count() == 15
     assert ToolStats.objects.get().traces_total == 40  # the aggregates survive
 
 

@@ -1,7 +1,7 @@
 from django.core.management.base import BaseCommand, CommandError
 from tqdm import tqdm
 
-from learning.services import tool_refresh, tools_with_new_traces
+from learning.services import REFRESH_CHUNK, tools_refresh, tools_with_new_traces
 
 
 class Command(BaseCommand):
@@ -14,12 +14,17 @@ class Command(BaseCommand):
     def handle(self, *args, tool, no_progress, **options):
         names = [tool] if tool else tools_with_new_traces()
         tickets = drifted = 0
-        for name in tqdm(names, desc="tools", disable=no_progress, file=self.stderr._out):
-            result = tool_refresh(tool_name=name)
-            if tool and result.inferred is None:
-                raise CommandError(f"{tool}: no traces recorded for this tool.")
-            drifted += bool(result.drift)
-            tickets += result.ticket_id is not None
+        with tqdm(
+            total=len(names), desc="tools", disable=no_progress, file=self.stderr._out
+        ) as bar:
+            for start in range(0, len(names), REFRESH_CHUNK):
+                results = tools_refresh(tool_names=names[start : start + REFRESH_CHUNK])
+                for result in results:
+                    if tool and result.inferred is None:
+                        raise CommandError(f"{tool}: no traces recorded for this tool.")
+                    drifted += bool(result.drift)
+                    tickets += result.ticket_id is not None
+                bar.update(len(results))
         self.stdout.write(
             f"Refreshed {len(names)} tool(s): {drifted} drifted, {tickets} with a review ticket."
         )

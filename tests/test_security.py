@@ -1,0 +1,103 @@
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def run_manage(*args: str, **env: str) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        [sys.executable, "manage.py", *args],
+        cwd=ROOT,
+        env={**os.environ, **env},
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+
+
+def test_check_deploy_is_clean_under_production_settings():
+    result = run_manage(
+        "check", "--deploy", "--fail-level", "WARNING",
+        DJANGO_SETTINGS_MODULE="config.settings.production",
+        SECRET_KEY="x" * 20 + "a-long-random-production-secret-key-0123456789",
+        ALLOWED_HOSTS="registry.example.com",
+    )  # fmt: skip
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "no issues" in result.stdout
+
+
+def test_production_refuses_a_missing_secret_key():
+    env = {key: value for key, value in os.environ.items() if key != "SECRET_KEY"}
+    result = subprocess.run(
+        [sys.executable, "manage.py", "check"],
+        cwd=ROOT,
+        env={**env, "DJANGO_SETTINGS_MODULE": "config.settings.production"},
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert result.returncode != 0
+    assert "SECRET_KEY" in result.stderr
+
+
+@pytest.mark.django_db
+def test_the_admin_is_only_for_staff(client, django_user_model):
+    user = django_user_model.objects.create_user("visitor", password="pw-visitor-123")
+    client.force_login(user)
+    response = client.get("/admin/")
+    assert response.status_code == 302
+    assert "/admin/login/" in response["Location"]
+
+
+@pytest.mark.django_db
+def test_tokens_are_stored_only_as_hashes():
+    from api.models import RuntimeToken
+    from api.services import runtime_token_create
+
+    token, raw = runtime_token_create(application_name="app", scopes=["contracts:read"])
+    stored = RuntimeToken.objects.get(pk=token.pk)
+    assert raw not in (stored.token_hash, stored.prefix + stored.token_hash)
+    assert stored.token_hash == RuntimeToken.hash(raw)
+    assert not RuntimeToken.objects.filter(token_hash=raw).exists()
+
+
+@pytest.mark.django_db
+def test_create_runtime_token_prints_the_token_alone_on_its_last_line(capsys):
+    from django.core.management import call_command
+
+    from api.models import RuntimeToken
+    from registry.models import Application
+
+    call_command("create_runtime_token", "--application", "newapp", "--scopes", "contracts:read")
+    last = capsys.readouterr().out.strip().splitlines()[-1]
+    assert last.startswith("trk_") and " " not in last
+    token = RuntimeToken.objects.get(token_hash=RuntimeToken.hash(last))
+    assert token.scopes == ["contracts:read"]
+    application = Application.objects.get(name="newapp")
+    assert application.all_tools and application.all_permissions and application.max_risk is None
+
+
+@pytest.mark.django_db
+def test_an_application_never_reads_another_applications_tools(vocabulary, runtime_client_factory):
+    from conftest import contract
+    from registry.models import Application, Tool
+    from registry.services import registry_import
+
+    registry_import(
+        data=[contract(), contract(name="hr.salary_lookup", description="Salaries.")], approve=True
+    )
+    mine = runtime_client_factory("mine")
+    theirs = runtime_client_factory("theirs")
+    for name, tool in (("mine", "calendar.find_events"), ("theirs", "hr.salary_lookup")):
+        application = Application.objects.get(name=name)
+        application.all_tools = False
+        application.save()
+        application.enabled_tools.set(Tool.objects.filter(name=tool))
+    assert mine.get("/api/v1/tools/hr.salary_lookup/").status_code == 404
+    assert theirs.get("/api/v1/tools/calendar.find_events/").status_code == 404
+    listed = [item["name"] for item in mine.get("/api/v1/export/mcp/").json()["tools"]]
+    assert listed == ["calendar.find_events"]

@@ -1,0 +1,643 @@
+"""Plan validation: check a planner's plan against each tool's contract and the app's policy.
+
+``validate_plan`` takes a plan (a list of ``{"tool": name, "args": {...}}`` steps), the contracts
+of the tools it may use, and the application's planning policy, and returns::
+
+    {"plan": [...],          # the corrected plan: dropped steps removed, corrections applied
+     "violations": [{"step": i, "invariant": id, "rule": text, "action": "rejected"}, ...],
+     "valid": bool,          # False when any violation is "rejected"
+     "config": {...},        # the resolved config params (policy's, then each planned tool's)
+     "mandate": "..."}       # the policy's mandate, or ""
+
+``step`` is the index of the step in the plan as submitted; it is null for a plan-wide violation
+and for problems of a step a policy appended. The kinds of invariants and rules, and the config
+normalisers, are documented in ``registry/invariants.py``.
+
+Order of evaluation
+-------------------
+Corrections change what later checks see, so they run in a fixed order:
+
+1. Each submitted step is read. A malformed step (not an object, no tool name, ``args`` not an
+   object, nesting deeper than ``MAX_ARGS_DEPTH``) is rejected as ``malformed_step`` and left
+   out of the returned plan; a missing ``args`` means ``{}``; other keys of a step are kept.
+2. Each step, in plan order: a tool without a contract is rejected as ``unknown_tool``.
+   Otherwise, (a) the tool's ``correct`` invariants apply in declared order; (b) its other
+   one-step invariants (``mutually_exclusive``, ``requires_arg_when``) are checked in declared
+   order, and the first ``drop`` prunes the step and ends its checks; (c) the corrected args of
+   a step still in the plan are validated against the tool's input JSON Schema (``input_schema``,
+   one violation per error, rejected).
+3. Plan-wide invariants (``max_per_plan``, ``unique_calls``): tools in order of their first step,
+   each tool's invariants in declared order, steps in plan order. Only steps still in the plan
+   count, and the later steps are the ones pruned, so the first calls survive.
+4. Policy rules in declared order, on the steps still in the plan. ``must_include`` with
+   ``correct`` appends each missing step at the end, which then goes through step 2 (its
+   violations are plan-wide); it is the only step of its tool, so step 3 cannot trip on it. A
+   later rule sees what earlier rules did: put ``must_include`` after ``drop`` rules if it must
+   hold on the final plan.
+5. Config params are resolved (request config, then state, then default): the policy's, then
+   those of each tool in the final plan; the first declaration of a key wins. A value its
+   normaliser refuses is rejected as ``config_param`` naming the key.
+
+Violations come sorted by step (plan-wide ones last), then in the order above. A malformed
+invariant or policy rule is rejected, never skipped: a rule that cannot be read must not let
+a plan through. A rejection counts even when a later rule drops its step: the planner wrote an
+invalid call and should plan again. Besides declared ids, ``invariant`` can be one of
+``malformed_plan``, ``malformed_step``, ``unknown_tool``, ``malformed_contract``,
+``input_schema``, ``config_param``, ``malformed_policy``, ``malformed_request``, and
+``invariant``/``policy_rule`` for a malformed entry without a usable id.
+
+The input schema is hostile data (anyone who can propose a contract writes it): no ``$ref`` is
+ever fetched (only references inside the schema resolve; anything else is a violation), and
+every regular expression (``pattern``, ``patternProperties``) runs on RE2, which matches in
+linear time, so ``(a+)+$`` cannot stall a worker. A pattern RE2 cannot compile (look-arounds,
+back-references) is a violation rather than a fallback to a backtracking engine. The plan is
+hostile too: ``uniqueItems`` is checked in linear time, deep nesting is refused before anything
+recurses into it, and messages quoting an argument are cut to ``MAX_MESSAGE_CHARS``.
+"""
+
+from __future__ import annotations
+
+import copy
+import functools
+import itertools
+import json
+import types
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+import re2
+from jsonschema import Draft202012Validator, validators
+from jsonschema import _keywords as jsonschema_keywords
+from jsonschema import _utils as jsonschema_utils
+from jsonschema.exceptions import SchemaError, ValidationError
+from referencing import Registry
+from referencing.exceptions import NoSuchResource, Unresolvable
+
+from registry.invariants import (
+    ACTION_RESULTS,
+    PLAN_INVARIANT_KINDS,
+    STEP_INVARIANT_KINDS,
+    invariant_errors,
+    policy_rule_errors,
+    resolve_config,
+)
+
+Violation = dict[str, Any]
+
+# Enough to fix a call; a hostile instance could otherwise produce one error per array item.
+MAX_SCHEMA_ERRORS_PER_STEP = 20
+MAX_MESSAGE_CHARS = 300
+# Tool arguments nest a few levels; far deeper ones only exist to exhaust the recursion limit of
+# the copying, comparing and validating below.
+MAX_ARGS_DEPTH = 64
+
+
+def validate_plan(
+    *,
+    plan: list[dict],
+    contracts: dict[str, dict],
+    policy: dict | None,
+    state: dict | None = None,
+    config: dict | None = None,
+) -> dict:
+    """Check, correct and prune a plan; see the module docstring for the order of evaluation."""
+    violations = _Violations()
+    request_config = _mapping_or_empty(config, "config", violations)
+    state_values = _mapping_or_empty(state, "state", violations)
+
+    steps = _read_steps(plan, violations)
+    rules_by_tool: dict[str, _ToolRules] = {}
+    for step in steps:
+        _check_step(step, contracts, rules_by_tool, violations)
+    _apply_plan_invariants(steps, rules_by_tool, violations)
+
+    policy_document: Mapping[str, Any] = {}
+    if policy is not None:
+        if isinstance(policy, Mapping):
+            policy_document = policy
+        else:
+            violations.add(None, "malformed_policy", "the planning policy must be an object")
+    _apply_policy_rules(steps, policy_document, contracts, rules_by_tool, violations)
+
+    final_steps = [step for step in steps if not step.dropped]
+    declared = _list_or_empty(policy_document.get("config_params"))
+    for tool in _unique(step.tool for step in final_steps):
+        contract = contracts.get(tool)
+        if isinstance(contract, Mapping):
+            declared += _list_or_empty(contract.get("config_params"))
+    values, problems = resolve_config(declared, request=request_config, state=state_values)
+    for key, problem in problems.items():
+        violations.add(None, "config_param", _clip(f"config param {key!r}: {problem}"))
+
+    mandate = policy_document.get("mandate")
+    ordered = violations.ordered()
+    return {
+        "plan": [step.document() for step in final_steps],
+        "violations": ordered,
+        "valid": not any(violation["action"] == "rejected" for violation in ordered),
+        "config": values,
+        "mandate": mandate if isinstance(mandate, str) else "",
+    }
+
+
+@dataclass
+class _Step:
+    index: int | None  # position in the submitted plan; None for a step a policy appended
+    tool: str
+    args: dict[str, Any]
+    extra: dict[str, Any] = field(default_factory=dict)  # other keys of the step, kept as sent
+    dropped: bool = False
+
+    def document(self) -> dict[str, Any]:
+        return {"tool": self.tool, "args": self.args, **self.extra}
+
+
+@dataclass
+class _ToolRules:
+    """A tool's invariants sorted by when they apply, each list in declared order."""
+
+    corrections: list[Mapping[str, Any]] = field(default_factory=list)
+    step_checks: list[Mapping[str, Any]] = field(default_factory=list)
+    plan_checks: list[Mapping[str, Any]] = field(default_factory=list)
+    input_schema: Any = None
+    problems: list[tuple[str, str]] = field(default_factory=list)  # (invariant id, message)
+    reported: bool = False
+
+
+class _Violations:
+    def __init__(self) -> None:
+        self._entries: list[tuple[int | None, int, Violation]] = []
+
+    def add(
+        self, step: _Step | int | None, invariant: str, rule: str, action: str = "reject"
+    ) -> None:
+        index = step.index if isinstance(step, _Step) else step
+        violation = {
+            "step": index,
+            "invariant": invariant,
+            "rule": rule,
+            "action": ACTION_RESULTS[action],
+        }
+        self._entries.append((index, len(self._entries), violation))
+
+    def ordered(self) -> list[Violation]:
+        # Detection order already follows the documented phases; the sort groups by step.
+        entries = sorted(self._entries, key=lambda e: (e[0] is None, e[0] or 0, e[1]))
+        return [violation for _, _, violation in entries]
+
+
+def _read_steps(plan: object, violations: _Violations) -> list[_Step]:
+    if not isinstance(plan, list):
+        violations.add(None, "malformed_plan", "the plan must be a list of steps")
+        return []
+    steps = []
+    for index, raw in enumerate(plan):
+        if not isinstance(raw, Mapping):
+            violations.add(
+                index, "malformed_step", f"step {index} must be an object with 'tool' and 'args'"
+            )
+            continue
+        tool = raw.get("tool")
+        if not isinstance(tool, str) or not tool:
+            violations.add(index, "malformed_step", f"step {index}: 'tool' must be a tool name")
+            continue
+        args = raw.get("args", {})
+        if not isinstance(args, Mapping):
+            violations.add(index, "malformed_step", f"step {index}: 'args' must be an object")
+            continue
+        if _nests_deeper_than(raw, MAX_ARGS_DEPTH):
+            violations.add(
+                index, "malformed_step", f"step {index} nests deeper than {MAX_ARGS_DEPTH} levels"
+            )
+            continue
+        extra = {
+            key: copy.deepcopy(value) for key, value in raw.items() if key not in ("tool", "args")
+        }
+        steps.append(_Step(index=index, tool=tool, args=copy.deepcopy(dict(args)), extra=extra))
+    return steps
+
+
+def _tool_rules(tool: str, contract: Mapping[str, Any]) -> _ToolRules:
+    rules = _ToolRules(input_schema=contract.get("input_schema"))
+    invariants = contract.get("invariants") or []
+    if not isinstance(invariants, list):
+        rules.problems.append(("invariant", f"the invariants of {tool} must be a list"))
+        return rules
+    for position, entry in enumerate(invariants):
+        errors = invariant_errors(entry)
+        if errors:
+            entry_id = entry.get("id") if isinstance(entry, Mapping) else None
+            message = f"invariant [{position}] of {tool} is malformed: {'; '.join(errors)}"
+            rules.problems.append((entry_id if isinstance(entry_id, str) else "invariant", message))
+        elif entry["kind"] in PLAN_INVARIANT_KINDS:
+            rules.plan_checks.append(entry)
+        elif entry["action"] == "correct":
+            rules.corrections.append(entry)
+        elif entry["kind"] in STEP_INVARIANT_KINDS:
+            rules.step_checks.append(entry)
+    return rules
+
+
+def _check_step(
+    step: _Step,
+    contracts: Mapping[str, Any],
+    rules_by_tool: dict[str, _ToolRules],
+    violations: _Violations,
+) -> None:
+    contract = contracts.get(step.tool)
+    if contract is None:
+        violations.add(
+            step,
+            "unknown_tool",
+            _clip(
+                f"unknown tool {step.tool!r}: not in the registry, or not enabled for this "
+                "application"
+            ),
+        )
+        return
+    if not isinstance(contract, Mapping):
+        violations.add(step, "malformed_contract", f"the contract of {step.tool} is not an object")
+        return
+    rules = rules_by_tool.get(step.tool)
+    if rules is None:
+        rules = rules_by_tool[step.tool] = _tool_rules(step.tool, contract)
+    if not rules.reported:
+        # A broken invariant is the tool's problem, reported once, at its first step.
+        rules.reported = True
+        for invariant_id, message in rules.problems:
+            violations.add(step, invariant_id, _clip(message))
+
+    for entry in rules.corrections:
+        params = entry["params"]
+        if _requires_arg_when_violated(step.args, params):
+            step.args[params["arg"]] = copy.deepcopy(params["value"])
+            violations.add(step, entry["id"], entry["rule"], "correct")
+    for entry in rules.step_checks:
+        if _step_invariant_violated(entry, step.args):
+            violations.add(step, entry["id"], entry["rule"], entry["action"])
+            if entry["action"] == "drop":
+                step.dropped = True
+                return
+    prefix = "" if step.index is not None else f"the {step.tool} step the policy appended: "
+    for message in schema_problems(rules.input_schema, step.args):
+        violations.add(step, "input_schema", _clip(prefix + message))
+
+
+def _step_invariant_violated(entry: Mapping[str, Any], args: Mapping[str, Any]) -> bool:
+    params = entry["params"]
+    if entry["kind"] == "mutually_exclusive":
+        return sum(1 for name in params["args"] if _present(args, name)) > 1
+    return _requires_arg_when_violated(args, params)
+
+
+def _requires_arg_when_violated(args: Mapping[str, Any], params: Mapping[str, Any]) -> bool:
+    if not _present(args, params["when"]):
+        return False
+    if not _present(args, params["arg"]):
+        return True
+    return "value" in params and not _json_equal(args[params["arg"]], params["value"])
+
+
+def _apply_plan_invariants(
+    steps: list[_Step], rules_by_tool: dict[str, _ToolRules], violations: _Violations
+) -> None:
+    for tool in _unique(step.tool for step in steps if not step.dropped):
+        rules = rules_by_tool.get(tool)
+        for entry in rules.plan_checks if rules else []:
+            params, action = entry["params"], entry["action"]
+            counted = 0
+            seen: set[str] = set()
+            for step in steps:
+                if step.dropped or step.tool != tool:
+                    continue
+                if entry["kind"] == "max_per_plan":
+                    if "when" in params and not _present(step.args, params["when"]):
+                        continue
+                    counted += 1
+                    violated = counted > params["max"]
+                else:
+                    key = _canonical([step.args.get(name) for name in params["fields"]])
+                    violated = key in seen
+                    seen.add(key)
+                if violated:
+                    violations.add(step, entry["id"], entry["rule"], action)
+                    if action == "drop":
+                        step.dropped = True
+
+
+def _apply_policy_rules(
+    steps: list[_Step],
+    policy: Mapping[str, Any],
+    contracts: Mapping[str, Any],
+    rules_by_tool: dict[str, _ToolRules],
+    violations: _Violations,
+) -> None:
+    rules = policy.get("rules") or []
+    if not isinstance(rules, list):
+        violations.add(None, "malformed_policy", "the policy's rules must be a list")
+        return
+    for position, entry in enumerate(rules):
+        errors = policy_rule_errors(entry)
+        if errors:
+            entry_id = entry.get("id") if isinstance(entry, Mapping) else None
+            violations.add(
+                None,
+                entry_id if isinstance(entry_id, str) else "policy_rule",
+                _clip(f"policy rule [{position}] is malformed: {'; '.join(errors)}"),
+            )
+            continue
+        params, action = entry["params"], entry["action"]
+        remaining = [step for step in steps if not step.dropped]
+        if entry["kind"] == "must_include":
+            planned = {step.tool for step in remaining}
+            for tool in params["tools"]:
+                if tool in planned:
+                    continue
+                violations.add(None, entry["id"], entry["rule"], action)
+                if action == "correct":
+                    appended = _Step(
+                        index=None, tool=tool, args=copy.deepcopy(dict(params["args"][tool]))
+                    )
+                    steps.append(appended)
+                    _check_step(appended, contracts, rules_by_tool, violations)
+        elif entry["kind"] == "max_steps":
+            for step in remaining[params["max"] :]:
+                violations.add(step, entry["id"], entry["rule"], action)
+                if action == "drop":
+                    step.dropped = True
+        elif entry["kind"] == "never_after":
+            after_seen = False
+            for step in remaining:
+                if step.tool == params["after"]:
+                    after_seen = True
+                elif step.tool == params["tool"] and after_seen:
+                    violations.add(step, entry["id"], entry["rule"], action)
+                    if action == "drop":
+                        step.dropped = True
+
+
+# --- JSON Schema with linear-time regular expressions and no retrieval -----------------------
+
+
+class UnsupportedPattern(Exception):
+    """A schema's regular expression that RE2 cannot compile (look-around, back-reference...)."""
+
+    def __init__(self, pattern: str, reason: str):
+        self.pattern = pattern
+        self.reason = reason
+        super().__init__(f"{pattern!r}: {reason}")
+
+
+_RE2_OPTIONS = re2.Options()
+_RE2_OPTIONS.log_errors = False  # the violation reports it; RE2 would also print to stderr
+
+
+@functools.lru_cache(maxsize=1024)
+def _compiled_pattern(pattern: str) -> tuple[Any, str]:
+    try:
+        return re2.compile(pattern, options=_RE2_OPTIONS), ""
+    except re2.error as exc:
+        reason = exc.args[0] if exc.args else "cannot compile"
+        return None, reason.decode(errors="replace") if isinstance(reason, bytes) else str(reason)
+
+
+def _linear_search(pattern: str, text: str) -> Any:
+    compiled, reason = _compiled_pattern(pattern)
+    if compiled is None:
+        raise UnsupportedPattern(pattern, reason)
+    return compiled.search(text)
+
+
+# The part of the `re` module jsonschema's helpers call, answered by RE2.
+_LINEAR_RE = types.SimpleNamespace(search=_linear_search)
+
+
+def _pattern(validator: Any, pattern: str, instance: Any, schema: Any) -> Iterator[ValidationError]:
+    if validator.is_type(instance, "string") and not _linear_search(pattern, instance):
+        yield ValidationError(f"{_shown(instance)} does not match {pattern!r}")
+
+
+def _pattern_properties(
+    validator: Any, pattern_properties: Mapping[str, Any], instance: Any, schema: Any
+) -> Iterator[ValidationError]:
+    if not validator.is_type(instance, "object"):
+        return
+    for pattern, subschema in pattern_properties.items():
+        for name, value in instance.items():
+            if _linear_search(pattern, name):
+                yield from validator.descend(value, subschema, path=name, schema_path=pattern)
+
+
+def _additional_properties(
+    validator: Any, additional: Any, instance: Any, schema: Mapping[str, Any]
+) -> Iterator[ValidationError]:
+    if not validator.is_type(instance, "object"):
+        return
+    properties = schema.get("properties", {})
+    patterns = list(schema.get("patternProperties", {}))
+    extras = [
+        name
+        for name in instance
+        if name not in properties and not any(_linear_search(pattern, name) for pattern in patterns)
+    ]
+    if validator.is_type(additional, "object"):
+        for name in extras:
+            yield from validator.descend(instance[name], additional, path=name)
+    elif not additional and extras:
+        listed = ", ".join(_shown(name) for name in sorted(extras))
+        yield ValidationError(f"Additional properties are not allowed ({listed} unexpected)")
+
+
+def _unique_items(
+    validator: Any, unique: Any, instance: Any, schema: Any
+) -> Iterator[ValidationError]:
+    # jsonschema compares unsortable items (objects) pair by pair: quadratic, so a long list of
+    # small objects in the arguments could hold a worker for minutes. Canonical JSON texts
+    # compare the same way (1 == 1.0, true != 1, key order ignored) in one pass.
+    if unique and validator.is_type(instance, "array"):
+        seen: set[str] = set()
+        for item in instance:
+            text = _canonical(item)
+            if text in seen:
+                yield ValidationError(f"{_shown(instance)} has non-unique elements")
+                return
+            seen.add(text)
+
+
+def _with_linear_regex(function: Any, **names: Any) -> Any:
+    """A copy of a jsonschema helper whose `re` is RE2.
+
+    `unevaluatedProperties` finds the keys other keywords evaluated through a long private helper
+    that calls `re.search` for `patternProperties`; rewriting that helper would fork jsonschema's
+    annotation rules, so the copy keeps its code and only swaps the names it looks up.
+    """
+    namespace = {**function.__globals__, "re": _LINEAR_RE, **names}
+    return types.FunctionType(
+        function.__code__, namespace, function.__name__, function.__defaults__, function.__closure__
+    )
+
+
+_evaluated_property_keys = _with_linear_regex(
+    jsonschema_utils.find_evaluated_property_keys_by_schema
+)
+# Its recursive calls look the name up in its own namespace: point them at the copy.
+_evaluated_property_keys.__globals__["find_evaluated_property_keys_by_schema"] = (
+    _evaluated_property_keys
+)
+_unevaluated_properties = _with_linear_regex(
+    jsonschema_keywords.unevaluatedProperties,
+    find_evaluated_property_keys_by_schema=_evaluated_property_keys,
+)
+
+LinearRegexValidator = validators.extend(
+    Draft202012Validator,
+    {
+        "pattern": _pattern,
+        "patternProperties": _pattern_properties,
+        "additionalProperties": _additional_properties,
+        "unevaluatedProperties": _unevaluated_properties,
+        "uniqueItems": _unique_items,
+    },
+)
+
+
+def _refuse_retrieval(uri: str) -> Any:
+    # A schema is written by whoever proposes a contract: following a $ref out of it would let
+    # them make this server fetch URLs or read files.
+    raise NoSuchResource(ref=uri)
+
+
+NO_RETRIEVAL: Registry = Registry(retrieve=_refuse_retrieval)
+
+
+@functools.lru_cache(maxsize=256)
+def _schema_validator(schema_text: str) -> tuple[Any, str]:
+    # Contracts repeat across requests; compiling (and checking) a schema once per text is
+    # what keeps a plan check cheap.
+    schema = json.loads(schema_text)
+    try:
+        LinearRegexValidator.check_schema(schema)
+    except SchemaError as exc:
+        where = "/".join(str(part) for part in exc.path) or "(root)"
+        return None, f"the tool's input schema is invalid at {where}: {exc.message}"
+    except RecursionError:
+        return None, "the tool's input schema nests too deeply to check"
+    return LinearRegexValidator(schema, registry=NO_RETRIEVAL), ""
+
+
+def schema_problems(schema: Any, args: Mapping[str, Any]) -> list[str]:
+    """Why ``args`` do not satisfy ``schema`` (a tool's input schema), as ``args.path: message``.
+
+    Never raises for a bad schema and never fetches anything: every problem with the schema
+    itself (invalid, an outside ``$ref``, a pattern RE2 cannot run, endless self-reference) is
+    returned as a message too. No schema (None) accepts anything.
+    """
+    if schema is None:
+        return []
+    if not isinstance(schema, Mapping | bool):
+        return ["the tool's input schema is not a JSON Schema object"]
+    try:
+        schema_text = json.dumps(schema, sort_keys=True, allow_nan=False)
+    except (TypeError, ValueError, RecursionError):
+        return ["the tool's input schema is not a JSON document"]
+    validator, problem = _schema_validator(schema_text)
+    if validator is None:
+        return [problem]
+    try:
+        errors = list(itertools.islice(validator.iter_errors(args), MAX_SCHEMA_ERRORS_PER_STEP + 1))
+    except UnsupportedPattern as exc:
+        return [
+            f"the tool's input schema uses the pattern {_shown(exc.pattern)}, which the "
+            f"linear-time regex engine cannot run ({exc.reason})"
+        ]
+    except Unresolvable as exc:
+        return [
+            f"the tool's input schema refers to {_shown(str(getattr(exc, 'ref', exc)))}, which "
+            "does not resolve inside the schema (nothing outside it is ever fetched)"
+        ]
+    except RecursionError:
+        return ["the tool's input schema refers to itself without end"]
+    # Outer problems first (a missing required property before a wrong item inside a list).
+    errors.sort(key=lambda error: ([str(part) for part in error.absolute_path], error.message))
+    messages = [f"{_args_path(error.absolute_path)}: {error.message}" for error in errors]
+    if len(messages) > MAX_SCHEMA_ERRORS_PER_STEP:
+        messages = messages[:MAX_SCHEMA_ERRORS_PER_STEP] + ["args: more errors not shown"]
+    return [_clip(message) for message in messages]
+
+
+def _args_path(path: Any) -> str:
+    text = "args"
+    for part in path:
+        if isinstance(part, int):
+            text += f"[{part}]"
+        elif isinstance(part, str) and part.isidentifier():
+            text += f".{part}"
+        else:
+            text += f"[{json.dumps(part)}]"
+    return text
+
+
+# --- small helpers --------------------------------------------------------------------------
+
+
+def _nests_deeper_than(value: Any, limit: int) -> bool:
+    # Iterative on purpose: a recursive walk would hit the very limit it guards against.
+    pending = [(value, 1)]
+    while pending:
+        item, depth = pending.pop()
+        if isinstance(item, Mapping | list | tuple):
+            if depth > limit:
+                return True
+            children = item.values() if isinstance(item, Mapping) else item
+            pending.extend((child, depth + 1) for child in children)
+    return False
+
+
+def _present(args: Mapping[str, Any], name: str) -> bool:
+    return args.get(name) is not None
+
+
+def _canonical(value: Any) -> str:
+    """JSON text equal for equal JSON values: key order ignored, 1 == 1.0, True != 1."""
+
+    def normalise(item: Any) -> Any:
+        if isinstance(item, float) and item.is_integer():
+            return int(item)
+        if isinstance(item, Mapping):
+            return {str(key): normalise(inner) for key, inner in item.items()}
+        if isinstance(item, list | tuple):
+            return [normalise(inner) for inner in item]
+        return item
+
+    return json.dumps(normalise(value), sort_keys=True, default=repr)
+
+
+def _json_equal(left: Any, right: Any) -> bool:
+    return _canonical(left) == _canonical(right)
+
+
+def _unique(items: Iterator[str] | list[str]) -> list[str]:
+    return list(dict.fromkeys(items))
+
+
+def _list_or_empty(value: Any) -> list[Any]:
+    return list(value) if isinstance(value, list) else []
+
+
+def _mapping_or_empty(value: Any, name: str, violations: _Violations) -> Mapping[str, Any]:
+    if value is None:
+        return {}
+    if not isinstance(value, Mapping):
+        violations.add(None, "malformed_request", f"{name} must be an object")
+        return {}
+    return value
+
+
+def _shown(value: Any) -> str:
+    text = repr(value)
+    return text if len(text) <= 80 else text[:77] + "..."
+
+
+def _clip(text: str) -> str:
+    return text if len(text) <= MAX_MESSAGE_CHARS else text[: MAX_MESSAGE_CHARS - 3] + "..."

@@ -29,6 +29,7 @@ class Command(BaseCommand):
         with transaction.atomic():
             result = registry_import(data=json.loads(DEMO_FILE.read_text()), approve=True)
             self._users()
+            self._proposal()
         self.stdout.write(
             f"Demo registry: {len(result.published)} tools published, "
             f"{len(result.unchanged)} already there, {len(result.applications)} applications."
@@ -58,6 +59,25 @@ class Command(BaseCommand):
                 user.save()
             if reviewer:
                 user.groups.add(reviewers)
+
+    def _proposal(self) -> None:
+        """One open change by the proposer, so a reviewer has a diff to look at."""
+        from registry.models import Tool
+        from reviews.models import ReviewTicket
+        from reviews.services import contract_propose
+
+        tool = Tool.objects.get(name="calendar.find_events")
+        if ReviewTicket.objects.filter(tool=tool, kind=ReviewTicket.Kind.CHANGE).exists():
+            return
+        document = tool.current_version.document()
+        document["description"] += " Results are ordered by start time, soonest first."
+        document["input_schema"]["properties"]["include_cancelled"] = {
+            "type": "boolean",
+            "description": "Also return cancelled events (default false).",
+        }
+        contract_propose(
+            document=document, author=get_user_model().objects.get(username="proposer")
+        )
 
     def _traces(self) -> None:
         from learning.demo import demo_traces

@@ -1,0 +1,45 @@
+"""A Redis cache that degrades to a miss when Redis is down.
+
+Everything the API caches (the registry revision, visibility, throttle counters) can be
+recomputed from the database, so a broker or cache outage must slow answers, never fail them.
+"""
+
+import logging
+
+from django.core.cache.backends.redis import RedisCache
+from redis.exceptions import RedisError
+
+logger = logging.getLogger(__name__)
+
+
+class ResilientRedisCache(RedisCache):
+    def _quietly(self, method: str, default, *args, **kwargs):
+        try:
+            return getattr(super(), method)(*args, **kwargs)
+        except RedisError as exc:
+            logger.warning("cache %s failed, carrying on without it: %s", method, exc)
+            return default
+
+    def get(self, key, default=None, version=None):
+        return self._quietly("get", default, key, default, version)
+
+    def get_many(self, keys, version=None):
+        return self._quietly("get_many", {}, keys, version)
+
+    def set(self, key, value, timeout=None, version=None):
+        return self._quietly("set", None, key, value, timeout, version)
+
+    def add(self, key, value, timeout=None, version=None):
+        return self._quietly("add", False, key, value, timeout, version)
+
+    def delete(self, key, version=None):
+        return self._quietly("delete", False, key, version)
+
+    def incr(self, key, delta=1, version=None):
+        return self._quietly("incr", None, key, delta, version)
+
+    def touch(self, key, timeout=None, version=None):
+        return self._quietly("touch", False, key, timeout, version)
+
+    def clear(self):
+        return self._quietly("clear", False)

@@ -135,7 +135,8 @@ def main() -> None:
 
     print()
     print(
-        f"gunicorn 2 workers, PostgreSQL, {args.tools} approved tools, wrk -c{args.connections} -d{args.seconds}s"
+        f"gunicorn 2 workers, PostgreSQL, {args.tools} approved tools, "
+        f"wrk -c{args.connections} -d{args.seconds}s"
     )
     for label, figures in (
         ("GET tools/{name}/ (rotating over all tools)", detail),
@@ -144,7 +145,8 @@ def main() -> None:
     ):
         print(
             f"{label}: {figures['rps']:,.0f} req/s, p50 {figures['p50_ms']:.1f} ms, "
-            f"p90 {figures['p90_ms']:.1f} ms, p99 {figures['p99_ms']:.1f} ms, non-2xx/3xx {figures['errors']}"
+            f"p90 {figures['p90_ms']:.1f} ms, p99 {figures['p99_ms']:.1f} ms, "
+            f"non-2xx/3xx {figures['errors']}"
         )
 
 

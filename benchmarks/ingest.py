@@ -54,13 +54,15 @@ def main() -> None:
         call_command("import_tools", str(registry_path), "--approve")
         traces_path = Path(tmp) / "traces.jsonl"
         new_path = Path(tmp) / "new.jsonl"
-        script = (
-            "import json, sys; sys.path.insert(0, %r); from benchmarks import world; "
-            "w = json.load(open(%r)); "
-            "world.write_jsonl(%r, world.traces(w, %d)); "
-            "world.write_jsonl(%r, world.traces(w, %d, seed=3, prefix='new'))"
-        ) % (str(ROOT), str(registry_path), str(traces_path), args.traces, str(new_path), args.new)
-        subprocess.run([sys.executable, "-c", script], check=True)
+        for path, count, seed, prefix in (
+            (traces_path, args.traces, 2, "run"),
+            (new_path, args.new, 3, "new"),
+        ):
+            subprocess.run(
+                [sys.executable, "-m", "benchmarks.world", str(registry_path), str(path),
+                 str(count), str(seed), prefix],
+                cwd=ROOT, check=True,
+            )  # fmt: skip
         size = traces_path.stat().st_size
 
         before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
@@ -86,7 +88,8 @@ def main() -> None:
     print(f"peak memory (RSS): {peak / 1024:.0f} MB (before import: {before / 1024:.0f} MB)")
     print(f"refresh_contracts after the import: {refresh_seconds:.2f} s")
     print(
-        f"import of {args.new:,} new traces: {new_ingest:.2f} s; refresh after them: {refresh_new:.2f} s"
+        f"import of {args.new:,} new traces: {new_ingest:.2f} s; "
+        f"refresh after them: {refresh_new:.2f} s"
     )
 
 

@@ -85,3 +85,13 @@ def write_jsonl(path: str, items: Iterator[dict]) -> int:
             handle.write("\n")
             count += 1
     return count
+
+
+if __name__ == "__main__":
+    # python -m benchmarks.world REGISTRY.json OUT.jsonl COUNT SEED PREFIX
+    import sys
+
+    registry_path, out, count, seed, prefix = sys.argv[1:6]
+    with open(registry_path, encoding="utf-8") as handle:
+        world = json.load(handle)
+    write_jsonl(out, traces(world, int(count), seed=int(seed), prefix=prefix))

@@ -22,7 +22,8 @@ def clinical(runtime_client_factory):
 def test_a_plan_is_corrected_and_checked_against_the_policy(clinical):
     plan = [
         {"tool": "retrieval_llm", "args": {"query": "statins in CKD", "subquestion_ids": ["q1"]}},
-        {"tool": "retrieval_llm", "args": {"query": "statin interactions", "subquestion_ids": ["q2"], "web_search": True}},
+        {"tool": "retrieval_llm",
+         "args": {"query": "statin interactions", "subquestion_ids": ["q2"], "web_search": True}},
         {"tool": "source_link_retrieval", "args": {"passage_set_id": "ps_1"}},
     ]  # fmt: skip
     body = clinical.post("/api/v1/plans/validate/", {"plan": plan}, format="json").json()

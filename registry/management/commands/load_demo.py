@@ -81,7 +81,6 @@ class Command(BaseCommand):
 
     def _traces(self) -> None:
         from learning.demo import demo_traces
-
         from learning.services import traces_ingest
 
         registry = json.loads(DEMO_FILE.read_text())

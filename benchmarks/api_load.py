@@ -10,7 +10,6 @@ Needs `wrk` (Debian package) and PostgreSQL and Redis on 127.0.0.1. Uses its own
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import re
 import shutil
@@ -65,36 +64,15 @@ def main() -> None:
     if not shutil.which("wrk"):
         sys.exit("wrk is not installed: apt-get install wrk")
 
-    subprocess.run(
-        ["dropdb", "-h", "127.0.0.1", "-U", "postgres", "--if-exists", "registry_bench_api"],
-        check=True,
-    )
-    subprocess.run(
-        ["createdb", "-h", "127.0.0.1", "-U", "postgres", "registry_bench_api"], check=True
-    )
-    env = {
-        **os.environ,
-        "DATABASE_URL": "postgres://postgres@127.0.0.1:5432/registry_bench_api",
-        "REDIS_URL": "redis://127.0.0.1:6379/3",
-        "DJANGO_SETTINGS_MODULE": "config.settings.local",
-        "DEBUG": "false",
-        "API_THROTTLE_RATE": "1000000/min",
-    }
-    os.environ.update(env)
-    import django
-
-    django.setup()
-    from django.core.management import call_command
-
-    from api.services import runtime_token_create
     from benchmarks import world
 
-    call_command("migrate", verbosity=0)
+    env = {"REDIS_URL": "redis://127.0.0.1:6379/3", "API_THROTTLE_RATE": "1000000/min"}
+    world.django_on_fresh_database("registry_bench_api", **env)
+    from api.services import runtime_token_create
+
     registry = world.registry(args.tools)
     with tempfile.TemporaryDirectory() as tmp:
-        path = Path(tmp) / "registry.json"
-        path.write_text(json.dumps(registry))
-        call_command("import_tools", str(path), "--approve")
+        world.import_approved(registry, tmp)
         _, token = runtime_token_create(application_name="bench", scopes=["contracts:read"])
         names = [tool["name"] for tool in registry["tools"]]
         script = Path(tmp) / "rotate.lua"
@@ -103,7 +81,7 @@ def main() -> None:
         server = subprocess.Popen(
             [sys.executable, "-m", "gunicorn", "config.wsgi:application", "--workers", "2",
              "--bind", f"127.0.0.1:{PORT}", "--log-level", "warning"],
-            cwd=ROOT, env=env,
+            cwd=ROOT, env=dict(os.environ),
         )  # fmt: skip
         try:
             base = f"http://127.0.0.1:{PORT}"

@@ -10,8 +10,6 @@ the figures are the importer's own: `import_traces` streams it; memory stays bou
 from __future__ import annotations
 
 import argparse
-import json
-import os
 import resource
 import subprocess
 import sys
@@ -28,30 +26,16 @@ def main() -> None:
     parser.add_argument("--traces", type=int, default=1_000_000)
     parser.add_argument("--tools", type=int, default=1000)
     parser.add_argument("--new", type=int, default=10_000)
-    parser.add_argument("--server", default="postgres://postgres@127.0.0.1:5432")
     args = parser.parse_args()
-
-    subprocess.run(
-        ["dropdb", "-h", "127.0.0.1", "-U", "postgres", "--if-exists", "registry_bench"], check=True
-    )
-    subprocess.run(["createdb", "-h", "127.0.0.1", "-U", "postgres", "registry_bench"], check=True)
-    os.environ["DATABASE_URL"] = f"{args.server}/registry_bench"
-    os.environ.setdefault("DJANGO_SETTINGS_MODULE", "config.settings.local")
-    os.environ["DEBUG"] = "false"
-
-    import django
-
-    django.setup()
-    from django.core.management import call_command
 
     from benchmarks import world
 
-    call_command("migrate", verbosity=0)
+    world.django_on_fresh_database("registry_bench")
+    from django.core.management import call_command
+
     registry = world.registry(args.tools)
     with tempfile.TemporaryDirectory() as tmp:
-        registry_path = Path(tmp) / "registry.json"
-        registry_path.write_text(json.dumps(registry))
-        call_command("import_tools", str(registry_path), "--approve")
+        registry_path = world.import_approved(registry, tmp)
         traces_path = Path(tmp) / "traces.jsonl"
         new_path = Path(tmp) / "new.jsonl"
         for path, count, seed, prefix in (

@@ -146,6 +146,8 @@ class ToolListView(ConditionalMixin, RuntimeView, generics.ListAPIView):
 
 
 class VisibleToolMixin:
+    queryset = ContractVersion.objects.none()  # for the schema; reads go through selectors
+
     def get_version(self) -> ContractVersion:
         try:
             return self.visible().get(tool__name=self.kwargs["name"])

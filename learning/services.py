@@ -190,7 +190,7 @@ def _stats_locked(tool_name: str) -> ToolStats:
     except IntegrityError:
         pass  # another transaction created it first
     stats = (
-        ToolStats.objects.select_for_update()
+        ToolStats.objects.select_for_update(of=("self",))
         .select_related("since_version")
         .get(tool_name=tool_name)
     )

@@ -5,7 +5,6 @@ and the export shows the new version.
 """
 
 import json
-import os
 
 import pytest
 from django.core.management import call_command
@@ -14,13 +13,14 @@ from reviews.tests.factories import approved_tool
 
 pytestmark = pytest.mark.django_db(transaction=True, serialized_rollback=True)
 CHROMIUM = "/usr/bin/chromium"
-os.environ.setdefault("DJANGO_ALLOW_ASYNC_UNSAFE", "true")  # Playwright's sync API runs a loop
 
 
 @pytest.fixture
-def browser():
+def browser(monkeypatch):
     from playwright.sync_api import sync_playwright
 
+    # Playwright's sync API runs an event loop in this thread; the ORM calls stay synchronous.
+    monkeypatch.setenv("DJANGO_ALLOW_ASYNC_UNSAFE", "true")
     with sync_playwright() as playwright:
         browser = playwright.chromium.launch(
             executable_path=CHROMIUM,

@@ -15,7 +15,7 @@ import pytest
 from django.conf import settings
 from django.db import connection
 
-from learning.models import Trace
+from learning.models import ToolStats, Trace
 from learning.tasks import refresh_contracts
 from reviews.models import ReviewTicket
 
@@ -77,12 +77,11 @@ def test_the_periodic_refresh_opens_exactly_one_drift_ticket(worker, runtime_cli
             "/api/v1/traces/", _jsonable(traces[start : start + 1000]), format="json"
         )
         assert response.status_code == 200, response.content
-    assert Trace.objects.filter(aggregated=False).count() == len(traces)
+    assert Trace.objects.count() == len(traces)
+    assert ToolStats.objects.filter(dirty=True).count() == 39  # 38 tools and one unknown
 
     refresh_contracts.delay()
-    assert wait_for(lambda: not Trace.objects.filter(aggregated=False).exists()), (
-        "refresh never ran"
-    )
+    assert wait_for(lambda: not ToolStats.objects.filter(dirty=True).exists()), "refresh never ran"
     assert wait_for(lambda: ReviewTicket.objects.filter(kind="drift").exists())
     time.sleep(2)  # let the last fanned-out tasks finish
     drift = ReviewTicket.objects.filter(kind="drift")

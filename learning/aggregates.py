@@ -1,0 +1,198 @@
+"""Per-tool trace statistics that fold one trace at a time and merge (pure: no Django).
+
+An aggregate is a JSON object, stored in a database row and merged under that row's lock, so
+it must be small whatever the number of traces: at most MAX_VARIABLES state variables and
+MAX_ARGS argument names are tracked (later newcomers are counted under "overflow"), at most
+MAX_EXAMPLES example trace ids per variable, and durations go into fixed logarithmic buckets.
+Merging is addition, so folding traces into two aggregates and merging them equals folding all
+of them into one.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+MAX_VARIABLES = 200
+MAX_ARGS = 100
+MAX_EXAMPLES = 5
+# Durations: bucket i holds [BASE**i, BASE**(i+1)) ms; 1.15 keeps percentiles within 7.5%.
+BUCKET_BASE = 1.15
+MIN_FLOW_LENGTH = 3  # a value shorter than this ("ok", "1") matches too much to prove a flow
+TYPES = ("string", "integer", "number", "boolean", "array", "object", "null")
+
+
+def new_aggregate() -> dict:
+    return {
+        "total": 0,
+        "successes": 0,
+        "errors": 0,
+        "variables": {},
+        "args": {},
+        "durations": {},
+        "overflow": 0,
+    }
+
+
+def json_type(value: Any) -> str:
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "boolean"
+    if isinstance(value, int):
+        return "integer"
+    if isinstance(value, float):
+        return "number"
+    if isinstance(value, str):
+        return "string"
+    if isinstance(value, list):
+        return "array"
+    return "object"
+
+
+def _distinctive_leaves(value: Any) -> set:
+    """Values precise enough that finding one in the arguments means it came from the state.
+
+    Booleans, None and short strings or small numbers are left out: ``true`` or ``1`` would
+    "flow" into every call.
+    """
+    leaves: set = set()
+    stack = [value]
+    while stack:
+        item = stack.pop()
+        if isinstance(item, dict):
+            stack.extend(item.values())
+        elif isinstance(item, list):
+            stack.extend(item)
+        elif isinstance(item, str):
+            if len(item.strip()) >= MIN_FLOW_LENGTH:
+                leaves.add(item)
+        elif isinstance(item, int | float) and not isinstance(item, bool):
+            if abs(item) >= 1000 or (isinstance(item, float) and not item.is_integer()):
+                leaves.add(item)
+    return leaves
+
+
+def _arg_leaves(args: dict) -> dict[Any, set[str]]:
+    """Every distinctive leaf of the arguments, mapped to the top-level arguments holding it."""
+    found: dict[Any, set[str]] = {}
+    for name, value in args.items():
+        for leaf in _distinctive_leaves(value):
+            found.setdefault(leaf, set()).add(name)
+    return found
+
+
+def _variable(agg: dict, name: str) -> dict | None:
+    variables = agg["variables"]
+    entry = variables.get(name)
+    if entry is None:
+        if len(variables) >= MAX_VARIABLES:
+            agg["overflow"] += 1
+            return None
+        entry = variables[name] = {
+            "before_ok": 0, "before_err": 0, "added_ok": 0, "flows": 0, "examples": [],
+        }  # fmt: skip
+    return entry
+
+
+def _arg(agg: dict, name: str) -> dict | None:
+    args = agg["args"]
+    entry = args.get(name)
+    if entry is None:
+        if len(args) >= MAX_ARGS:
+            agg["overflow"] += 1
+            return None
+        entry = args[name] = {"count": 0, "types": {}, "from": {}}
+    return entry
+
+
+def _example(entry: dict, trace_id: Any) -> None:
+    if len(entry["examples"]) < MAX_EXAMPLES and trace_id not in entry["examples"]:
+        entry["examples"].append(trace_id)
+
+
+def aggregate_add(agg: dict, trace: dict) -> None:
+    """Fold one trace (variable names already canonical) into ``agg``."""
+    success = trace.get("status") == "success"
+    agg["total"] += 1
+    agg["successes" if success else "errors"] += 1
+    before = trace.get("state_before") or {}
+    after = trace.get("state_after") or {}
+    args = trace.get("args") or {}
+    trace_id = trace.get("trace_id")
+
+    for name, value in args.items():
+        entry = _arg(agg, name)
+        if entry is not None:
+            entry["count"] += 1
+            kind = json_type(value)
+            entry["types"][kind] = entry["types"].get(kind, 0) + 1
+
+    leaves = _arg_leaves(args) if args else {}
+    for name, value in before.items():
+        entry = _variable(agg, name)
+        if entry is None:
+            continue
+        entry["before_ok" if success else "before_err"] += 1
+        if success and leaves:
+            targets = set()
+            for leaf in _distinctive_leaves(value):
+                targets |= leaves.get(leaf, set())
+            if targets:
+                entry["flows"] += 1
+                _example(entry, trace_id)
+                for target in targets:
+                    arg = agg["args"].get(target)
+                    if arg is not None:
+                        arg["from"][name] = arg["from"].get(name, 0) + 1
+    if success:
+        for name in after.keys() - before.keys():
+            entry = _variable(agg, name)
+            if entry is not None:
+                entry["added_ok"] += 1
+                _example(entry, trace_id)
+
+    duration = trace.get("duration_ms")
+    if isinstance(duration, int | float) and not isinstance(duration, bool) and duration >= 0:
+        bucket = str(int(math.log(max(duration, 1), BUCKET_BASE)))
+        agg["durations"][bucket] = agg["durations"].get(bucket, 0) + 1
+
+
+def aggregate_merge(into: dict, other: dict) -> None:
+    """Add ``other`` into ``into``; the same caps apply."""
+    for key in ("total", "successes", "errors", "overflow"):
+        into[key] = into.get(key, 0) + other.get(key, 0)
+    for name, entry in other.get("variables", {}).items():
+        target = _variable(into, name)
+        if target is None:
+            continue
+        for key in ("before_ok", "before_err", "added_ok", "flows"):
+            target[key] += entry[key]
+        for trace_id in entry["examples"]:
+            _example(target, trace_id)
+    for name, entry in other.get("args", {}).items():
+        target = _arg(into, name)
+        if target is None:
+            continue
+        target["count"] += entry["count"]
+        for kind, count in entry["types"].items():
+            target["types"][kind] = target["types"].get(kind, 0) + count
+        for source, count in entry["from"].items():
+            target["from"][source] = target["from"].get(source, 0) + count
+    for bucket, count in other.get("durations", {}).items():
+        into["durations"][bucket] = into["durations"].get(bucket, 0) + count
+
+
+def aggregate_percentile(agg: dict, q: float) -> float | None:
+    """The q-th percentile (0-100) of durations, at the middle of its bucket."""
+    buckets = sorted((int(bucket), count) for bucket, count in agg.get("durations", {}).items())
+    total = sum(count for _, count in buckets)
+    if not total:
+        return None
+    rank = q / 100 * total
+    seen = 0
+    for bucket, count in buckets:
+        seen += count
+        if seen >= rank:
+            return round(BUCKET_BASE ** (bucket + 0.5), 1)
+    return round(BUCKET_BASE ** (buckets[-1][0] + 0.5), 1)

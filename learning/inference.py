@@ -1,0 +1,331 @@
+"""A tool's contract inferred from its trace aggregates (pure: no Django), and drift.
+
+After Contract2Tool (arXiv 2606.07904, section IV), but deterministic:
+
+- ``produces``: variables that successful calls add to the state in at least
+  ``produces_ratio`` of successes (a search that finds nothing a third of the time still
+  produces its id; a variable added once in twenty calls is incidental, not an effect).
+- ``requires``: variables whose values flow into the arguments (nested too) in at least
+  ``flow_ratio`` of successes, plus variables present in every success and absent from at
+  least ``failure_ratio`` of failures (preconditions seen only through failures). A variable
+  that is merely always there (a user id, a locale) never flows and is present in failures too,
+  so it is not a precondition; a variable feeding an argument sent only sometimes is optional.
+- ``input_schema``: observed argument names and JSON types; ``required`` = always sent.
+- ``risk``: a suggestion from the labels people gave other tools in this registry (naive
+  Bayes over name, description, effects and permission tokens) and from verbs; a person's
+  label always wins over it.
+- ``cost``: latency p50/p95 from the duration histogram and the error rate.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+import re
+from collections import Counter
+from collections.abc import Iterable
+from dataclasses import dataclass
+
+from .aggregates import aggregate_percentile
+
+
+@dataclass(frozen=True)
+class Thresholds:
+    produces_ratio: float = 0.3
+    flow_ratio: float = 0.8
+    failure_ratio: float = 0.5
+    min_count: int = 3
+    error_rate_jump: float = 0.15
+
+
+VERB_RISK = {
+    "high": {"delete", "update", "remove", "destroy", "send", "forward", "share", "transfer", "pay",
+             "charge", "refund", "grant", "revoke", "reset", "patch", "execute", "wire",
+             "purge", "publish", "post"},
+    "medium": {"create", "write", "rename", "archive", "label", "invite", "draft",
+               "edit", "move", "upload", "add", "set", "schedule", "book", "complete", "read"},
+    "low": {"search", "find", "get", "list", "lookup", "summarize", "extract", "check",
+            "calculate", "convert", "compute", "fetch", "inspect", "run", "geocode", "forecast"},
+}  # fmt: skip
+RISK_ORDER = ("low", "medium", "high")
+KNOWN_VERBS = set().union(*VERB_RISK.values())
+NEIGHBOURS = 3
+TOKEN = re.compile(r"[a-z]+")
+
+
+def tokens(*texts: str) -> list[str]:
+    words = []
+    for text in texts:
+        for word in TOKEN.findall(text.lower().replace("_", " ").replace(".", " ")):
+            words.append(word[:-1] if word.endswith("s") and len(word) > 4 else word)
+    return words
+
+
+def infer_contract(
+    *,
+    name: str,
+    description: str,
+    input_schema: dict | None,
+    aggregate: dict,
+    labelled: Iterable[dict] = (),
+    permissions: Iterable[str] = (),
+    thresholds: Thresholds = Thresholds(),
+) -> dict:
+    successes = aggregate.get("successes", 0)
+    errors = aggregate.get("errors", 0)
+    total = aggregate.get("total", 0)
+    variables = aggregate.get("variables", {})
+    produces, requires = [], []
+    for var, entry in sorted(variables.items()):
+        if (
+            successes
+            and entry["added_ok"] >= thresholds.min_count
+            and (entry["added_ok"] / successes >= thresholds.produces_ratio)
+        ):
+            produces.append(var)
+        flows = successes and entry["flows"] / successes >= thresholds.flow_ratio
+        missing_in_errors = errors - entry["before_err"]
+        gate = (
+            successes >= thresholds.min_count
+            and entry["before_ok"] == successes
+            and missing_in_errors >= 1
+            and missing_in_errors / errors >= thresholds.failure_ratio
+        )
+        if (flows and entry["flows"] >= thresholds.min_count) or gate:
+            requires.append(var)
+    schema = _schema(aggregate, input_schema, total)
+    risk, risk_confidence = suggest_risk(
+        name=name, description=description, produces=produces, permissions=list(permissions),
+        labelled=labelled,
+    )  # fmt: skip
+    support = total
+    # More traces, more confidence; 30 traces give about 0.95.
+    evidence = 1 - math.exp(-support / 10) if support else 0.0
+    return {
+        "name": name,
+        "description": description,
+        "requires": requires,
+        "produces": produces,
+        "risk": risk,
+        "input_schema": schema,
+        "cost": {
+            "latency_ms_p50": aggregate_percentile(aggregate, 50),
+            "latency_ms_p95": aggregate_percentile(aggregate, 95),
+            "error_rate": round(errors / total, 4) if total else 0.0,
+        },
+        "support": support,
+        "confidence": {
+            "requires": round(evidence * _margin(variables, successes, "flows", requires), 3),
+            "produces": round(evidence * _margin(variables, successes, "added_ok", produces), 3),
+            "input_schema": round(evidence, 3),
+            "risk": round(risk_confidence, 3),
+            "cost": round(evidence, 3),
+        },
+    }
+
+
+def _margin(variables: dict, successes: int, key: str, chosen: list[str]) -> float:
+    """How clear-cut the choice was: 1 when every ratio is 0 or 1, lower near the thresholds."""
+    if not successes or not variables:
+        return 1.0
+    worst = 1.0
+    for entry in variables.values():
+        ratio = entry[key] / successes
+        worst = min(worst, abs(ratio - 0.5) * 2)
+    return max(worst, 0.5 if chosen else 0.0) if worst < 1 else 1.0
+
+
+def _schema(aggregate: dict, declared: dict | None, total: int) -> dict:
+    declared_properties = (declared or {}).get("properties", {})
+    properties, required = {}, []
+    for arg, entry in sorted(aggregate.get("args", {}).items()):
+        kinds = sorted(entry["types"], key=lambda kind: (-entry["types"][kind], kind))
+        # An integer is also a number: report "number" once both are seen.
+        if "integer" in kinds and "number" in kinds:
+            kinds.remove("integer")
+        prop: dict = {"type": kinds[0] if len(kinds) == 1 else kinds}
+        described = declared_properties.get(arg, {})
+        if isinstance(described, dict) and described.get("description"):
+            prop["description"] = described["description"]
+        properties[arg] = prop
+        if total and entry["count"] == total:
+            required.append(arg)
+    return {"type": "object", "properties": properties, "required": required}
+
+
+def name_verb(name: str) -> str | None:
+    """The action word of a tool name: ``calendar.find_events`` -> ``find``."""
+    for word in tokens(name.rsplit(".", 1)[-1]):
+        if word in KNOWN_VERBS:
+            return word
+    return None
+
+
+def suggest_risk(
+    *, name: str, description: str, produces: list[str], permissions: list[str],
+    labelled: Iterable[dict],
+) -> tuple[str, float]:  # fmt: skip
+    """Learn from the labels people gave, verb first.
+
+    1. Tools with the same action word vote, each weighted by how much else it shares
+       (Jaccard of name, description, effect and permission tokens): in a registry where
+       reviewers label reads of mail "medium", a new mail read is suggested "medium".
+    2. No such tool: the verb table (delete/send/pay... high; create/update... medium).
+    3. No known verb: the most similar labelled tools vote; with none, "medium".
+    Ties go to the higher risk: a suggestion errs on the side of review.
+    """
+    verb = name_verb(name)
+    own = set(tokens(name, description, *produces, *permissions))
+    votes: Counter = Counter()
+    candidates = [tool for tool in labelled if tool.get("risk") in RISK_ORDER]
+    same_verb = [tool for tool in candidates if verb and name_verb(tool.get("name", "")) == verb]
+    if same_verb:
+        # The closest few speak: many loosely related tools must not outvote a near twin.
+        for tool in sorted(same_verb, key=lambda tool: -_similarity(own, tool))[:NEIGHBOURS]:
+            votes[tool["risk"]] += _similarity(own, tool) or 0.01
+    elif verb:
+        risk = next(risk for risk in RISK_ORDER if verb in VERB_RISK[risk])
+        return risk, 0.6
+    else:
+        nearest = sorted(candidates, key=lambda tool: -_similarity(own, tool))[:NEIGHBOURS]
+        for tool in nearest:
+            votes[tool["risk"]] += _similarity(own, tool)
+    if not votes or not sum(votes.values()):
+        return "medium", 0.0
+    best = max(RISK_ORDER, key=lambda risk: (votes[risk], RISK_ORDER.index(risk)))
+    return best, votes[best] / sum(votes.values())
+
+
+def _similarity(own: set[str], tool: dict) -> float:
+    other = set(
+        tokens(tool.get("name", ""), tool.get("description", ""),
+               *(tool.get("produces") or []), *(tool.get("permissions") or []))
+    )  # fmt: skip
+    return len(own & other) / len(own | other) if own | other else 0.0
+
+
+def contract_drift(
+    *,
+    approved: dict,
+    inferred: dict,
+    risk_rank: dict[str, int] | None = None,
+    error_rate_jump: float = Thresholds.error_rate_jump,
+) -> list[dict]:
+    """What the tool now does differently from its approved contract."""
+    items = []
+    for key in ("requires", "produces"):
+        before, after = set(approved.get(key) or []), set(inferred.get(key) or [])
+        if before != after:
+            items.append(
+                {
+                    "field": key,
+                    "added": sorted(after - before),
+                    "removed": sorted(before - after),
+                    "detail": f"{key} was {sorted(before)}, traces show {sorted(after)}",
+                }
+            )
+    items += _schema_drift(approved.get("input_schema") or {}, inferred.get("input_schema") or {})
+    approved_rate = (approved.get("cost") or {}).get("error_rate") or 0.0
+    observed_rate = (inferred.get("cost") or {}).get("error_rate") or 0.0
+    if observed_rate - approved_rate > error_rate_jump:
+        items.append(
+            {
+                "field": "error_rate",
+                "added": [],
+                "removed": [],
+                "detail": f"error rate {observed_rate:.2f}, approved {approved_rate:.2f}",
+            }
+        )
+    ranks = risk_rank or {risk: index for index, risk in enumerate(RISK_ORDER)}
+    before_risk, after_risk = approved.get("risk"), inferred.get("risk")
+    # A lower inferred risk is never drift: a person's label wins.
+    if ranks.get(after_risk, -1) > ranks.get(before_risk, -1):
+        items.append(
+            {
+                "field": "risk",
+                "added": [after_risk],
+                "removed": [before_risk],
+                "detail": f"behaviour suggests {after_risk} risk, approved {before_risk}",
+            }
+        )
+    return items
+
+
+def _schema_drift(approved: dict, inferred: dict) -> list[dict]:
+    declared = approved.get("properties") or {}
+    observed = inferred.get("properties") or {}
+    closed = approved.get("additionalProperties") is False
+    items = []
+    unknown = sorted(arg for arg in observed if arg not in declared)
+    if unknown and (closed or declared):
+        items.append(
+            {
+                "field": "input_schema",
+                "added": unknown,
+                "removed": [],
+                "detail": "arguments sent that the approved schema does not declare: "
+                + ", ".join(unknown),
+            }
+        )
+    conflicts = []
+    for arg, prop in sorted(observed.items()):
+        allowed = (
+            (declared.get(arg) or {}).get("type") if isinstance(declared.get(arg), dict) else None
+        )
+        if not allowed:
+            continue
+        allowed = {allowed} if isinstance(allowed, str) else set(allowed)
+        if "number" in allowed:
+            allowed.add("integer")
+        seen = {prop["type"]} if isinstance(prop["type"], str) else set(prop["type"])
+        if seen - allowed:
+            conflicts.append(f"{arg}: {sorted(seen - allowed)} not in {sorted(allowed)}")
+    if conflicts:
+        items.append(
+            {"field": "input_schema", "added": [], "removed": [],
+             "detail": "type conflicts: " + "; ".join(conflicts)}
+        )  # fmt: skip
+    dropped = sorted(set(approved.get("required") or []) - set(inferred.get("required") or []))
+    if dropped and observed:
+        items.append(
+            {
+                "field": "input_schema",
+                "added": [],
+                "removed": dropped,
+                "detail": "required arguments not always sent: " + ", ".join(dropped),
+            }
+        )
+    return items
+
+
+def drift_fingerprint(tool: str, items: list[dict]) -> str:
+    """Stable over reruns: what drifted, not how often it was seen."""
+    essence = sorted(
+        json.dumps([item["field"], sorted(item["added"]), sorted(item["removed"])])
+        for item in items
+    )
+    return hashlib.sha256(json.dumps([tool, essence]).encode()).hexdigest()
+
+
+def apply_drift(approved: dict, inferred: dict, items: list[dict]) -> dict:
+    """The approved contract with each drifted field taken from the inferred one."""
+    proposal = json.loads(json.dumps(approved))
+    fields = {item["field"] for item in items}
+    for key in ("requires", "produces", "risk"):
+        if key in fields:
+            proposal[key] = inferred[key]
+    if "input_schema" in fields:
+        schema = proposal.get("input_schema") or {"type": "object"}
+        properties = schema.setdefault("properties", {})
+        for arg, prop in inferred["input_schema"]["properties"].items():
+            if arg not in properties:
+                properties[arg] = prop
+        schema["required"] = [
+            arg for arg in schema.get("required", []) if arg in inferred["input_schema"]["required"]
+        ]
+        proposal["input_schema"] = schema
+    if "error_rate" in fields:
+        observed = {key: value for key, value in inferred["cost"].items() if value is not None}
+        proposal["cost"] = {**(proposal.get("cost") or {}), **observed}
+    return proposal

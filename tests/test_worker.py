@@ -61,7 +61,6 @@ def drift_world():
     import json
 
     from learning.demo import demo_traces
-
     from registry.services import registry_import
 
     registry = json.loads((ROOT / "registry" / "demo" / "registry.json").read_text())

@@ -111,3 +111,41 @@ class PlanResponse(serializers.Serializer):
     valid = serializers.BooleanField()
     config = serializers.DictField()
     mandate = serializers.CharField()
+
+
+class OpenAIFunction(serializers.Serializer):
+    name = serializers.RegexField(r"^[a-zA-Z0-9_-]{1,64}$")
+    description = serializers.CharField()
+    parameters = serializers.DictField()
+    strict = serializers.BooleanField(required=False)
+
+
+class OpenAITool(serializers.Serializer):
+    type = serializers.ChoiceField(choices=["function"])
+    function = OpenAIFunction()
+
+
+class AnthropicTool(serializers.Serializer):
+    name = serializers.RegexField(r"^[a-zA-Z0-9_-]{1,64}$")
+    description = serializers.CharField()
+    input_schema = serializers.DictField()
+
+
+class MCPAnnotations(serializers.Serializer):
+    title = serializers.CharField()
+    readOnlyHint = serializers.BooleanField()  # noqa: N815 - MCP's own spelling
+    destructiveHint = serializers.BooleanField()  # noqa: N815
+    idempotentHint = serializers.BooleanField()  # noqa: N815
+    openWorldHint = serializers.BooleanField()  # noqa: N815
+
+
+class MCPTool(serializers.Serializer):
+    name = serializers.CharField()
+    description = serializers.CharField()
+    inputSchema = serializers.DictField()  # noqa: N815
+    outputSchema = serializers.DictField(required=False)  # noqa: N815
+    annotations = MCPAnnotations()
+
+
+class MCPToolList(serializers.Serializer):
+    tools = MCPTool(many=True)

@@ -10,7 +10,6 @@ import logging
 from django.db import connection
 from django.http import Http404
 from django.utils.cache import patch_cache_control
-from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiExample, OpenApiParameter, extend_schema, inline_serializer
 from rest_framework import generics, serializers, status
 from rest_framework.exceptions import ValidationError
@@ -31,10 +30,13 @@ from .models import RuntimeToken
 from .parsers import StrictJSONParser
 from .selectors import cached_revision, version_history, visible_versions
 from .serializers import (
+    AnthropicTool,
     ContractSerializer,
     ErrorSerializer,
     FilterRequest,
     FilterResponse,
+    MCPToolList,
+    OpenAITool,
     PlanRequest,
     PlanResponse,
     RevisionSerializer,
@@ -211,7 +213,7 @@ class ExportView(ConditionalMixin, RuntimeView, generics.GenericAPIView):
         *EXPORT_FILTERS,
         OpenApiParameter("strict", bool, description="OpenAI strict-mode schemas."),
     ],
-    responses={200: OpenApiTypes.OBJECT, **ERRORS},
+    responses={200: OpenAITool(many=True), **ERRORS},
     examples=[
         OpenApiExample(
             "One function",
@@ -247,7 +249,7 @@ class OpenAIExportView(ExportView):
 
 
 @extend_schema(
-    tags=["exports"], parameters=EXPORT_FILTERS, responses={200: OpenApiTypes.OBJECT, **ERRORS}
+    tags=["exports"], parameters=EXPORT_FILTERS, responses={200: AnthropicTool(many=True), **ERRORS}
 )
 class AnthropicExportView(ExportView):
     """Tools in Anthropic's Messages API shape ('.' in names is sent as '__')."""
@@ -257,9 +259,7 @@ class AnthropicExportView(ExportView):
         return Response([exports.anthropic_tool(d, mandate=mandate) for d in self.documents()])
 
 
-@extend_schema(
-    tags=["exports"], parameters=EXPORT_FILTERS, responses={200: OpenApiTypes.OBJECT, **ERRORS}
-)
+@extend_schema(tags=["exports"], parameters=EXPORT_FILTERS, responses={200: MCPToolList, **ERRORS})
 class MCPExportView(ExportView):
     """An MCP tools/list result."""
 

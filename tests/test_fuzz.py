@@ -72,7 +72,7 @@ def test_the_api_holds_under_generated_requests(connections_kept_open):
                 checks=[not_a_server_error, response_schema_conformance],
                 additional_checks=[error_shape],
             )
-            cases[operation.label] = cases.get(operation.label, 0) + 1
+            cases[case.operation.label] = cases.get(case.operation.label, 0) + 1
 
         check()
 

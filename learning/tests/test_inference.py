@@ -164,7 +164,8 @@ def test_merging_equals_folding_everything_at_once():
     rng = random.Random(3)
     traces = [
         trace(i, before={"a": f"value-{i}", "b": "constant"},
-              after={"a": f"value-{i}", "b": "constant", **({"c": "x"} if rng.random() < 0.5 else {})},
+              after={"a": f"value-{i}", "b": "constant",
+                     **({"c": "x"} if rng.random() < 0.5 else {})},
               args={"a": f"value-{i}"}, status=rng.choice(["success", "error"]),
               duration=rng.randrange(1, 5000))
         for i in range(200)

@@ -1,0 +1,51 @@
+"""Inference recovers the synthetic world's contracts exactly, and finds its one drift."""
+
+from benchmarks import synthetic_world as world
+from learning.aggregates import aggregate_add, new_aggregate
+from learning.inference import contract_drift, infer_contract
+from learning.traces import trace_parse
+
+
+def aggregates(traces) -> tuple[dict, dict]:
+    whole, late = {}, {}
+    for index, item in enumerate(traces):
+        trace, errors = trace_parse(item, aliases=world.ALIASES)
+        assert not errors
+        aggregate_add(whole.setdefault(trace["tool"], new_aggregate()), trace)
+        if index >= 2000:
+            aggregate_add(late.setdefault(trace["tool"], new_aggregate()), trace)
+    return whole, late
+
+
+def infer(name: str, aggregate: dict) -> dict:
+    return infer_contract(name=name, description="", input_schema=None, aggregate=aggregate)
+
+
+def test_inference_recovers_every_faithful_contract_exactly():
+    whole, _ = aggregates(world.generate())
+    gold = world.gold_contracts()
+    for name, expected in gold.items():
+        if name == world.DRIFTED:
+            continue
+        inferred = infer(name, whole[name])
+        assert inferred["requires"] == expected["requires"], name
+        assert inferred["produces"] == expected["produces"], name
+
+
+def test_only_the_drifted_tool_drifts_once_it_has_changed():
+    _, late = aggregates(world.generate())
+    gold = world.gold_contracts()
+    drifted = []
+    for name, expected in gold.items():
+        approved = {**expected, "risk": "low"}
+        inferred = infer(name, late[name])
+        items = [
+            item
+            for item in contract_drift(approved=approved, inferred=inferred)
+            if item["field"] in ("requires", "produces")
+        ]
+        if items:
+            drifted.append(name)
+            assert inferred["requires"] == world.drifted_contract()["requires"]
+            assert inferred["produces"] == world.drifted_contract()["produces"]
+    assert drifted == [world.DRIFTED]

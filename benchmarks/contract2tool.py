@@ -109,7 +109,9 @@ def run_inference_benchmark(data_dir: Path = DATA_DIR) -> dict:
         "ours_all": _mean(scores, list(registry)),
         "paper_all": _mean(paper, list(registry)),
         "misses": {
-            name: score for name, score in scores.items() if name in traced and score["exact_match"] < 1
+            name: score
+            for name, score in scores.items()
+            if name in traced and score["exact_match"] < 1
         },
     }
 

@@ -162,46 +162,58 @@ def name_verb(name: str) -> str | None:
     return None
 
 
+def prepare_labels(labelled: Iterable[dict]) -> list[dict]:
+    """Tokenise the labelled tools once, for many suggestions (a refresh of a whole registry)."""
+    prepared = []
+    for tool in labelled:
+        if tool.get("risk") not in RISK_ORDER:
+            continue
+        words = tool.get("tokens")
+        if words is None:
+            words = set(
+                tokens(tool.get("name", ""), tool.get("description", ""),
+                       *(tool.get("produces") or []), *(tool.get("permissions") or []))
+            )  # fmt: skip
+        prepared.append(
+            {"name": tool.get("name", ""), "risk": tool["risk"], "tokens": words,
+             "verb": tool.get("verb", name_verb(tool.get("name", "")))}
+        )  # fmt: skip
+    return prepared
+
+
 def suggest_risk(
     *, name: str, description: str, produces: list[str], permissions: list[str],
     labelled: Iterable[dict],
 ) -> tuple[str, float]:  # fmt: skip
     """Learn from the labels people gave, verb first.
 
-    1. Tools with the same action word vote, each weighted by how much else it shares
-       (Jaccard of name, description, effect and permission tokens): in a registry where
-       reviewers label reads of mail "medium", a new mail read is suggested "medium".
-    2. No such tool: the verb table (delete/send/pay... high; create/update... medium).
+    1. Tools with the same action word vote: the closest few (Jaccard of name, description,
+       effect and permission tokens), so that in a registry where reviewers label reads of
+       mail "medium" a new mail read is suggested "medium".
+    2. No such tool: the verb table (delete/send/pay/update... high; create/write... medium).
     3. No known verb: the most similar labelled tools vote; with none, "medium".
-    Ties go to the higher risk: a suggestion errs on the side of review.
+    Ties go to the higher risk: a suggestion errs on the side of review. The tool's own label,
+    if ``labelled`` holds it, is ignored.
     """
     verb = name_verb(name)
     own = set(tokens(name, description, *produces, *permissions))
-    votes: Counter = Counter()
-    candidates = [tool for tool in labelled if tool.get("risk") in RISK_ORDER]
-    same_verb = [tool for tool in candidates if verb and name_verb(tool.get("name", "")) == verb]
-    if same_verb:
-        # The closest few speak: many loosely related tools must not outvote a near twin.
-        for tool in sorted(same_verb, key=lambda tool: -_similarity(own, tool))[:NEIGHBOURS]:
-            votes[tool["risk"]] += _similarity(own, tool) or 0.01
-    elif verb:
+    candidates = [tool for tool in prepare_labels(labelled) if tool["name"] != name]
+    same_verb = [tool for tool in candidates if verb and tool["verb"] == verb]
+    if not same_verb and verb:
         risk = next(risk for risk in RISK_ORDER if verb in VERB_RISK[risk])
         return risk, 0.6
-    else:
-        nearest = sorted(candidates, key=lambda tool: -_similarity(own, tool))[:NEIGHBOURS]
-        for tool in nearest:
-            votes[tool["risk"]] += _similarity(own, tool)
-    if not votes or not sum(votes.values()):
+    pool = same_verb or candidates
+    votes: Counter = Counter()
+    # The closest few speak: many loosely related tools must not outvote a near twin.
+    for tool in sorted(pool, key=lambda tool: -_similarity(own, tool["tokens"]))[:NEIGHBOURS]:
+        votes[tool["risk"]] += _similarity(own, tool["tokens"]) or (0.01 if same_verb else 0)
+    if not sum(votes.values()):
         return "medium", 0.0
     best = max(RISK_ORDER, key=lambda risk: (votes[risk], RISK_ORDER.index(risk)))
     return best, votes[best] / sum(votes.values())
 
 
-def _similarity(own: set[str], tool: dict) -> float:
-    other = set(
-        tokens(tool.get("name", ""), tool.get("description", ""),
-               *(tool.get("produces") or []), *(tool.get("permissions") or []))
-    )  # fmt: skip
+def _similarity(own: set[str], other: set[str]) -> float:
     return len(own & other) / len(own | other) if own | other else 0.0
 
 
@@ -211,8 +223,14 @@ def contract_drift(
     inferred: dict,
     risk_rank: dict[str, int] | None = None,
     error_rate_jump: float = Thresholds.error_rate_jump,
+    baseline_risk: str | None = None,
 ) -> list[dict]:
-    """What the tool now does differently from its approved contract."""
+    """What the tool now does differently from its approved contract.
+
+    ``baseline_risk`` is the suggestion for the approved contract itself: a risk suggested from
+    the same words is no change in behaviour, so only a suggestion above both it and the
+    approved label counts as drift.
+    """
     items = []
     for key in ("requires", "produces"):
         before, after = set(approved.get(key) or []), set(inferred.get(key) or [])
@@ -240,7 +258,8 @@ def contract_drift(
     ranks = risk_rank or {risk: index for index, risk in enumerate(RISK_ORDER)}
     before_risk, after_risk = approved.get("risk"), inferred.get("risk")
     # A lower inferred risk is never drift: a person's label wins.
-    if ranks.get(after_risk, -1) > ranks.get(before_risk, -1):
+    floor = max(ranks.get(before_risk, -1), ranks.get(baseline_risk, -1))
+    if ranks.get(after_risk, -1) > floor:
         items.append(
             {
                 "field": "risk",

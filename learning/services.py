@@ -28,7 +28,14 @@ from reviews.models import AuditEntry, ReviewTicket
 from reviews.services import contract_propose, contract_publish, inferred_change_may_auto_publish
 
 from .aggregates import aggregate_add, aggregate_merge, new_aggregate
-from .inference import apply_drift, contract_drift, drift_fingerprint, infer_contract
+from .inference import (
+    apply_drift,
+    contract_drift,
+    drift_fingerprint,
+    infer_contract,
+    prepare_labels,
+    suggest_risk,
+)
 from .models import DriftReport, InferredContract, ToolStats, Trace
 from .traces import trace_parse
 
@@ -233,7 +240,7 @@ def tool_refresh(*, tool_name: str) -> RefreshResult:
 def tools_refresh(*, tool_names: list[str]) -> list[RefreshResult]:
     """Infer and judge drift for many tools with a handful of queries per chunk."""
     ranks = risk_ranks()
-    labelled = _labelled_tools()
+    labelled = prepare_labels(_labelled_tools())
     results = []
     for start in range(0, len(tool_names), REFRESH_CHUNK):
         chunk = tool_names[start : start + REFRESH_CHUNK]
@@ -272,7 +279,7 @@ def tools_refresh(*, tool_names: list[str]) -> list[RefreshResult]:
                 description=approved.description if approved else "",
                 input_schema=approved.input_schema if approved else None,
                 aggregate=stats.aggregate_since_version if use_since else stats.aggregate,
-                labelled=[entry for entry in labelled if entry["name"] != name],
+                labelled=labelled,
                 permissions=approved.permissions if approved else [],
             )
             result.inferred = inferred
@@ -286,8 +293,19 @@ def tools_refresh(*, tool_names: list[str]) -> list[RefreshResult]:
                 )
             )
             if approved is not None and use_since:
+                approved_document = approved.document()
+                baseline, _ = suggest_risk(
+                    name=name,
+                    description=approved.description,
+                    produces=approved.produces,
+                    permissions=approved.permissions,
+                    labelled=labelled,
+                )
                 result.drift = contract_drift(
-                    approved=approved.document(), inferred=inferred, risk_rank=ranks
+                    approved=approved_document,
+                    inferred=inferred,
+                    risk_rank=ranks,
+                    baseline_risk=baseline,
                 )
                 if result.drift:
                     _drift_record(tool=tool, approved=approved, inferred=inferred, stats=stats,

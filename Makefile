@@ -20,12 +20,8 @@ run: install
 	$(MAKE) --no-print-directory serve
 
 ## Web, Celery worker and beat together; Ctrl-C stops all three.
-serve:
-	@bash -c 'trap "kill 0" INT TERM EXIT; \
-	  $(VENV)/bin/celery -A config worker --loglevel=INFO --concurrency=1 & \
-	  $(VENV)/bin/celery -A config beat --loglevel=INFO & \
-	  $(PY) manage.py runserver 127.0.0.1:8000 & \
-	  echo "Serving admin and API at http://127.0.0.1:8000 (Ctrl-C stops)"; wait'
+serve: install
+	$(PY) manage.py serve
 
 ## The whole suite (PostgreSQL and Redis when DATABASE_URL and REDIS_URL are set).
 test: install

@@ -168,6 +168,9 @@ def prepare_labels(labelled: Iterable[dict]) -> list[dict]:
     for tool in labelled:
         if tool.get("risk") not in RISK_ORDER:
             continue
+        if "tokens" in tool and "verb" in tool:  # prepared already
+            prepared.append(tool)
+            continue
         words = tool.get("tokens")
         if words is None:
             words = set(
@@ -176,7 +179,7 @@ def prepare_labels(labelled: Iterable[dict]) -> list[dict]:
             )  # fmt: skip
         prepared.append(
             {"name": tool.get("name", ""), "risk": tool["risk"], "tokens": words,
-             "verb": tool.get("verb", name_verb(tool.get("name", "")))}
+             "verb": name_verb(tool.get("name", ""))}
         )  # fmt: skip
     return prepared
 

@@ -10,6 +10,7 @@ traces), never a rescan of traces.
 
 from __future__ import annotations
 
+import json
 import logging
 from collections.abc import Iterable
 from dataclasses import dataclass, field
@@ -17,7 +18,7 @@ from datetime import timedelta
 from itertools import islice
 
 from django.conf import settings
-from django.db import IntegrityError, transaction
+from django.db import IntegrityError, connection, transaction
 from django.db.models import F
 from django.utils import timezone
 
@@ -113,11 +114,62 @@ def traces_ingest(
         new = [row for key, row in rows.items() if key not in existing]
         result.duplicates += len(rows) - len(new)
         with transaction.atomic():
-            # ignore_conflicts: a concurrent writer of the same (trace_id, step) stores it once.
-            Trace.objects.bulk_create(new, ignore_conflicts=True)
-            _fold_inserted(new)
+            if connection.vendor == "postgresql":
+                inserted = _insert_returning(new)
+                by_tool: dict[str, list[dict]] = {}
+                for row in inserted:
+                    by_tool.setdefault(row.tool_name, []).append(
+                        {name: getattr(row, name) for name in TRACE_FIELDS}
+                    )
+                _fold(by_tool, received_at=None)
+            else:
+                # ignore_conflicts: a concurrent writer of the same (trace_id, step) stores it once.
+                Trace.objects.bulk_create(new, ignore_conflicts=True)
+                _fold_inserted(new)
         result.accepted += len(new)
     return result
+
+
+TRACE_COLUMNS = [
+    "trace_id", "step", "tool_name", "tool_id", "unknown_tool", "args", "status", "state_before",
+    "state_after", "output", "error", "duration_ms", "occurred_at", "received_at",
+    "application_id", "aggregated",
+]  # fmt: skip
+JSON_COLUMNS = {"args", "state_before", "state_after", "output"}
+
+
+def _copy_value(row: Trace, column: str):
+    value = getattr(row, column)
+    if value is None:
+        return None
+    return json.dumps(value) if column in JSON_COLUMNS else value
+
+
+def _insert_returning(rows: list[Trace]) -> list[Trace]:
+    """PostgreSQL: COPY the batch into a temporary table, then INSERT ... ON CONFLICT DO NOTHING
+    RETURNING, so exactly the rows this transaction stored come back, to be folded once.
+
+    They are stored already marked as folded: the fold happens in this same transaction.
+    """
+    now = timezone.now()
+    columns = ", ".join(TRACE_COLUMNS)
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "CREATE TEMPORARY TABLE IF NOT EXISTS learning_trace_incoming "
+            f"AS SELECT {columns} FROM learning_trace WITH NO DATA"
+        )
+        with cursor.cursor.copy(f"COPY learning_trace_incoming ({columns}) FROM STDIN") as copy:
+            for row in rows:
+                row.received_at, row.aggregated = now, True
+                copy.write_row([_copy_value(row, column) for column in TRACE_COLUMNS])
+        cursor.execute(
+            f"INSERT INTO learning_trace ({columns}) SELECT {columns} "
+            "FROM learning_trace_incoming ON CONFLICT (trace_id, step) DO NOTHING "
+            "RETURNING trace_id, step"
+        )
+        stored = set(cursor.fetchall())
+        cursor.execute("DELETE FROM learning_trace_incoming")
+    return [row for row in rows if (row.trace_id, row.step) in stored]
 
 
 def _fold_inserted(rows: list[Trace]) -> None:
@@ -138,8 +190,7 @@ def _fold_inserted(rows: list[Trace]) -> None:
         by_tool.setdefault(row.tool_name, []).append(
             {name: getattr(row, name) for name in TRACE_FIELDS}
         )
-    for tool_name in sorted(by_tool):
-        _fold_into_stats(tool_name, by_tool[tool_name], received_at=None)
+    _fold(by_tool, received_at=None)
     Trace.objects.filter(pk__in=claimed.values()).update(aggregated=True)
 
 
@@ -156,63 +207,116 @@ def tool_fold(*, tool_name: str) -> int:
             )
             if not claimed:
                 return folded
-            _fold_into_stats(tool_name, claimed, received_at="received_at")
+            _fold({tool_name: claimed}, received_at="received_at")
             Trace.objects.filter(pk__in=[trace["id"] for trace in claimed]).update(aggregated=True)
             folded += len(claimed)
 
 
-def _fold_into_stats(tool_name: str, traces: list[dict], *, received_at: str | None) -> None:
-    """Merge one delta into the tool's stats under its row lock.
+def _fold(by_tool: dict[str, list[dict]], *, received_at: str | None) -> None:
+    """Merge one delta per tool into its stats, all rows locked and written in a few queries.
 
     ``received_at`` names the key holding when each trace arrived; None means "just now", which
     is after the current version's approval by construction.
     """
-    stats = _stats_locked(tool_name)
-    since = stats.since_version
-    delta_all, delta_since, since_count = new_aggregate(), new_aggregate(), 0
-    for trace in traces:
-        aggregate_add(delta_all, trace)
-        # Drift is judged only on what the tool did after its current version was approved.
-        if since is not None and (
-            received_at is None or (since.approved_at and trace[received_at] >= since.approved_at)
-        ):
-            aggregate_add(delta_since, trace)
-            since_count += 1
-    aggregate_merge(stats.aggregate, delta_all)
-    aggregate_merge(stats.aggregate_since_version, delta_since)
-    stats.traces_total += len(traces)
-    stats.traces_since_version += since_count
-    stats.dirty = True
-    stats.save()
+    for stats in (rows := _stats_locked(sorted(by_tool))):
+        since = stats.since_version
+        traces = by_tool[stats.tool_name]
+        delta_all, delta_since, since_count = new_aggregate(), new_aggregate(), 0
+        for trace in traces:
+            aggregate_add(delta_all, trace)
+            # Drift is judged only on what the tool did after its current version was approved;
+            # a trace received just now always is (so the same delta serves both, below).
+            if (
+                since is not None
+                and received_at is not None
+                and since.approved_at
+                and (trace[received_at] >= since.approved_at)
+            ):
+                aggregate_add(delta_since, trace)
+                since_count += 1
+        if since is not None and received_at is None:
+            delta_since, since_count = delta_all, len(traces)
+        aggregate_merge(stats.aggregate, delta_all)
+        aggregate_merge(stats.aggregate_since_version, delta_since)
+        stats.traces_total += len(traces)
+        stats.traces_since_version += since_count
+        stats.dirty = True
+    _stats_write(rows)
 
 
-def _stats_locked(tool_name: str) -> ToolStats:
-    tool = Tool.objects.select_related("current_version").filter(name=tool_name).first()
-    try:
-        with transaction.atomic():
-            ToolStats.objects.get_or_create(
-                tool_name=tool_name,
-                defaults={"aggregate": new_aggregate(), "aggregate_since_version": new_aggregate()},
+def _stats_write(rows: list[ToolStats]) -> None:
+    """Write locked stats rows back: one UPDATE ... FROM (VALUES ...) on PostgreSQL, where
+    Django's bulk_update would build a CASE per field and row."""
+    if connection.vendor != "postgresql":
+        ToolStats.objects.bulk_update(rows, STATS_FIELDS, batch_size=200)
+        return
+    now = timezone.now()
+    with connection.cursor() as cursor:
+        for start in range(0, len(rows), 500):
+            chunk = rows[start : start + 500]
+            values = ", ".join(["(%s, %s, %s, %s, %s, %s, %s)"] * len(chunk))
+            params = []
+            for stats in chunk:
+                params += [
+                    stats.pk, stats.tool_id, stats.since_version_id,
+                    json.dumps(stats.aggregate), json.dumps(stats.aggregate_since_version),
+                    stats.traces_total, stats.traces_since_version,
+                ]  # fmt: skip
+            cursor.execute(
+                "UPDATE learning_toolstats AS s SET tool_id = v.tool_id::bigint, "
+                "since_version_id = v.since_version_id::bigint, "
+                "aggregate = v.aggregate::jsonb, aggregate_since_version = v.since::jsonb, "
+                "traces_total = v.total::bigint, traces_since_version = v.since_total::bigint, "
+                "dirty = true, updated_at = %s "
+                f"FROM (VALUES {values}) AS v(id, tool_id, since_version_id, aggregate, since, "
+                "total, since_total) WHERE s.id = v.id::bigint",
+                [now, *params],
             )
-    except IntegrityError:
-        pass  # another transaction created it first
-    stats = (
+
+
+STATS_FIELDS = [
+    "tool", "since_version", "aggregate", "aggregate_since_version", "traces_total",
+    "traces_since_version", "dirty",
+]  # fmt: skip
+
+
+def _stats_locked(tool_names: list[str]) -> list[ToolStats]:
+    """The stats rows of these tools, created if missing and locked in name order.
+
+    Locking in one order means two ingests touching the same tools wait, never deadlock. A row
+    whose tool has a new approved version starts its since-version aggregate afresh.
+    """
+    ToolStats.objects.bulk_create(
+        [
+            ToolStats(
+                tool_name=name, aggregate=new_aggregate(), aggregate_since_version=new_aggregate()
+            )
+            for name in tool_names
+        ],
+        ignore_conflicts=True,
+    )
+    tools = {
+        tool.name: tool
+        for tool in Tool.objects.filter(name__in=tool_names).select_related("current_version")
+    }
+    rows = list(
         ToolStats.objects.select_for_update(of=("self",))
         .select_related("since_version")
-        .get(tool_name=tool_name)
+        .filter(tool_name__in=tool_names)
+        .order_by("tool_name")
     )
-    current = tool.current_version if tool else None
-    if stats.tool_id != (tool.pk if tool else None) or stats.since_version_id != (
-        current.pk if current else None
-    ):
-        # A new approved version: start judging drift afresh against it.
-        stats.tool = tool
-        stats.since_version = current
-        stats.aggregate_since_version = new_aggregate()
-        stats.traces_since_version = 0
-    if not stats.aggregate:
-        stats.aggregate = new_aggregate()
-    return stats
+    for stats in rows:
+        tool = tools.get(stats.tool_name)
+        current = tool.current_version if tool else None
+        if stats.tool_id != (tool.pk if tool else None) or stats.since_version_id != (
+            current.pk if current else None
+        ):
+            stats.tool = tool
+            stats.since_version = current
+            stats.aggregate_since_version = new_aggregate()
+            stats.traces_since_version = 0
+        stats.aggregate = stats.aggregate or new_aggregate()
+    return rows
 
 
 def tools_with_new_traces() -> list[str]:
@@ -254,9 +358,10 @@ def tools_refresh(*, tool_names: list[str]) -> list[RefreshResult]:
         stale = ToolStats.objects.filter(tool_name__in=chunk, tool__isnull=False).exclude(
             since_version_id=F("tool__current_version_id")
         )
-        for name in stale.values_list("tool_name", flat=True):
+        stale_names = sorted(stale.values_list("tool_name", flat=True))
+        if stale_names:
             with transaction.atomic():
-                _stats_locked(name).save()
+                _stats_write(_stats_locked(stale_names))
         stats_by_name = {
             stats.tool_name: stats
             for stats in ToolStats.objects.filter(tool_name__in=chunk).select_related(
@@ -272,6 +377,8 @@ def tools_refresh(*, tool_names: list[str]) -> list[RefreshResult]:
                 continue
             tool = stats.tool
             approved = tool.current_version if tool else None
+            if approved is not None:
+                approved.tool = tool  # document() reads its name: no query per tool
             risk = approved.risk if approved else None
             use_since = risk is not None and stats.traces_since_version >= risk.min_support
             inferred = infer_contract(

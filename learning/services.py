@@ -75,8 +75,9 @@ def traces_ingest(
     tools = dict(Tool.objects.values_list("name", "pk"))
     result = IngestResult()
     iterator = iter(items)
+    application_id = application.pk if application else None
     while batch := list(islice(iterator, batch_size)):
-        rows: dict[tuple[str, int], Trace] = {}
+        rows: dict[tuple[str, int], dict] = {}
         for index, item in batch:
             trace, errors = trace_parse(item, aliases=aliases)
             if errors:
@@ -88,46 +89,50 @@ def traces_ingest(
             if key in rows:
                 result.duplicates += 1
                 continue
-            rows[key] = Trace(
-                trace_id=trace["trace_id"],
-                step=trace["step"],
-                tool_name=trace["tool"],
-                tool_id=tools.get(trace["tool"]),
-                unknown_tool=trace["tool"] not in tools,
-                args=trace["args"],
-                status=trace["status"],
-                state_before=trace["state_before"],
-                state_after=trace["state_after"],
-                output=trace["output"],
-                error=trace["error"] or "",
-                duration_ms=trace["duration_ms"],
-                occurred_at=trace["occurred_at"],
-                application=application,
-            )
+            rows[key] = {
+                **trace,
+                "tool_name": trace["tool"],
+                "tool_id": tools.get(trace["tool"]),
+                "unknown_tool": trace["tool"] not in tools,
+                "error": trace["error"] or "",
+                "application_id": application_id,
+            }
         if not rows:
             continue
-        existing = set(
-            Trace.objects.filter(trace_id__in={key[0] for key in rows}).values_list(
-                "trace_id", "step"
-            )
-        )
-        new = [row for key, row in rows.items() if key not in existing]
-        result.duplicates += len(rows) - len(new)
         with transaction.atomic():
+            # Either way, exactly the rows this transaction stored come back, to be folded once;
+            # a (trace_id, step) stored before, or by a concurrent writer, is a duplicate.
             if connection.vendor == "postgresql":
-                inserted = _insert_returning(new)
-                by_tool: dict[str, list[dict]] = {}
-                for row in inserted:
-                    by_tool.setdefault(row.tool_name, []).append(
-                        {name: getattr(row, name) for name in TRACE_FIELDS}
-                    )
-                _fold(by_tool, received_at=None)
+                stored = _insert_returning(list(rows.values()))
             else:
-                # ignore_conflicts: a concurrent writer of the same (trace_id, step) stores it once.
-                Trace.objects.bulk_create(new, ignore_conflicts=True)
-                _fold_inserted(new)
-        result.accepted += len(new)
+                Trace.objects.bulk_create(
+                    [Trace(**_model_fields(row)) for row in rows.values()], ignore_conflicts=True
+                )
+                stored = _claim_inserted(rows)
+            by_tool: dict[str, list[dict]] = {}
+            for row in stored:
+                by_tool.setdefault(row["tool_name"], []).append(row)
+            _fold(by_tool, received_at=None)
+        result.accepted += len(stored)
+        result.duplicates += len(rows) - len(stored)
     return result
+
+
+def _model_fields(row: dict) -> dict:
+    return {column: row[column] for column in TRACE_COLUMNS if column in row}
+
+
+def _claim_inserted(rows: dict[tuple[str, int], dict]) -> list[dict]:
+    """SQLite: the batch's rows still unfolded are the ones this transaction inserted."""
+    claimed = Trace.objects.select_for_update(skip_locked=True).filter(
+        aggregated=False, trace_id__in={key[0] for key in rows}
+    )
+    ids = {
+        (trace_id, step): pk for pk, trace_id, step in claimed.values_list("pk", "trace_id", "step")
+    }
+    ids = {key: pk for key, pk in ids.items() if key in rows}
+    Trace.objects.filter(pk__in=ids.values()).update(aggregated=True)
+    return [rows[key] for key in ids]
 
 
 TRACE_COLUMNS = [
@@ -138,16 +143,16 @@ TRACE_COLUMNS = [
 JSON_COLUMNS = {"args", "state_before", "state_after", "output"}
 
 
-def _copy_value(row: Trace, column: str):
-    value = getattr(row, column)
+def _copy_value(row: dict, column: str):
+    value = row.get(column)
     if value is None:
         return None
     return json.dumps(value) if column in JSON_COLUMNS else value
 
 
-def _insert_returning(rows: list[Trace]) -> list[Trace]:
+def _insert_returning(rows: list[dict]) -> list[dict]:
     """PostgreSQL: COPY the batch into a temporary table, then INSERT ... ON CONFLICT DO NOTHING
-    RETURNING, so exactly the rows this transaction stored come back, to be folded once.
+    RETURNING: exactly the rows this transaction stored come back.
 
     They are stored already marked as folded: the fold happens in this same transaction.
     """
@@ -160,7 +165,7 @@ def _insert_returning(rows: list[Trace]) -> list[Trace]:
         )
         with cursor.cursor.copy(f"COPY learning_trace_incoming ({columns}) FROM STDIN") as copy:
             for row in rows:
-                row.received_at, row.aggregated = now, True
+                row["received_at"], row["aggregated"] = now, True
                 copy.write_row([_copy_value(row, column) for column in TRACE_COLUMNS])
         cursor.execute(
             f"INSERT INTO learning_trace ({columns}) SELECT {columns} "
@@ -169,29 +174,7 @@ def _insert_returning(rows: list[Trace]) -> list[Trace]:
         )
         stored = set(cursor.fetchall())
         cursor.execute("DELETE FROM learning_trace_incoming")
-    return [row for row in rows if (row.trace_id, row.step) in stored]
-
-
-def _fold_inserted(rows: list[Trace]) -> None:
-    """Fold the rows this transaction inserted; rows another transaction holds are its own."""
-    if not rows:
-        return
-    by_key = {(row.trace_id, row.step): row for row in rows}
-    claimed = {
-        (trace_id, step): pk
-        for pk, trace_id, step in Trace.objects.select_for_update(skip_locked=True)
-        .filter(aggregated=False, trace_id__in={row.trace_id for row in rows})
-        .values_list("pk", "trace_id", "step")
-        if (trace_id, step) in by_key
-    }
-    by_tool: dict[str, list[dict]] = {}
-    for key in claimed:
-        row = by_key[key]
-        by_tool.setdefault(row.tool_name, []).append(
-            {name: getattr(row, name) for name in TRACE_FIELDS}
-        )
-    _fold(by_tool, received_at=None)
-    Trace.objects.filter(pk__in=claimed.values()).update(aggregated=True)
+    return [row for row in rows if (row["trace_id"], row["step"]) in stored]
 
 
 def tool_fold(*, tool_name: str) -> int:

@@ -226,7 +226,7 @@ DEFAULT_FROM_EMAIL = env_value("DEFAULT_FROM_EMAIL", env.str, "registry@localhos
 
 # Learning.
 TRACE_RETENTION = timedelta(days=env_value("TRACE_RETENTION_DAYS", env.int, 30))
-TRACE_BATCH_SIZE = 10_000  # per transaction: larger batches fold fewer stats rows per trace
+TRACE_BATCH_SIZE = 20_000  # per transaction: larger batches fold fewer stats rows per trace
 API_MAX_TRACES_PER_REQUEST = 1000
 DATA_UPLOAD_MAX_MEMORY_SIZE = env_value("DATA_UPLOAD_MAX_MEMORY_SIZE", env.int, 5 * 1024 * 1024)
 

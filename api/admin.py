@@ -1,6 +1,8 @@
 from django.contrib import admin, messages
 from django.utils import timezone
 
+from reviews.services import revision_bump
+
 from .models import RuntimeToken
 
 
@@ -38,4 +40,5 @@ class RuntimeTokenAdmin(admin.ModelAdmin):
     @admin.action(description="Revoke selected tokens")
     def revoke(self, request, queryset):
         count = queryset.filter(revoked_at__isnull=True).update(revoked_at=timezone.now())
+        revision_bump()  # cached authentications end with the revision they were cached under
         self.message_user(request, f"Revoked {count} token(s).", messages.SUCCESS)

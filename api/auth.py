@@ -2,12 +2,16 @@
 
 from dataclasses import dataclass
 
+from django.core.cache import cache
 from django.utils import timezone
 from rest_framework import authentication, exceptions, permissions
 
 from registry.models import Application
 
 from .models import RuntimeToken
+from .selectors import cached_revision
+
+TOKEN_CACHE_SECONDS = 60
 
 
 @dataclass
@@ -38,17 +42,27 @@ class RuntimeTokenAuthentication(authentication.BaseAuthentication):
             raw = header[1].decode()
         except UnicodeDecodeError:
             raise exceptions.AuthenticationFailed("The token is not valid.") from None
-        token = (
-            RuntimeToken.objects.select_related("application__max_risk")
-            .filter(token_hash=RuntimeToken.hash(raw))
-            .first()
-        )
+        digest = RuntimeToken.hash(raw)
+        # Cached per registry revision: a revocation or an application change moves the
+        # revision, so a cached token never outlives what it was allowed to do.
+        key = f"registry:token:{digest}:{cached_revision()}"
+        token = cache.get(key)
+        if token is None:
+            token = (
+                RuntimeToken.objects.select_related("application__max_risk", "application__policy")
+                .filter(token_hash=digest)
+                .first()
+            )
+            if token is not None:
+                cache.set(key, token, TOKEN_CACHE_SECONDS)
         if token is None or not token.is_usable:
             raise exceptions.AuthenticationFailed("The token is not valid, expired or revoked.")
         now = timezone.now()
         if token.last_used_at is None or (now - token.last_used_at).total_seconds() > 60:
             # At most one write a minute per token: reads stay reads.
             RuntimeToken.objects.filter(pk=token.pk).update(last_used_at=now)
+            token.last_used_at = now
+            cache.set(key, token, TOKEN_CACHE_SECONDS)
         return Runtime(application=token.application, token=token), token
 
     def authenticate_header(self, request) -> str:

@@ -1,5 +1,8 @@
 """What a runtime may see: decided here, in one query, for every read endpoint."""
 
+import time
+
+from django.conf import settings
 from django.core.cache import cache
 from django.db.models import QuerySet
 
@@ -47,11 +50,26 @@ def forbidden_permissions(application: Application) -> list[str]:
 
 
 def cached_revision() -> int:
+    """The registry revision, from the shared cache (dropped when a change commits) or the
+    database; each process also keeps it for settings.REVISION_LOCAL_SECONDS (every read needs
+    it), which bounds how long another process's change can go unseen."""
+    now = time.monotonic()
+    if _local["until"] > now:
+        return _local["value"]
     revision = cache.get(REVISION_CACHE_KEY)
     if revision is None:
         revision = registry_revision()
         cache.set(REVISION_CACHE_KEY, revision, REVISION_CACHE_SECONDS)
+    _local.update(value=revision, until=now + settings.REVISION_LOCAL_SECONDS)
     return revision
+
+
+def forget_revision() -> None:
+    """This process's copy goes too when it publishes (others let theirs expire)."""
+    _local["until"] = 0.0
+
+
+_local = {"value": 0, "until": 0.0}
 
 
 def version_history(version: ContractVersion) -> QuerySet[ContractVersion]:

@@ -7,8 +7,9 @@ URL, so a conditional GET is answered 304 before any contract row is read.
 import hashlib
 import logging
 
+from django.core.cache import cache
 from django.db import connection
-from django.http import Http404
+from django.http import Http404, HttpResponse
 from django.utils.cache import patch_cache_control
 from drf_spectacular.utils import OpenApiExample, OpenApiParameter, extend_schema, inline_serializer
 from rest_framework import generics, serializers, status
@@ -45,6 +46,7 @@ from .serializers import (
 )
 
 logger = logging.getLogger(__name__)
+RESPONSE_CACHE_SECONDS = 300
 ERRORS = {code: ErrorSerializer for code in (400, 401, 403, 404, 429)}
 
 
@@ -96,6 +98,10 @@ class NotModified(Exception):
     """Raised once the caller's ETag matches, before the view reads anything."""
 
 
+class CachedBody(Exception):
+    """Raised when the body for this ETag was rendered before: it is served as it is."""
+
+
 class ConditionalMixin:
     """Strong ETag from (revision, caller, URL), checked right after authentication.
 
@@ -119,19 +125,37 @@ class ConditionalMixin:
             sent = [tag.strip() for tag in request.headers.get("If-None-Match", "").split(",")]
             if self.etag_value in sent:
                 raise NotModified
+            # The tag names the exact body (revision, caller, URL): a body rendered once is
+            # served again from the cache without reading the database.
+            cached = cache.get(f"registry:response:{self.etag_value}")
+            if cached is not None:
+                raise CachedBody(cached)
 
     def handle_exception(self, exc):
         if isinstance(exc, NotModified):
             return Response(status=status.HTTP_304_NOT_MODIFIED)
+        if isinstance(exc, CachedBody):
+            return HttpResponse(exc.args[0], content_type="application/json")
         return super().handle_exception(exc)
 
     def finalize_response(self, request, response, *args, **kwargs):
         response = super().finalize_response(request, response, *args, **kwargs)
+        if (
+            self.etag_value
+            and response.status_code == 200
+            and isinstance(response, Response)
+            and not response.is_rendered
+        ):
+            response.add_post_render_callback(self._remember)
         if self.etag_value and response.status_code in (200, 304):
             response["ETag"] = self.etag_value
             patch_cache_control(
                 response, private=True, max_age=self.cache_seconds, must_revalidate=True
             )
+        return response
+
+    def _remember(self, response):
+        cache.set(f"registry:response:{self.etag_value}", response.content, RESPONSE_CACHE_SECONDS)
         return response
 
 

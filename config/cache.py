@@ -6,13 +6,29 @@ recomputed from the database, so a broker or cache outage must slow answers, nev
 
 import logging
 
-from django.core.cache.backends.redis import RedisCache
+from django.core.cache.backends.redis import RedisCache, RedisCacheClient
 from redis.exceptions import RedisError
 
 logger = logging.getLogger(__name__)
 
 
+class ReusedClient(RedisCacheClient):
+    """One redis.Redis per connection pool: Django builds a new one for every operation, which
+    costs more than the round trip itself on a hot read path. A Redis client is thread-safe."""
+
+    def get_client(self, key=None, *, write=False):
+        pool = self._get_connection_pool(write)
+        clients = self.__dict__.setdefault("_clients", {})
+        if id(pool) not in clients:
+            clients[id(pool)] = self._client(connection_pool=pool)
+        return clients[id(pool)]
+
+
 class ResilientRedisCache(RedisCache):
+    def __init__(self, server, params):
+        super().__init__(server, params)
+        self._class = ReusedClient
+
     def _quietly(self, method: str, default, *args, **kwargs):
         try:
             return getattr(super(), method)(*args, **kwargs)

@@ -11,6 +11,7 @@ from .models import Application, Permission, PlanningPolicy, RiskLevel, StateVar
 
 
 def _bump(**kwargs) -> None:
+    """Any save or delete that changes what runtimes see moves the revision."""
     from reviews.services import revision_bump
 
     if kwargs.get("raw"):

@@ -186,7 +186,14 @@ def revision_bump() -> None:
     """Move the counter runtimes poll; cached copies are dropped once the change commits."""
     if not Revision.objects.filter(pk=1).update(value=F("value") + 1, changed_at=timezone.now()):
         Revision.objects.create(pk=1, value=1)
-    transaction.on_commit(lambda: cache.delete(REVISION_CACHE_KEY))
+    transaction.on_commit(_revision_forget)
+
+
+def _revision_forget() -> None:
+    from api.selectors import forget_revision
+
+    cache.delete(REVISION_CACHE_KEY)
+    forget_revision()
 
 
 @transaction.atomic

@@ -205,3 +205,53 @@ def test_throttling_answers_429_with_retry_after(runtime, settings):
     assert response.status_code == 429
     assert int(response["Retry-After"]) > 0
     assert response.json()["error"]["code"] == "throttled"
+
+
+def test_a_revoked_token_stops_at_once_even_when_cached(registry, admin_user):
+    from django.test import Client
+
+    client = client_for("assistant")
+    assert client.get("/api/v1/revision/").status_code == 200  # now cached
+    admin = Client()
+    admin.force_login(admin_user)
+    admin.post(
+        "/admin/api/runtimetoken/",
+        {
+            "action": "revoke",
+            "_selected_action": list(RuntimeToken.objects.values_list("pk", flat=True)),
+        },
+    )
+    from django.core.cache import cache
+
+    cache.delete("registry:revision")  # what the commit of the bump does outside a test transaction
+    assert client.get("/api/v1/revision/").status_code == 401
+
+
+def test_a_warm_read_is_served_without_the_database(runtime, django_assert_num_queries):
+    first = runtime.get("/api/v1/tools/calendar.find_events/")
+    with django_assert_num_queries(0):
+        again = runtime.get("/api/v1/tools/calendar.find_events/")
+    assert again.status_code == 200
+    assert again.content == first.content
+    assert again["ETag"] == first["ETag"]
+
+
+def test_a_process_keeps_the_revision_briefly_and_forgets_it_when_it_publishes(
+    runtime, settings, proposer, reviewer, django_capture_on_commit_callbacks
+):
+    from api.selectors import cached_revision, forget_revision
+    from registry.models import Revision
+
+    settings.REVISION_LOCAL_SECONDS = 60
+    forget_revision()
+    seen = cached_revision()
+    Revision.objects.filter(pk=1).update(value=seen + 100)  # another process's change
+    from django.core.cache import cache
+
+    cache.clear()
+    assert cached_revision() == seen  # within the bound: the local copy answers
+    with django_capture_on_commit_callbacks(execute=True):
+        ticket = contract_propose(document=contract(description="Newer words."), author=proposer)
+        review_approve(ticket=ticket, reviewer=reviewer)
+    assert cached_revision() == seen + 101  # this process published: it forgot its copy
+    forget_revision()

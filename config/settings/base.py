@@ -224,6 +224,10 @@ EMAIL_BACKEND = env_value(
 )
 DEFAULT_FROM_EMAIL = env_value("DEFAULT_FROM_EMAIL", env.str, "registry@localhost")
 
+# How long a process may keep the registry revision without asking the cache (every API read
+# needs it); a change made by another process is seen within this bound.
+REVISION_LOCAL_SECONDS = env_value("REVISION_LOCAL_SECONDS", env.float, 1.0)
+
 # Learning.
 TRACE_RETENTION = timedelta(days=env_value("TRACE_RETENTION_DAYS", env.int, 30))
 TRACE_BATCH_SIZE = 20_000  # per transaction: larger batches fold fewer stats rows per trace

@@ -3,6 +3,7 @@
 from .base import *  # noqa: F403
 
 PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
+REVISION_LOCAL_SECONDS = 0  # tests see every change at once; one test covers the local copy
 EMAIL_BACKEND = "django.core.mail.backends.locmem.EmailBackend"
 REST_FRAMEWORK = {**REST_FRAMEWORK, "DEFAULT_THROTTLE_RATES": {"runtime": "100000/min"}}  # noqa: F405
 

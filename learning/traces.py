@@ -1,4 +1,5 @@
-"""Checks and normalises one reported trace (pure: no Django).
+"""Checks and normalises one reported trace (pure: no Django; it shares the registry's pure
+text check).
 
 Every problem names the field and the reason, so a runtime or an operator can fix the line.
 State variable names are resolved through the vocabulary's aliases here, at ingest, so
@@ -8,10 +9,14 @@ aggregates and inference only ever see canonical names.
 from __future__ import annotations
 
 import math
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
+from registry.validation import unstorable_text
+
 MAX_ID_LENGTH = 200
+EARLIEST = datetime(1970, 1, 1, tzinfo=UTC)
+FUTURE_SLACK = timedelta(days=1)  # runtimes' clocks drift; a trace from next year does not
 STATUSES = ("success", "error")
 FIELDS = {
     "trace_id", "step", "tool", "args", "status", "state_before", "state_after", "output",
@@ -25,6 +30,10 @@ def trace_parse(
     """Return (normalised trace, []) or (None, [(field, reason), ...])."""
     if not isinstance(item, dict):
         return None, [("(item)", "must be a JSON object")]
+    problem = unstorable_text(item)
+    if problem:
+        where, _, reason = problem.partition(": ")
+        return None, [(where.split(".")[0].split("[")[0] or "(item)", f"{where}: {reason}")]
     errors: list[tuple[str, str]] = []
     for key in sorted(set(item) - FIELDS):
         errors.append((key, "unknown field"))
@@ -67,6 +76,8 @@ def trace_parse(
         when = _parse_time(occurred_at)
         if when is None:
             errors.append(("occurred_at", "must be an ISO 8601 date-time with a time zone"))
+        elif not EARLIEST <= when <= (now or datetime.now(UTC)) + FUTURE_SLACK:
+            errors.append(("occurred_at", "must lie between 1970 and a day from now"))
     if errors:
         return None, errors
     return {
@@ -91,4 +102,9 @@ def _parse_time(value: Any) -> datetime | None:
         parsed = datetime.fromisoformat(value.replace("Z", "+00:00"))
     except ValueError:
         return None
-    return parsed if parsed.tzinfo is not None else None
+    if parsed.tzinfo is None:
+        return None
+    try:
+        return parsed.astimezone(UTC)
+    except (OverflowError, ValueError):
+        return None

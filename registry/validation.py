@@ -75,6 +75,10 @@ def contract_check(document: Any, *, context: RegistryContext) -> tuple[dict, Er
     if not isinstance(document, Mapping):
         return {}, {"document": ["must be a JSON object"]}
     doc = dict(document)
+    problem = unstorable_text(doc)
+    if problem:
+        field_name, _, reason = problem.partition(": ")
+        return {}, {field_name.split(".")[0].split("[")[0]: [f"{field_name}: {reason}"]}
     for key in sorted(set(doc) - KNOWN_KEYS):
         add(key, "unknown field")
 
@@ -187,6 +191,28 @@ def contract_check(document: Any, *, context: RegistryContext) -> tuple[dict, Er
             if cycle:
                 add("dependencies", "cycle: " + " -> ".join(cycle))
     return doc, errors
+
+
+def unstorable_text(value: Any, path: str = "") -> str | None:
+    """Where a string (key or value) holds what no database text column can store: a NUL
+    character or an unpaired surrogate. Returns the path and reason, or None."""
+    stack = [(value, path)]
+    while stack:
+        item, where = stack.pop()
+        if isinstance(item, str):
+            if "\x00" in item:
+                return f"{where or '(value)'}: contains a NUL character (\\u0000)"
+            try:
+                item.encode("utf-8")
+            except UnicodeEncodeError:
+                return f"{where or '(value)'}: contains an unpaired surrogate (invalid Unicode)"
+        elif isinstance(item, Mapping):
+            for key, child in item.items():
+                stack.append((key, where))
+                stack.append((child, f"{where}.{key}" if where else str(key)))
+        elif isinstance(item, list):
+            stack.extend((child, f"{where}[{index}]") for index, child in enumerate(item))
+    return None
 
 
 def schema_errors(schema: Any, *, needs_object: bool) -> list[str]:

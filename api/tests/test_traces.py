@@ -84,3 +84,39 @@ def test_an_oversized_body_is_a_413(runtime, settings):
     response = runtime.post("/api/v1/traces/", [trace(i) for i in range(20)], format="json")
     assert response.status_code == 413
     assert response.json()["error"]["code"] == "too_large"
+
+
+@pytest.mark.parametrize(
+    "raw, field",
+    [
+        ('"args": {"q": "a\\u0000b"}', "args"),
+        ('"state_before": {"x\\u0000": 1}', "state_before"),
+        ('"args": {"q": "\\ud800"}', "args"),
+    ],
+)
+def test_text_no_database_can_store_is_a_clear_rejection(runtime, raw, field):
+    body = (
+        '[{"trace_id": "t", "step": 1, "tool": "calendar.find_events", "status": "success", '
+        + raw
+        + "}]"
+    )
+    response = runtime.generic("POST", "/api/v1/traces/", body, content_type="application/json")
+    assert response.status_code == 200
+    assert response.json()["rejected"] == 1
+    assert response.json()["problems"][0]["field"] == field
+    assert Trace.objects.count() == 0
+
+
+@pytest.mark.parametrize(
+    "when", ["0007-01-13T00:00:00+16:00", "1969-12-31T23:59:59Z", "2999-01-01T00:00:00Z"]
+)
+def test_an_implausible_time_is_rejected_by_field(runtime, when):
+    body = runtime.post("/api/v1/traces/", [trace(1, occurred_at=when)], format="json").json()
+    assert body["rejected"] == 1 and body["problems"][0]["field"] == "occurred_at"
+
+
+def test_a_time_zone_is_stored_as_utc(runtime):
+    runtime.post(
+        "/api/v1/traces/", [trace(1, occurred_at="2026-11-01T12:00:00+05:30")], format="json"
+    )
+    assert Trace.objects.get().occurred_at.isoformat() == "2026-11-01T06:30:00+00:00"

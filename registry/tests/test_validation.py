@@ -127,3 +127,12 @@ def test_it_rejects_a_document_that_is_not_an_object(context):
 def test_it_rejects_unknown_fields(context):
     _, errors = contract_check(contract(colour="blue"), context=context)
     assert errors["colour"] == ["unknown field"]
+
+
+def test_it_rejects_text_no_database_can_store(context):
+    _, errors = contract_check(contract(description="Find\x00 events"), context=context)
+    assert errors == {"description": ["description: contains a NUL character (\\u0000)"]}
+    _, errors = contract_check(
+        contract(input_schema={"type": "object", "properties": {"\ud800": {}}}), context=context
+    )
+    assert "unpaired surrogate" in errors["input_schema"][0]

@@ -82,28 +82,32 @@ def _arg_leaves(args: dict) -> dict[Any, set[str]]:
     return found
 
 
-def _variable(agg: dict, name: str) -> dict | None:
-    variables = agg["variables"]
-    entry = variables.get(name)
+def _entry(agg: dict, section: str, name: str, cap: int, fresh) -> dict | None:
+    """The counters of one variable or argument, created if there is room under the cap."""
+    entries = agg[section]
+    entry = entries.get(name)
     if entry is None:
-        if len(variables) >= MAX_VARIABLES:
+        if len(entries) >= cap:
             agg["overflow"] += 1
             return None
-        entry = variables[name] = {
-            "before_ok": 0, "before_err": 0, "added_ok": 0, "flows": 0, "examples": [],
-        }  # fmt: skip
+        entry = entries[name] = fresh()
     return entry
+
+
+def _variable(agg: dict, name: str) -> dict | None:
+    return _entry(agg, "variables", name, MAX_VARIABLES, _new_variable)
 
 
 def _arg(agg: dict, name: str) -> dict | None:
-    args = agg["args"]
-    entry = args.get(name)
-    if entry is None:
-        if len(args) >= MAX_ARGS:
-            agg["overflow"] += 1
-            return None
-        entry = args[name] = {"count": 0, "types": {}, "from": {}}
-    return entry
+    return _entry(agg, "args", name, MAX_ARGS, _new_arg)
+
+
+def _new_variable() -> dict:
+    return {"before_ok": 0, "before_err": 0, "added_ok": 0, "flows": 0, "examples": []}
+
+
+def _new_arg() -> dict:
+    return {"count": 0, "types": {}, "from": {}}
 
 
 def _example(entry: dict, trace_id: Any) -> None:

@@ -115,22 +115,7 @@ class ContractForm(forms.ModelForm):
 
     class Meta:
         model = ContractVersion
-        fields = [
-            "description",
-            "input_schema",
-            "output_schema",
-            "requires",
-            "produces",
-            "effects",
-            "risk",
-            "cost",
-            "permissions",
-            "invariants",
-            "config_params",
-            "dependencies",
-            "resource_limits",
-            "lifecycle",
-        ]
+        fields = [*ContractVersion.CONTRACT_FIELDS, "risk", "lifecycle"]
 
     def __init__(self, *args, **kwargs):
         super().__init__(*args, **kwargs)

@@ -117,6 +117,9 @@ def review_approve(*, ticket: ReviewTicket, reviewer: AbstractBaseUser) -> Contr
     """Record one approval; publish when the ticket has enough. Returns the published version."""
     if not is_reviewer(reviewer):
         raise ReviewError("Only members of the Reviewers group may approve.")
+    # Locks are always taken tool first, then tickets: publishing marks the tool's other open
+    # tickets, so taking a ticket first would deadlock against a reviewer of a sibling ticket.
+    Tool.objects.select_for_update().get(pk=ticket.tool_id)
     ticket = ReviewTicket.objects.select_for_update().get(pk=ticket.pk)
     if ticket.status != ReviewTicket.Status.OPEN:
         raise ReviewError(f"Ticket #{ticket.pk} was already decided ({ticket.status}).")

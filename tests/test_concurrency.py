@@ -105,3 +105,31 @@ def test_many_reviewers_on_many_tickets_publish_each_at_most_once(
     assert all(isinstance(o, ContractVersion | ReviewError) for o in outcomes), outcomes
     for name in names:
         assert ContractVersion.objects.filter(tool__name=name, status="approved").count() == 1
+
+
+def test_reviewers_racing_on_sibling_tickets_never_deadlock(
+    vocabulary, proposer, django_user_model
+):
+    """Publishing marks a tool's other tickets stale; locks taken tool-first cannot deadlock."""
+    from django.contrib.auth.models import Group
+
+    group = Group.objects.get(name="Reviewers")
+    reviewers = []
+    for index in range(8):
+        user = django_user_model.objects.create_user(f"s{index}", password="pw")
+        user.groups.add(group)
+        reviewers.append(user)
+    approved_tool()
+    tickets = [change_ticket(proposer, description=f"Sibling proposal {n}.") for n in range(4)]
+    outcomes = run_together(
+        *[
+            (lambda t=ticket, r=reviewer: review_approve(ticket=t, reviewer=r))
+            for ticket in tickets
+            for reviewer in reviewers
+        ]
+    )
+    unexpected = [o for o in outcomes if not isinstance(o, ContractVersion | ReviewError)]
+    assert unexpected == []
+    assert sum(isinstance(o, ContractVersion) for o in outcomes) == 1
+    tool = Tool.objects.get(name="calendar.find_events")
+    assert ContractVersion.objects.filter(tool=tool, status="approved").count() == 1

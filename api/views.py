@@ -8,7 +8,7 @@ import hashlib
 import logging
 
 from django.core.cache import cache
-from django.db import connection
+from django.db import DatabaseError, connection
 from django.http import Http404, HttpResponse
 from django.utils.cache import patch_cache_control
 from drf_spectacular.utils import OpenApiExample, OpenApiParameter, extend_schema, inline_serializer
@@ -340,9 +340,15 @@ class HealthView(APIView):
 
     def get(self, request):
         try:
-            connection.ensure_connection()
-        except Exception:
-            return Response(error_body(503, "database unavailable"), status=503)
+            # A query, not just a connection object: a persistent connection outlives its server.
+            with connection.cursor() as cursor:
+                cursor.execute("SELECT 1")
+        except DatabaseError:
+            return Response(
+                error_body(503, "The registry's database is unavailable; retry shortly."),
+                status=503,
+                headers={"Retry-After": "5"},
+            )
         return Response({"status": "ok"})
 
 

@@ -452,7 +452,9 @@ def _drift_record(*, tool, approved, inferred, stats, result: RefreshResult) -> 
         return
     proposal = _proposal(apply_drift(approved.document(), inferred, items), evidence)
     with transaction.atomic():
-        Tool.objects.select_for_update().get(pk=tool.pk)  # tool first, as publishing does
+        Tool.objects.select_for_update(no_key=True).get(
+            pk=tool.pk
+        )  # tool first, as publishing does
         ticket = ReviewTicket.objects.select_for_update().filter(fingerprint=fingerprint).first()
         if ticket is None:
             try:

@@ -72,7 +72,7 @@ def contract_propose(
     document = contract_validate(document=document, context=context)
     tool, created = Tool.objects.get_or_create(name=document["name"])
     # The tool row is the lock that serialises version numbering and publishing per tool.
-    tool = Tool.objects.select_for_update().get(pk=tool.pk)
+    tool = Tool.objects.select_for_update(no_key=True).get(pk=tool.pk)
     base = tool.current_version
     risk = RiskLevel.objects.get(name=document["risk"])
     version = ContractVersion(
@@ -119,7 +119,7 @@ def review_approve(*, ticket: ReviewTicket, reviewer: AbstractBaseUser) -> Contr
         raise ReviewError("Only members of the Reviewers group may approve.")
     # Locks are always taken tool first, then tickets: publishing marks the tool's other open
     # tickets, so taking a ticket first would deadlock against a reviewer of a sibling ticket.
-    Tool.objects.select_for_update().get(pk=ticket.tool_id)
+    Tool.objects.select_for_update(no_key=True).get(pk=ticket.tool_id)
     ticket = ReviewTicket.objects.select_for_update().get(pk=ticket.pk)
     if ticket.status != ReviewTicket.Status.OPEN:
         raise ReviewError(f"Ticket #{ticket.pk} was already decided ({ticket.status}).")
@@ -146,7 +146,7 @@ def contract_publish(
     action: str = AuditEntry.Action.PUBLISHED,
 ) -> ContractVersion:
     """Make the ticket's proposal the approved, current version, all or nothing."""
-    tool = Tool.objects.select_for_update().get(pk=ticket.tool_id)
+    tool = Tool.objects.select_for_update(no_key=True).get(pk=ticket.tool_id)
     now = timezone.now()
     claimed = ReviewTicket.objects.filter(
         pk=ticket.pk, status=ReviewTicket.Status.OPEN, needs_rebase=False
@@ -205,6 +205,7 @@ def review_reject(*, ticket: ReviewTicket, reviewer: AbstractBaseUser, reason: s
         raise ReviewError("Only members of the Reviewers group may reject.")
     if not reason.strip():
         raise ReviewError("Say why the change is rejected.")
+    Tool.objects.select_for_update(no_key=True).get(pk=ticket.tool_id)  # tool first, always
     claimed = ReviewTicket.objects.filter(pk=ticket.pk, status=ReviewTicket.Status.OPEN).update(
         status=ReviewTicket.Status.REJECTED,
         decided_by=reviewer,
@@ -231,7 +232,7 @@ def review_reject(*, ticket: ReviewTicket, reviewer: AbstractBaseUser, reason: s
 @transaction.atomic
 def review_rebase(*, ticket: ReviewTicket, actor: AbstractBaseUser | None) -> ReviewTicket:
     """Re-propose the same content on top of the current approved version."""
-    tool = Tool.objects.select_for_update().get(pk=ticket.tool_id)
+    tool = Tool.objects.select_for_update(no_key=True).get(pk=ticket.tool_id)
     ticket = ReviewTicket.objects.select_for_update().get(pk=ticket.pk)
     if ticket.status != ReviewTicket.Status.OPEN or not ticket.needs_rebase:
         raise ReviewError(f"Ticket #{ticket.pk} does not need a rebase.")

@@ -101,3 +101,34 @@ def test_an_application_never_reads_another_applications_tools(vocabulary, runti
     assert theirs.get("/api/v1/tools/calendar.find_events/").status_code == 404
     listed = [item["name"] for item in mine.get("/api/v1/export/mcp/").json()["tools"]]
     assert listed == ["calendar.find_events"]
+
+
+@pytest.mark.django_db
+def test_health_answers_503_in_the_error_shape_when_the_database_fails(client, monkeypatch):
+    from django.db import OperationalError
+    from django.db.backends.utils import CursorWrapper
+
+    def fail(*args, **kwargs):
+        raise OperationalError("server closed the connection unexpectedly")
+
+    monkeypatch.setattr(CursorWrapper, "execute", fail)
+    response = client.get("/api/v1/health/")
+    assert response.status_code == 503
+    assert response["Retry-After"] == "5"
+    assert set(response.json()["error"]) == {"code", "message", "fields"}
+
+
+@pytest.mark.django_db
+def test_an_api_read_answers_503_when_the_database_fails(runtime_client_factory, monkeypatch):
+    from django.db import OperationalError
+    from django.db.backends.utils import CursorWrapper
+
+    client = runtime_client_factory("assistant")
+
+    def fail(*args, **kwargs):
+        raise OperationalError("could not connect to server")
+
+    monkeypatch.setattr(CursorWrapper, "execute", fail)
+    response = client.get("/api/v1/tools/?page_size=3")
+    assert response.status_code == 503
+    assert response.json()["error"]["code"] == "unavailable"

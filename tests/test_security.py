@@ -132,3 +132,32 @@ def test_an_api_read_answers_503_when_the_database_fails(runtime_client_factory,
     response = client.get("/api/v1/tools/?page_size=3")
     assert response.status_code == 503
     assert response.json()["error"]["code"] == "unavailable"
+
+
+@pytest.mark.django_db
+def test_reads_and_ingest_do_not_depend_on_the_broker(runtime_client_factory, settings):
+    """With Redis unreachable the cache degrades to misses: answers still come."""
+    from django.core.cache import caches
+
+    from learning.models import Trace
+
+    client = runtime_client_factory("assistant")
+    settings.CACHES = {
+        "default": {
+            "BACKEND": "config.cache.ResilientRedisCache",
+            "LOCATION": "redis://127.0.0.1:1/0",  # nothing listens here
+            "OPTIONS": {"socket_connect_timeout": 0.2, "socket_timeout": 0.2},
+        }
+    }
+    caches._settings = None
+    if hasattr(caches._connections, "default"):
+        del caches._connections.default
+    try:
+        assert client.get("/api/v1/tools/").status_code == 200
+        trace = {"trace_id": "no-broker", "step": 0, "tool": "x.y", "status": "success"}
+        response = client.post("/api/v1/traces/", [trace], format="json")
+        assert response.status_code == 200 and response.json()["accepted"] == 1
+        assert Trace.objects.filter(trace_id="no-broker").exists()
+    finally:
+        if hasattr(caches._connections, "default"):
+            del caches._connections.default

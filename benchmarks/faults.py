@@ -117,21 +117,9 @@ class Services:
         self.web = self.worker = None
 
     def start_web(self) -> None:
+        command = f"gunicorn config.wsgi:application --workers 2 --bind 127.0.0.1:{PORT}"
         self.web = subprocess.Popen(
-            [
-                sys.executable,
-                "-m",
-                "gunicorn",
-                "config.wsgi:application",
-                "--workers",
-                "2",
-                "--bind",
-                f"127.0.0.1:{PORT}",
-                "--log-level",
-                "warning",
-                "--timeout",
-                "60",
-            ],
+            [sys.executable, "-m", *command.split(), "--log-level", "warning", "--timeout", "60"],
             cwd=ROOT,
             env=self.env,
         )
@@ -143,21 +131,9 @@ class Services:
                 time.sleep(0.2)
 
     def start_worker(self) -> None:
+        command = "celery -A config worker --concurrency 2 --loglevel WARNING"
         self.worker = subprocess.Popen(
-            [
-                sys.executable,
-                "-m",
-                "celery",
-                "-A",
-                "config",
-                "worker",
-                "--concurrency",
-                "2",
-                "--loglevel",
-                "WARNING",
-                "--without-gossip",
-                "--without-mingle",
-            ],
+            [sys.executable, "-m", *command.split(), "--without-gossip", "--without-mingle"],
             cwd=ROOT,
             env=self.env,
             start_new_session=True,

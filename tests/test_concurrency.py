@@ -44,6 +44,18 @@ def run_together(*calls):
     return outcomes
 
 
+def make_reviewers(django_user_model, count: int, *, prefix: str) -> list:
+    from django.contrib.auth.models import Group
+
+    group = Group.objects.get(name="Reviewers")
+    reviewers = []
+    for index in range(count):
+        user = django_user_model.objects.create_user(f"{prefix}{index}", password="pw")
+        user.groups.add(group)
+        reviewers.append(user)
+    return reviewers
+
+
 def test_two_reviewers_approving_at_once_publish_once(
     vocabulary, proposer, reviewer, second_reviewer
 ):
@@ -83,14 +95,7 @@ def test_racing_tickets_of_one_tool_leave_one_approved_version(
 def test_many_reviewers_on_many_tickets_publish_each_at_most_once(
     vocabulary, proposer, django_user_model
 ):
-    from django.contrib.auth.models import Group
-
-    group = Group.objects.get(name="Reviewers")
-    reviewers = []
-    for index in range(6):
-        user = django_user_model.objects.create_user(f"r{index}", password="pw")
-        user.groups.add(group)
-        reviewers.append(user)
+    reviewers = make_reviewers(django_user_model, 6, prefix="r")
     names = [f"tool.t{index}" for index in range(3)]
     for name in names:
         approved_tool(name=name)
@@ -111,14 +116,7 @@ def test_reviewers_racing_on_sibling_tickets_never_deadlock(
     vocabulary, proposer, django_user_model
 ):
     """Publishing marks a tool's other tickets stale; locks taken tool-first cannot deadlock."""
-    from django.contrib.auth.models import Group
-
-    group = Group.objects.get(name="Reviewers")
-    reviewers = []
-    for index in range(8):
-        user = django_user_model.objects.create_user(f"s{index}", password="pw")
-        user.groups.add(group)
-        reviewers.append(user)
+    reviewers = make_reviewers(django_user_model, 8, prefix="s")
     approved_tool()
     tickets = [change_ticket(proposer, description=f"Sibling proposal {n}.") for n in range(4)]
     outcomes = run_together(

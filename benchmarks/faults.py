@@ -111,6 +111,19 @@ def call(method: str, path: str, token: str, body=None, timeout: float = 15.0):
         return error.code, json.loads(error.read() or b"null")
 
 
+def probe_trace(trace_id: str) -> dict:
+    """One small, valid trace posted while a service is down."""
+    return {
+        "trace_id": trace_id,
+        "step": 0,
+        "tool": "calendar.find_events",
+        "args": {},
+        "status": "success",
+        "state_before": {},
+        "state_after": {},
+    }
+
+
 class Services:
     def __init__(self, env: dict):
         self.env = env
@@ -305,15 +318,7 @@ def scenario_broker_down(services: Services, token: str) -> None:
     try:
         started = time.monotonic()
         read, _ = call("GET", "/tools/?page_size=5&cold=1", token)
-        trace = {
-            "trace_id": "broker-down",
-            "step": 0,
-            "tool": "calendar.find_events",
-            "args": {},
-            "status": "success",
-            "state_before": {},
-            "state_after": {},
-        }
+        trace = probe_trace("broker-down")
         posted, answer = call("POST", "/traces/", token, [trace])
         seconds = time.monotonic() - started
     finally:
@@ -344,15 +349,7 @@ def scenario_database_down(token: str) -> None:
     postgres("stop")
     try:
         latencies, shapes, statuses = [], [], []
-        trace = {
-            "trace_id": "db-down",
-            "step": 0,
-            "tool": "calendar.find_events",
-            "args": {},
-            "status": "success",
-            "state_before": {},
-            "state_after": {},
-        }
+        trace = probe_trace("db-down")
         for method, path, body in (
             ("GET", "/tools/?page_size=7&cold=2", None),
             ("POST", "/traces/", [trace]),

@@ -24,7 +24,7 @@ from django.utils import timezone
 
 from registry.models import ContractVersion, Tool
 from registry.selectors import alias_map, registry_context, risk_ranks
-from registry.validation import ContractInvalid
+from registry.validation import KNOWN_KEYS, ContractInvalid
 from reviews.models import AuditEntry, ReviewTicket
 from reviews.services import contract_propose, contract_publish, inferred_change_may_auto_publish
 
@@ -44,11 +44,7 @@ logger = logging.getLogger(__name__)
 FOLD_BATCH = 5000
 REFRESH_CHUNK = 500
 TRACE_FIELDS = ["trace_id", "step", "status", "args", "state_before", "state_after", "duration_ms"]
-DOCUMENT_KEYS = {
-    "name", "description", "input_schema", "output_schema", "requires", "produces", "effects",
-    "risk", "cost", "permissions", "invariants", "config_params", "dependencies",
-    "resource_limits", "status",
-}  # fmt: skip
+DOCUMENT_KEYS = KNOWN_KEYS - {"version"}  # what a proposal may hold
 
 
 @dataclass

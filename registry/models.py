@@ -7,6 +7,8 @@ from django.core.validators import RegexValidator
 from django.db import models
 from django.db.models import F, Q
 
+from .contract import STORED_FIELDS
+
 TOOL_NAME_RE = r"^[A-Za-z][A-Za-z0-9_-]*(\.[A-Za-z0-9_-]+)*$"
 VARIABLE_NAME_RE = r"^[A-Za-z_][A-Za-z0-9_.-]*$"
 
@@ -187,20 +189,7 @@ class ContractVersion(models.Model):
         self.content_hash = self.compute_hash()
         super().save(*args, **kwargs)
 
-    CONTRACT_FIELDS = (
-        "description",
-        "input_schema",
-        "output_schema",
-        "requires",
-        "produces",
-        "effects",
-        "cost",
-        "permissions",
-        "invariants",
-        "config_params",
-        "dependencies",
-        "resource_limits",
-    )
+    CONTRACT_FIELDS = STORED_FIELDS
 
     def document(self) -> dict:
         """The contract document of DESIGN.md (import, export and API speak it)."""

@@ -17,18 +17,10 @@ from jsonschema import Draft202012Validator
 from jsonschema.exceptions import SchemaError
 
 from . import invariants
+from .contract import COST_KEYS, KNOWN_KEYS, LIFECYCLES, LIMIT_KEYS, MERGE_RULES
 
 VARIABLE_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_.-]*$")
 TOOL_NAME = re.compile(r"^[A-Za-z][A-Za-z0-9_-]*(\.[A-Za-z0-9_-]+)*$")
-COST_KEYS = {"latency_ms_p50", "latency_ms_p95", "error_rate"}
-LIMIT_KEYS = {"timeout_ms", "memory_mb", "max_output_bytes"}
-MERGE_RULES = {"replace", "append", "merge_dict"}
-LIFECYCLES = {"active", "deprecated"}
-KNOWN_KEYS = {
-    "name", "description", "input_schema", "output_schema", "requires", "produces", "effects",
-    "risk", "cost", "permissions", "invariants", "config_params", "dependencies",
-    "resource_limits", "status", "version",
-}  # fmt: skip
 
 Errors = dict[str, list[str]]
 

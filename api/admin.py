@@ -1,9 +1,9 @@
 from django.contrib import admin, messages
-from django.utils import timezone
-
-from reviews.services import revision_bump
+from django.db.models import QuerySet
+from django.http import HttpRequest
 
 from .models import RuntimeToken
+from .services import runtime_tokens_revoke
 
 
 @admin.register(RuntimeToken)
@@ -38,7 +38,6 @@ class RuntimeTokenAdmin(admin.ModelAdmin):
         return False
 
     @admin.action(description="Revoke selected tokens")
-    def revoke(self, request, queryset):
-        count = queryset.filter(revoked_at__isnull=True).update(revoked_at=timezone.now())
-        revision_bump()  # cached authentications end with the revision they were cached under
+    def revoke(self, request: HttpRequest, queryset: QuerySet[RuntimeToken]) -> None:
+        count = runtime_tokens_revoke(tokens=queryset)
         self.message_user(request, f"Revoked {count} token(s).", messages.SUCCESS)

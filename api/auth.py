@@ -7,9 +7,9 @@ from django.utils import timezone
 from rest_framework import authentication, exceptions, permissions
 
 from registry.models import Application
+from registry.revision import revision_current
 
 from .models import RuntimeToken
-from .selectors import cached_revision
 
 TOKEN_CACHE_SECONDS = 60
 
@@ -45,7 +45,7 @@ class RuntimeTokenAuthentication(authentication.BaseAuthentication):
         digest = RuntimeToken.hash(raw)
         # Cached per registry revision: a revocation or an application change moves the
         # revision, so a cached token never outlives what it was allowed to do.
-        key = f"registry:token:{digest}:{cached_revision()}"
+        key = f"registry:token:{digest}:{revision_current()}"
         token = cache.get(key)
         if token is None:
             token = (

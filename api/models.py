@@ -1,6 +1,7 @@
 import hashlib
 import secrets
 
+from django.core.exceptions import ValidationError
 from django.db import models
 from django.utils import timezone
 
@@ -35,8 +36,6 @@ class RuntimeToken(models.Model):
         return f"{self.prefix}… ({self.application.name})"
 
     def clean(self) -> None:
-        from django.core.exceptions import ValidationError
-
         if not isinstance(self.scopes, list) or not set(self.scopes) <= set(self.Scope.values):
             raise ValidationError(
                 {"scopes": f"A list of scopes among: {', '.join(self.Scope.values)}."}

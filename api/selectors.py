@@ -1,16 +1,10 @@
 """What a runtime may see: decided here, in one query, for every read endpoint."""
 
-import time
-
-from django.conf import settings
 from django.core.cache import cache
 from django.db.models import QuerySet
 
 from registry.models import Application, ContractVersion, Permission, Tool
-from registry.selectors import REVISION_CACHE_KEY, registry_revision
-
-# A safety net for caches a publishing process cannot reach (the embedded default's locmem).
-REVISION_CACHE_SECONDS = 2
+from registry.revision import revision_current
 
 
 def visible_versions(application: Application | None) -> QuerySet[ContractVersion]:
@@ -37,7 +31,7 @@ def visible_versions(application: Application | None) -> QuerySet[ContractVersio
 
 def forbidden_permissions(application: Application) -> list[str]:
     """Permission names the application may not use, cached per registry revision."""
-    key = f"registry:forbidden:{application.pk}:{cached_revision()}"
+    key = f"registry:forbidden:{application.pk}:{revision_current()}"
     names = cache.get(key)
     if names is None:
         names = sorted(
@@ -47,29 +41,6 @@ def forbidden_permissions(application: Application) -> list[str]:
         )
         cache.set(key, names, 300)
     return names
-
-
-def cached_revision() -> int:
-    """The registry revision, from the shared cache (dropped when a change commits) or the
-    database; each process also keeps it for settings.REVISION_LOCAL_SECONDS (every read needs
-    it), which bounds how long another process's change can go unseen."""
-    now = time.monotonic()
-    if _local["until"] > now:
-        return _local["value"]
-    revision = cache.get(REVISION_CACHE_KEY)
-    if revision is None:
-        revision = registry_revision()
-        cache.set(REVISION_CACHE_KEY, revision, REVISION_CACHE_SECONDS)
-    _local.update(value=revision, until=now + settings.REVISION_LOCAL_SECONDS)
-    return revision
-
-
-def forget_revision() -> None:
-    """This process's copy goes too when it publishes (others let theirs expire)."""
-    _local["until"] = 0.0
-
-
-_local = {"value": 0, "until": 0.0}
 
 
 def version_history(version: ContractVersion) -> QuerySet[ContractVersion]:

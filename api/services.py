@@ -1,8 +1,11 @@
 from datetime import datetime
 
 from django.db import transaction
+from django.db.models import QuerySet
+from django.utils import timezone
 
 from registry.models import Application
+from registry.revision import revision_bump
 
 from .models import RuntimeToken
 
@@ -34,3 +37,12 @@ def runtime_token_create(
         expires_at=expires_at,
     )
     return token, raw
+
+
+@transaction.atomic
+def runtime_tokens_revoke(*, tokens: QuerySet[RuntimeToken]) -> int:
+    """Revoke the tokens not yet revoked; return how many. Cached authentications end with it."""
+    count = tokens.filter(revoked_at__isnull=True).update(revoked_at=timezone.now())
+    if count:
+        revision_bump()
+    return count

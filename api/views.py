@@ -4,15 +4,13 @@ Every read answers with a strong ETag derived from the registry revision, the ca
 URL, so a conditional GET is answered 304 before any contract row is read.
 """
 
-import hashlib
 import logging
 
-from django.core.cache import cache
+from django.conf import settings
 from django.db import DatabaseError, connection
-from django.http import Http404, HttpResponse
-from django.utils.cache import patch_cache_control
+from django.http import Http404
 from drf_spectacular.utils import OpenApiExample, OpenApiParameter, extend_schema, inline_serializer
-from rest_framework import generics, serializers, status
+from rest_framework import generics, serializers
 from rest_framework.exceptions import ValidationError
 from rest_framework.pagination import PageNumberPagination
 from rest_framework.permissions import AllowAny
@@ -20,16 +18,21 @@ from rest_framework.response import Response
 from rest_framework.throttling import SimpleRateThrottle
 from rest_framework.views import APIView
 
-from learning.services import traces_ingest
+from learning.ingest import traces_ingest
 from registry.models import ContractVersion
+from registry.revision import revision_current
+from registry.selectors import alias_map, risk_ranks
 
 from . import exports
 from .auth import HasScope, IsRuntimeOrStaff, Runtime
+from .caching import ConditionalMixin, ProcessCache
+from .causal import ProducerIndex, filter_tools
 from .errors import error_body
 from .filters import ContractFilter
 from .models import RuntimeToken
 from .parsers import StrictJSONParser
-from .selectors import cached_revision, version_history, visible_versions
+from .planning import validate_plan
+from .selectors import version_history, visible_versions
 from .serializers import (
     AnthropicTool,
     ContractSerializer,
@@ -46,7 +49,6 @@ from .serializers import (
 )
 
 logger = logging.getLogger(__name__)
-RESPONSE_CACHE_SECONDS = 300
 ERRORS = {code: ErrorSerializer for code in (400, 401, 403, 404, 429)}
 
 
@@ -94,71 +96,6 @@ class RuntimeView(APIView):
         return policy.document() if policy else None
 
 
-class NotModified(Exception):
-    """Raised once the caller's ETag matches, before the view reads anything."""
-
-
-class CachedBody(Exception):
-    """Raised when the body for this ETag was rendered before: it is served as it is."""
-
-
-class ConditionalMixin:
-    """Strong ETag from (revision, caller, URL), checked right after authentication.
-
-    The revision moves whenever anything a runtime can see changes, so equal tags mean equal
-    bodies: a match is answered 304 without reading a contract row.
-    """
-
-    cache_seconds = 5
-    etag_value: str | None = None
-
-    def etag(self, request) -> str:
-        user = request.user
-        caller = f"app-{user.application.pk}" if isinstance(user, Runtime) else "staff"
-        key = f"{cached_revision()}|{caller}|{request.get_full_path()}"
-        return '"' + hashlib.sha256(key.encode()).hexdigest()[:32] + '"'
-
-    def initial(self, request, *args, **kwargs):
-        super().initial(request, *args, **kwargs)
-        if request.method in ("GET", "HEAD"):
-            self.etag_value = self.etag(request)
-            sent = [tag.strip() for tag in request.headers.get("If-None-Match", "").split(",")]
-            if self.etag_value in sent:
-                raise NotModified
-            # The tag names the exact body (revision, caller, URL): a body rendered once is
-            # served again from the cache without reading the database.
-            cached = cache.get(f"registry:response:{self.etag_value}")
-            if cached is not None:
-                raise CachedBody(cached)
-
-    def handle_exception(self, exc):
-        if isinstance(exc, NotModified):
-            return Response(status=status.HTTP_304_NOT_MODIFIED)
-        if isinstance(exc, CachedBody):
-            return HttpResponse(exc.args[0], content_type="application/json")
-        return super().handle_exception(exc)
-
-    def finalize_response(self, request, response, *args, **kwargs):
-        response = super().finalize_response(request, response, *args, **kwargs)
-        if (
-            self.etag_value
-            and response.status_code == 200
-            and isinstance(response, Response)
-            and not response.is_rendered
-        ):
-            response.add_post_render_callback(self._remember)
-        if self.etag_value and response.status_code in (200, 304):
-            response["ETag"] = self.etag_value
-            patch_cache_control(
-                response, private=True, max_age=self.cache_seconds, must_revalidate=True
-            )
-        return response
-
-    def _remember(self, response):
-        cache.set(f"registry:response:{self.etag_value}", response.content, RESPONSE_CACHE_SECONDS)
-        return response
-
-
 @extend_schema(tags=["contracts"], responses={200: ContractSerializer(many=True), **ERRORS})
 class ToolListView(ConditionalMixin, RuntimeView, generics.ListAPIView):
     """Approved contracts the caller may see, filterable and paginated."""
@@ -169,6 +106,9 @@ class ToolListView(ConditionalMixin, RuntimeView, generics.ListAPIView):
 
     def get_queryset(self):
         return self.visible().order_by("tool__name")
+
+    def read(self, request):
+        return self.list(request)
 
 
 class VisibleToolMixin:
@@ -187,7 +127,7 @@ class ToolDetailView(ConditionalMixin, VisibleToolMixin, RuntimeView, generics.G
 
     serializer_class = ContractSerializer
 
-    def get(self, request, name: str):
+    def read(self, request, name: str):
         return Response(ContractSerializer(self.get_version()).data)
 
 
@@ -197,7 +137,7 @@ class ToolVersionsView(ConditionalMixin, VisibleToolMixin, RuntimeView, generics
 
     serializer_class = ContractSerializer
 
-    def get(self, request, name: str):
+    def read(self, request, name: str):
         history = version_history(self.get_version())[:100]
         return Response(ContractSerializer(history, many=True).data)
 
@@ -208,8 +148,8 @@ class RevisionView(ConditionalMixin, RuntimeView):
 
     cache_seconds = 1
 
-    def get(self, request):
-        return Response({"revision": cached_revision()})
+    def read(self, request):
+        return Response({"revision": revision_current()})
 
 
 EXPORT_FILTERS = [
@@ -259,7 +199,9 @@ class ExportView(ConditionalMixin, RuntimeView, generics.GenericAPIView):
 class OpenAIExportView(ExportView):
     """Tools in OpenAI's function-calling shape ('.' in names is sent as '__')."""
 
-    def get(self, request):
+    query_parameters = ("strict",)
+
+    def read(self, request):
         strict = request.query_params.get("strict", "false").lower() in ("1", "true", "yes")
         mandate = self.mandate()
         tools, problems = [], {}
@@ -279,7 +221,7 @@ class OpenAIExportView(ExportView):
 class AnthropicExportView(ExportView):
     """Tools in Anthropic's Messages API shape ('.' in names is sent as '__')."""
 
-    def get(self, request):
+    def read(self, request):
         mandate = self.mandate()
         return Response([exports.anthropic_tool(d, mandate=mandate) for d in self.documents()])
 
@@ -288,7 +230,7 @@ class AnthropicExportView(ExportView):
 class MCPExportView(ExportView):
     """An MCP tools/list result."""
 
-    def get(self, request):
+    def read(self, request):
         mandate = self.mandate()
         return Response({"tools": [exports.mcp_tool(d, mandate=mandate) for d in self.documents()]})
 
@@ -304,8 +246,6 @@ class TraceIngestView(RuntimeView):
     required_scope = RuntimeToken.Scope.TRACES_WRITE
 
     def post(self, request):
-        from django.conf import settings
-
         items = request.data
         if not isinstance(items, list):
             raise ValidationError({"body": ["must be a JSON list of traces"]})
@@ -352,34 +292,23 @@ class HealthView(APIView):
         return Response({"status": "ok"})
 
 
-_INDEX_CACHE: dict[str, tuple] = {}
-_INDEX_CACHE_SIZE = 32
+_INDEXES: ProcessCache[tuple[ProducerIndex, dict[str, ContractVersion]]] = ProcessCache(32)
 
 
-def _producer_index(view: "RuntimeView"):
-    """The causal index of the caller's visible set, built once per registry revision.
-
-    Kept in process memory (it is a Python object graph, not bytes): the revision in the key makes
-    a stale entry unreachable, and the size bound keeps memory flat.
-    """
-    from registry.selectors import risk_ranks
-
-    from .causal import ProducerIndex
-
+def _producer_index(view: "RuntimeView") -> tuple[ProducerIndex, dict[str, ContractVersion]]:
+    """The causal index of the caller's visible set, built once per registry revision."""
     application = view.application
-    key = f"{application.pk if application else 'staff'}:{cached_revision()}"
-    entry = _INDEX_CACHE.get(key)
-    if entry is None:
+
+    def build() -> tuple[ProducerIndex, dict[str, ContractVersion]]:
         versions = list(view.visible().order_by("tool_id"))
         documents = [version.document() for version in versions]
-        entry = (
+        return (
             ProducerIndex(documents, risk_rank=risk_ranks()),
             {version.tool.name: version for version in versions},
         )
-        if len(_INDEX_CACHE) >= _INDEX_CACHE_SIZE:
-            _INDEX_CACHE.pop(next(iter(_INDEX_CACHE)))
-        _INDEX_CACHE[key] = entry
-    return entry
+
+    key = (application.pk if application else "staff", revision_current())
+    return _INDEXES.get_or_build(key, build)
 
 
 @extend_schema(
@@ -398,10 +327,6 @@ class FilterView(RuntimeView):
     """Causal minimal tool filtering: the tools that move this state toward this goal, now."""
 
     def post(self, request):
-        from registry.selectors import alias_map
-
-        from .causal import filter_tools
-
         body = FilterRequest(data=request.data)
         body.is_valid(raise_exception=True)
         aliases = alias_map()
@@ -450,8 +375,6 @@ class PlanValidateView(RuntimeView):
     """Check a plan against each tool's contract and the application's planning policy."""
 
     def post(self, request):
-        from .planning import validate_plan
-
         body = PlanRequest(data=request.data)
         body.is_valid(raise_exception=True)
         names = {step.get("tool") for step in body.validated_data["plan"] if isinstance(step, dict)}

@@ -64,15 +64,16 @@ def main() -> None:
     if not shutil.which("wrk"):
         sys.exit("wrk is not installed: apt-get install wrk")
 
-    from benchmarks import world
+    from benchmarks import database
+    from demo import scaled_world as world
 
     env = {"REDIS_URL": "redis://127.0.0.1:6379/3", "API_THROTTLE_RATE": "1000000/min"}
-    world.django_on_fresh_database("registry_bench_api", **env)
+    database.django_on_fresh_database("registry_bench_api", **env)
     from api.services import runtime_token_create
 
     registry = world.registry(args.tools)
     with tempfile.TemporaryDirectory() as tmp:
-        world.import_approved(registry, tmp)
+        database.import_approved(registry, tmp)
         _, token = runtime_token_create(application_name="bench", scopes=["contracts:read"])
         names = [tool["name"] for tool in registry["tools"]]
         script = Path(tmp) / "rotate.lua"

@@ -175,9 +175,9 @@ class Services:
 
 def workload(total: int) -> list[dict]:
     """The demo's traces (with its drifted tool), repeated under new trace ids up to ``total``."""
-    from learning.demo import demo_traces
+    from demo.traces import demo_traces
 
-    registry = json.loads((ROOT / "registry/demo/registry.json").read_text())
+    registry = json.loads((ROOT / "demo/registry.json").read_text())
     base = list(demo_traces(registry))
     traces = []
     round_ = 0
@@ -462,14 +462,15 @@ def main() -> None:
 
     postgres("start")
     redis_start()
-    from benchmarks import world
+    from benchmarks import database
+    from demo import scaled_world as world
 
     env = {
         "REDIS_URL": "redis://127.0.0.1:6379/5",
         "API_THROTTLE_RATE": "1000000/min",
         "REVISION_LOCAL_SECONDS": "0",
     }
-    world.django_on_fresh_database("registry_faults", **env)
+    database.django_on_fresh_database("registry_faults", **env)
     subprocess.run(["redis-cli", "-h", "127.0.0.1", "-n", "5", "flushdb"], capture_output=True)
     from django.core.management import call_command
 

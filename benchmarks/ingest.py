@@ -28,14 +28,15 @@ def main() -> None:
     parser.add_argument("--new", type=int, default=10_000)
     args = parser.parse_args()
 
-    from benchmarks import world
+    from benchmarks import database
+    from demo import scaled_world as world
 
-    world.django_on_fresh_database("registry_bench")
+    database.django_on_fresh_database("registry_bench")
     from django.core.management import call_command
 
     registry = world.registry(args.tools)
     with tempfile.TemporaryDirectory() as tmp:
-        registry_path = world.import_approved(registry, tmp)
+        registry_path = database.import_approved(registry, tmp)
         traces_path = Path(tmp) / "traces.jsonl"
         new_path = Path(tmp) / "new.jsonl"
         for path, count, seed, prefix in (
@@ -43,7 +44,7 @@ def main() -> None:
             (new_path, args.new, 3, "new"),
         ):
             subprocess.run(
-                [sys.executable, "-m", "benchmarks.world", str(registry_path), str(path),
+                [sys.executable, "-m", "demo.scaled_world", str(registry_path), str(path),
                  str(count), str(seed), prefix],
                 cwd=ROOT, check=True,
             )  # fmt: skip

@@ -1,7 +1,12 @@
 import json
+from typing import Any
 
 from django import forms
 from django.forms import widgets
+
+from .models import ContractVersion, Tool
+from .services import contract_validate
+from .validation import ContractInvalid
 
 
 class JSONTextarea(widgets.Textarea):
@@ -21,3 +26,46 @@ class PrettyJSONField(forms.JSONField):
         if isinstance(value, forms.fields.InvalidJSONInput):
             return value
         return json.dumps(value, indent=2, ensure_ascii=False, sort_keys=False)
+
+
+class ContractForm(forms.ModelForm):
+    """Edits build a contract document; the review service decides what becomes of it."""
+
+    tool_name = forms.CharField(
+        max_length=200, help_text="Dotted name, e.g. calendar.find_events.", required=False
+    )
+
+    class Meta:
+        model = ContractVersion
+        fields = [*ContractVersion.CONTRACT_FIELDS, "risk", "lifecycle"]
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        if "tool_name" not in self.fields:  # a read-only version's page
+            return
+        if self.instance.pk:
+            self.fields["tool_name"].initial = self.instance.tool.name
+            self.fields["tool_name"].disabled = True
+        else:
+            self.fields["tool_name"].required = True
+
+    def document(self) -> dict[str, Any]:
+        data = self.cleaned_data
+        document = {"name": data["tool_name"]}
+        for field in ContractVersion.CONTRACT_FIELDS:
+            document[field] = data.get(field)
+        document["risk"] = data["risk"].name if data.get("risk") else None
+        document["status"] = data.get("lifecycle") or Tool.Lifecycle.ACTIVE
+        return {key: value for key, value in document.items() if value is not None}
+
+    def clean(self) -> dict[str, Any]:
+        cleaned = super().clean()
+        if self.errors:
+            return cleaned
+        try:
+            contract_validate(document=self.document())
+        except ContractInvalid as exc:
+            for field, reasons in exc.errors.items():
+                target = {"name": "tool_name", "status": "lifecycle"}.get(field, field)
+                self.add_error(target if target in self.fields else None, reasons)
+        return cleaned

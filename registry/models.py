@@ -8,6 +8,7 @@ from django.db import models
 from django.db.models import F, Q
 
 from .contract import STORED_FIELDS
+from .validation import policy_errors
 
 TOOL_NAME_RE = r"^[A-Za-z][A-Za-z0-9_-]*(\.[A-Za-z0-9_-]+)*$"
 VARIABLE_NAME_RE = r"^[A-Za-z_][A-Za-z0-9_.-]*$"
@@ -253,8 +254,6 @@ class PlanningPolicy(models.Model):
         return f"policy of {self.application.name}"
 
     def clean(self) -> None:
-        from .validation import policy_errors
-
         errors = policy_errors(self.document())
         if errors:
             raise ValidationError({field: reasons for field, reasons in errors.items()})

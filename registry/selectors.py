@@ -2,7 +2,7 @@
 
 from django.db.models import QuerySet
 
-from .models import ContractVersion, Permission, Revision, RiskLevel, StateVariable, Tool
+from .models import ContractVersion, Permission, RiskLevel, StateVariable, Tool
 from .validation import RegistryContext
 
 
@@ -44,9 +44,3 @@ def approved_versions() -> QuerySet[ContractVersion]:
         .order_by("tool__name")
     )
 
-
-REVISION_CACHE_KEY = "registry:revision"
-
-
-def registry_revision() -> int:
-    return Revision.objects.filter(pk=1).values_list("value", flat=True).first() or 0

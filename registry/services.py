@@ -1,14 +1,38 @@
-"""Writes to the registry: the import of a registry file, all or nothing."""
+"""Writes to the registry: registry files, contract versions and the publish primitive.
+
+The registry owns contracts but not the decision to change one: ``reviews`` decides (tickets,
+approvals, drift) and calls the primitives here, each under the tool's row lock, which
+serialises version numbering and publishing per tool. Locks are always taken tool first, then
+tickets, so two reviewers never deadlock.
+"""
 
 from dataclasses import dataclass, field
 from typing import Any
 
 from django.contrib.auth.models import AbstractBaseUser
 from django.db import transaction
+from django.db.models import Max
+from django.utils import timezone
 
-from .models import Application, Permission, PlanningPolicy, RiskLevel, StateVariable, Tool
-from .selectors import registry_context
-from .validation import VARIABLE_NAME, contract_check, policy_errors
+from .contract import ContractDocument, with_defaults
+from .models import (
+    Application,
+    ContractVersion,
+    Permission,
+    PlanningPolicy,
+    RiskLevel,
+    StateVariable,
+    Tool,
+)
+from .revision import revision_bump
+from .selectors import approved_versions, registry_context
+from .validation import (
+    VARIABLE_NAME,
+    ContractInvalid,
+    RegistryContext,
+    contract_check,
+    policy_errors,
+)
 
 
 class ImportInvalid(Exception):
@@ -19,27 +43,34 @@ class ImportInvalid(Exception):
         super().__init__("\n".join(problems))
 
 
+class PublishError(Exception):
+    """The version cannot be published (no longer a proposal, or based on a superseded one)."""
+
+
 @dataclass
-class ImportResult:
-    variables: int = 0
-    permissions: int = 0
-    proposed: list[str] = field(default_factory=list)
-    published: list[str] = field(default_factory=list)
-    unchanged: list[str] = field(default_factory=list)
-    applications: list[str] = field(default_factory=list)
+class RegistryFile:
+    """A registry file, checked: its sections and the context its contracts were checked in."""
+
+    variables: list[dict[str, Any]] = field(default_factory=list)
+    permissions: list[dict[str, Any]] = field(default_factory=list)
+    documents: list[ContractDocument] = field(default_factory=list)
+    applications: list[dict[str, Any]] = field(default_factory=list)
+    context: RegistryContext = field(default_factory=RegistryContext)
 
 
-@transaction.atomic
-def registry_import(
-    *, data: Any, approve: bool = False, actor: AbstractBaseUser | None = None
-) -> ImportResult:
-    """Import a registry file (or a bare list of contracts); nothing is written if anything fails.
+def contract_validate(
+    *, document: dict[str, Any], context: RegistryContext | None = None
+) -> ContractDocument:
+    """The normalised document, or ContractInvalid naming the tool, field and reason."""
+    normalised, errors = contract_check(document, context=context or registry_context())
+    if errors:
+        raise ContractInvalid(str(document.get("name", "?")), errors)
+    return normalised  # type: ignore[return-value]  # contract_check checked every key
 
-    Without ``approve`` each new or changed contract becomes a proposal with a review ticket;
-    with it, each is published at once (an operator's bootstrap), audited as such.
-    """
-    from reviews.services import contract_propose, contract_publish
 
+def registry_file_check(*, data: Any) -> RegistryFile:
+    """Check a registry file (or a bare list of contracts) whole; ImportInvalid lists every
+    problem by where, field and reason. Nothing is written."""
     if isinstance(data, list):
         data = {"tools": data}
     if not isinstance(data, dict):
@@ -48,9 +79,10 @@ def registry_import(
     unknown = sorted(set(data) - {"state_variables", "permissions", "tools", "applications"})
     problems += [f"file: unknown key {key!r}" for key in unknown]
 
-    context = registry_context()
-    variables = _section(data, "state_variables", problems)
-    for index, variable in enumerate(variables):
+    checked = RegistryFile(context=registry_context())
+    context = checked.context
+    checked.variables = _section(data, "state_variables", problems)
+    for index, variable in enumerate(checked.variables):
         where = f"state_variables[{index}]"
         if not isinstance(variable, dict) or not isinstance(variable.get("name"), str):
             problems.append(f"{where}: name: required")
@@ -73,8 +105,8 @@ def registry_import(
             )
         context.variables.add(name)
 
-    permissions = _section(data, "permissions", problems)
-    for index, permission in enumerate(permissions):
+    checked.permissions = _section(data, "permissions", problems)
+    for index, permission in enumerate(checked.permissions):
         if not isinstance(permission, dict) or not isinstance(permission.get("name"), str):
             problems.append(f"permissions[{index}]: name: required")
         else:
@@ -89,7 +121,6 @@ def registry_import(
             if isinstance(dependencies, list):
                 context.dependencies[tool["name"]] = [d for d in dependencies if isinstance(d, str)]
     seen: set[str] = set()
-    documents = []
     for index, tool in enumerate(tools):
         normalised, errors = contract_check(tool, context=context)
         label = tool.get("name") if isinstance(tool, dict) else None
@@ -100,43 +131,37 @@ def registry_import(
         problems += [
             f"{label}: {name}: {reason}" for name, reasons in errors.items() for reason in reasons
         ]
-        documents.append(normalised)
+        checked.documents.append(normalised)  # type: ignore[arg-type]
 
-    applications = _section(data, "applications", problems)
-    for index, application in enumerate(applications):
+    checked.applications = _section(data, "applications", problems)
+    for index, application in enumerate(checked.applications):
         problems += _application_problems(index, application, context)
 
     if problems:
         raise ImportInvalid(problems)
+    return checked
 
-    result = ImportResult()
-    for variable in variables:
+
+@transaction.atomic
+def vocabulary_save(*, checked: RegistryFile) -> None:
+    """The file's state variables (aliases merged) and permissions."""
+    for variable in checked.variables:
         obj, _ = StateVariable.objects.get_or_create(name=variable["name"])
         obj.description = variable.get("description", obj.description)
         obj.aliases = sorted(set(obj.aliases) | set(variable.get("aliases", [])))
         obj.save()
-        result.variables += 1
-    for permission in permissions:
+    for permission in checked.permissions:
         Permission.objects.update_or_create(
             name=permission["name"], defaults={"description": permission.get("description", "")}
         )
-        result.permissions += 1
-    for document in documents:
-        ticket = contract_propose(document=document, author=actor, source="import", context=context)
-        if ticket is None:
-            result.unchanged.append(document["name"])
-        elif approve:
-            contract_publish(ticket=ticket, actor=actor)
-            result.published.append(document["name"])
-        else:
-            result.proposed.append(document["name"])
-    for application in applications:
-        _application_save(application)
-        result.applications.append(application["name"])
-    return result
 
 
-def _section(data: dict, key: str, problems: list[str]) -> list:
+@transaction.atomic
+def applications_save(*, checked: RegistryFile) -> list[Application]:
+    return [_application_save(application) for application in checked.applications]
+
+
+def _section(data: dict[str, Any], key: str, problems: list[str]) -> list[Any]:
     value = data.get(key, [])
     if not isinstance(value, list):
         problems.append(f"file: {key}: must be a list")
@@ -144,7 +169,7 @@ def _section(data: dict, key: str, problems: list[str]) -> list:
     return value
 
 
-def _application_problems(index: int, application: Any, context) -> list[str]:
+def _application_problems(index: int, application: Any, context: RegistryContext) -> list[str]:
     if not isinstance(application, dict) or not isinstance(application.get("name"), str):
         return [f"applications[{index}]: name: required"]
     where = f"application {application['name']}"
@@ -169,7 +194,7 @@ def _application_problems(index: int, application: Any, context) -> list[str]:
     return problems
 
 
-def _application_save(data: dict) -> Application:
+def _application_save(data: dict[str, Any]) -> Application:
     application, _ = Application.objects.update_or_create(
         name=data["name"],
         defaults={
@@ -196,8 +221,94 @@ def _application_save(data: dict) -> Application:
     return application
 
 
-def contracts_export() -> list[dict]:
-    """The approved contracts as contract documents, with their version numbers."""
-    from .selectors import approved_versions
+def tool_lock(*, tool_id: int) -> Tool:
+    """The tool row, locked until the transaction ends (``FOR NO KEY UPDATE``)."""
+    return Tool.objects.select_for_update(no_key=True).select_related("current_version").get(
+        pk=tool_id
+    )
 
+
+def _next_number(tool: Tool) -> int:
+    return int(tool.versions.aggregate(n=Max("number"))["n"] or 0) + 1
+
+
+@transaction.atomic
+def contract_version_create(
+    *,
+    document: ContractDocument,
+    author: AbstractBaseUser | None,
+    source: str = ContractVersion.Source.MANUAL,
+) -> ContractVersion | None:
+    """A new proposed version of a validated document, based on the tool's current version.
+
+    The tool is created if missing, and locked. None when the document equals the current
+    version (same content hash): nothing to propose.
+    """
+    tool, _ = Tool.objects.get_or_create(name=document["name"])
+    tool = tool_lock(tool_id=tool.pk)
+    base = tool.current_version
+    fields = with_defaults(document)
+    version = ContractVersion(
+        tool=tool,
+        number=_next_number(tool),
+        status=ContractVersion.Status.PROPOSED,
+        source=source,
+        based_on=base,
+        author=author,
+        risk=RiskLevel.objects.get(name=document["risk"]),
+        lifecycle=fields["status"],
+        **{name: fields[name] for name in ContractVersion.CONTRACT_FIELDS},
+    )
+    version.content_hash = version.compute_hash()
+    if base is not None and base.content_hash == version.content_hash:
+        return None
+    version.save()
+    return version
+
+
+@transaction.atomic
+def contract_version_rebase(*, version: ContractVersion) -> ContractVersion:
+    """The same content proposed again on the tool's current version; the old one superseded."""
+    tool = tool_lock(tool_id=version.tool_id)
+    rebased = ContractVersion.objects.get(pk=version.pk)
+    rebased.pk = None
+    rebased.number = _next_number(tool)
+    rebased.based_on = tool.current_version
+    rebased.status = ContractVersion.Status.PROPOSED
+    rebased.save()
+    ContractVersion.objects.filter(pk=version.pk).update(status=ContractVersion.Status.SUPERSEDED)
+    return rebased
+
+
+@transaction.atomic
+def contract_version_publish(*, version_id: int, base_id: int | None) -> ContractVersion:
+    """Make a proposed version the tool's approved, current one, all or nothing.
+
+    ``base_id`` is the version the proposal was written against: it must still be current.
+    The partial unique index "one approved version per tool" backs this under concurrency.
+    """
+    version = ContractVersion.objects.select_related("tool", "risk").get(pk=version_id)
+    tool = tool_lock(tool_id=version.tool_id)
+    previous = tool.current_version
+    if base_id != (previous.pk if previous else None):
+        raise PublishError("it is based on a superseded version: rebase it first")
+    now = timezone.now()
+    ContractVersion.objects.filter(tool=tool, status=ContractVersion.Status.APPROVED).update(
+        status=ContractVersion.Status.SUPERSEDED
+    )
+    published = ContractVersion.objects.filter(
+        pk=version_id, status=ContractVersion.Status.PROPOSED
+    ).update(status=ContractVersion.Status.APPROVED, approved_at=now)
+    if published != 1:
+        raise PublishError("its version is no longer a proposal")
+    version.refresh_from_db()
+    tool.current_version = version
+    tool.lifecycle = version.lifecycle
+    tool.save(update_fields=["current_version", "lifecycle"])
+    revision_bump()
+    return version
+
+
+def contracts_export() -> list[dict[str, Any]]:
+    """The approved contracts as contract documents, with their version numbers."""
     return [{**version.document(), "version": version.number} for version in approved_versions()]

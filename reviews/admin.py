@@ -12,8 +12,13 @@ from django.urls import path, reverse
 from django.utils import timezone
 from django.utils.html import format_html
 
+from registry.admin import JSON_OVERRIDES
+from registry.forms import ContractForm
+from registry.models import ContractVersion
+
 from .models import AuditEntry, Comment, ReviewError, ReviewTicket
 from .services import (
+    contract_propose,
     is_reviewer,
     review_approve,
     review_comment,
@@ -256,3 +261,81 @@ class AuditEntryAdmin(admin.ModelAdmin):
     @admin.display(description="after")
     def after(self, obj: AuditEntry) -> str:
         return obj.after_hash[:12]
+
+
+@admin.register(ContractVersion)
+class ContractVersionAdmin(admin.ModelAdmin):
+    form = ContractForm
+    list_display = ["tool", "number", "status", "source", "risk", "author", "created_at"]
+    list_filter = ["status", "source", "risk", "lifecycle"]
+    search_fields = ["tool__name", "description"]
+    list_select_related = ["tool", "risk", "author"]
+    formfield_overrides = JSON_OVERRIDES
+    readonly_fields = [
+        "status",
+        "source",
+        "based_on",
+        "author",
+        "content_hash",
+        "created_at",
+        "approved_at",
+    ]
+
+    def get_fieldsets(self, request, obj=None):
+        contract = ["tool_name", "description", "risk", "lifecycle", "input_schema",
+                    "output_schema", "requires", "produces", "effects", "permissions", "cost",
+                    "invariants", "config_params", "dependencies", "resource_limits"]  # fmt: skip
+        fieldsets = [(None, {"fields": contract})]
+        if obj is not None:
+            fieldsets.append(("Record", {"fields": self.readonly_fields}))
+        return fieldsets
+
+    def get_readonly_fields(self, request, obj=None):
+        # Only the approved version's page is a form: saving it proposes a new version.
+        if obj is not None and obj.status != ContractVersion.Status.APPROVED:
+            return [*ContractForm.Meta.fields, "tool_name", *self.readonly_fields]
+        return self.readonly_fields
+
+    def get_form(self, request, obj=None, change=False, **kwargs):
+        if obj is not None and obj.status != ContractVersion.Status.APPROVED:
+            kwargs["fields"] = []
+        return super().get_form(request, obj, change, **kwargs)
+
+    def has_delete_permission(self, request, obj=None) -> bool:
+        return False
+
+    @admin.display(description="tool name")
+    def tool_name(self, obj: ContractVersion) -> str:
+        return obj.tool.name
+
+    def save_model(self, request, obj, form, change) -> None:
+        # Never save ``obj``: an approved version does not change; a proposal is a new version.
+        request._proposal_ticket = contract_propose(document=form.document(), author=request.user)
+
+    def save_related(self, request, form, formsets, change) -> None:
+        pass
+
+    def log_addition(self, request, obj, message):
+        pass
+
+    def log_change(self, request, obj, message):
+        pass
+
+    def _to_ticket(self, request) -> HttpResponseRedirect:
+        ticket = request._proposal_ticket
+        if ticket is None:
+            self.message_user(request, "Nothing changed: no proposal was made.", messages.INFO)
+            return HttpResponseRedirect(reverse("admin:registry_contractversion_changelist"))
+        self.message_user(
+            request,
+            f"Proposed {ticket.tool.name} v{ticket.proposed.number} for review "
+            f"(ticket #{ticket.pk}).",
+            messages.SUCCESS,
+        )
+        return HttpResponseRedirect(reverse("admin:reviews_reviewticket_change", args=[ticket.pk]))
+
+    def response_add(self, request, obj, post_url_continue=None):
+        return self._to_ticket(request)
+
+    def response_change(self, request, obj):
+        return self._to_ticket(request)

@@ -6,18 +6,29 @@ publish twice.
 """
 
 import logging
+from dataclasses import dataclass, field
+from typing import Any
 
 from django.contrib.auth import get_user_model
 from django.contrib.auth.models import AbstractBaseUser, Group
-from django.core.cache import cache
 from django.core.mail import send_mail
 from django.db import IntegrityError, transaction
-from django.db.models import F, Max
 from django.utils import timezone
 
-from registry.models import ContractVersion, Revision, RiskLevel, Tool
-from registry.selectors import REVISION_CACHE_KEY, registry_context
-from registry.validation import ContractInvalid, RegistryContext, contract_check
+from registry.contract import ContractDocument
+from registry.models import ContractVersion, RiskLevel, Tool
+from registry.services import (
+    PublishError,
+    applications_save,
+    contract_validate,
+    contract_version_create,
+    contract_version_publish,
+    contract_version_rebase,
+    registry_file_check,
+    tool_lock,
+    vocabulary_save,
+)
+from registry.validation import ContractInvalid, RegistryContext
 
 from .diff import contract_diff, has_poisoning
 from .models import Approval, AuditEntry, Comment, ReviewError, ReviewTicket
@@ -30,69 +41,29 @@ def is_reviewer(user: AbstractBaseUser) -> bool:
     return user.is_active and user.groups.filter(name=REVIEWERS_GROUP).exists()
 
 
-def contract_validate(*, document: dict, context: RegistryContext | None = None) -> dict:
-    """The normalised document, or ContractInvalid naming the tool, field and reason."""
-    normalised, errors = contract_check(document, context=context or registry_context())
-    if errors:
-        raise ContractInvalid(str(document.get("name", "?")), errors)
-    return normalised
-
-
-def _version_fields(document: dict, risk: RiskLevel) -> dict:
-    fields = {field: document.get(field) for field in ContractVersion.CONTRACT_FIELDS}
-    for field in (
-        "requires",
-        "produces",
-        "permissions",
-        "invariants",
-        "config_params",
-        "dependencies",
-    ):
-        fields[field] = fields[field] or []
-    for field in ("effects", "cost", "resource_limits"):
-        fields[field] = fields[field] or {}
-    fields["input_schema"] = fields["input_schema"] or {"type": "object"}
-    fields["risk"] = risk
-    fields["lifecycle"] = document.get("status") or Tool.Lifecycle.ACTIVE
-    return fields
-
-
 @transaction.atomic
 def contract_propose(
     *,
-    document: dict,
+    document: ContractDocument | dict[str, Any],
     author: AbstractBaseUser | None,
     source: str = ContractVersion.Source.MANUAL,
     context: RegistryContext | None = None,
-    evidence: dict | None = None,
+    evidence: dict[str, Any] | None = None,
     fingerprint: str | None = None,
     kind: str | None = None,
 ) -> ReviewTicket | None:
     """Open a ticket proposing ``document``; None when it equals the approved contract."""
-    document = contract_validate(document=document, context=context)
-    tool, created = Tool.objects.get_or_create(name=document["name"])
-    # The tool row is the lock that serialises version numbering and publishing per tool.
-    tool = Tool.objects.select_for_update(no_key=True).get(pk=tool.pk)
-    base = tool.current_version
-    risk = RiskLevel.objects.get(name=document["risk"])
-    version = ContractVersion(
-        tool=tool,
-        number=(tool.versions.aggregate(n=Max("number"))["n"] or 0) + 1,
-        status=ContractVersion.Status.PROPOSED,
-        source=source,
-        based_on=base,
-        author=author,
-        **_version_fields(document, risk),
-    )
-    version.content_hash = version.compute_hash()
-    if base is not None and base.content_hash == version.content_hash:
+    normalised = contract_validate(document=dict(document), context=context)
+    version = contract_version_create(document=normalised, author=author, source=source)
+    if version is None:
         return None
-    version.save()
+    base = version.based_on
+    risk = version.risk
     approvals_required = risk.approvals_required
     if base is not None:
         approvals_required = max(approvals_required, base.risk.approvals_required)
     ticket = ReviewTicket.objects.create(
-        tool=tool,
+        tool=version.tool,
         base=base,
         proposed=version,
         kind=kind or (ReviewTicket.Kind.CHANGE if base else ReviewTicket.Kind.NEW_TOOL),
@@ -101,12 +72,12 @@ def contract_propose(
         approvals_required=approvals_required,
         proposer=author,
     )
-    _audit(AuditEntry.Action.PROPOSED, actor=author, ticket=ticket, version=version)
+    audit_record(AuditEntry.Action.PROPOSED, actor=author, ticket=ticket, version=version)
     transaction.on_commit(lambda: _notify_reviewers(ticket.pk))
     return ticket
 
 
-def ticket_diff(ticket: ReviewTicket) -> dict:
+def ticket_diff(ticket: ReviewTicket) -> dict[str, Any]:
     ranks = dict(RiskLevel.objects.values_list("name", "rank"))
     base = ticket.base.document() if ticket.base else None
     return contract_diff(base, ticket.proposed.document(), risk_rank=ranks)
@@ -119,7 +90,7 @@ def review_approve(*, ticket: ReviewTicket, reviewer: AbstractBaseUser) -> Contr
         raise ReviewError("Only members of the Reviewers group may approve.")
     # Locks are always taken tool first, then tickets: publishing marks the tool's other open
     # tickets, so taking a ticket first would deadlock against a reviewer of a sibling ticket.
-    Tool.objects.select_for_update(no_key=True).get(pk=ticket.tool_id)
+    tool_lock(tool_id=ticket.tool_id)
     ticket = ReviewTicket.objects.select_for_update().get(pk=ticket.pk)
     if ticket.status != ReviewTicket.Status.OPEN:
         raise ReviewError(f"Ticket #{ticket.pk} was already decided ({ticket.status}).")
@@ -132,7 +103,7 @@ def review_approve(*, ticket: ReviewTicket, reviewer: AbstractBaseUser) -> Contr
             Approval.objects.create(ticket=ticket, reviewer=reviewer)
     except IntegrityError:
         raise ReviewError(f"You already approved ticket #{ticket.pk}.") from None
-    _audit(AuditEntry.Action.APPROVED, actor=reviewer, ticket=ticket, version=ticket.proposed)
+    audit_record(AuditEntry.Action.APPROVED, actor=reviewer, ticket=ticket, version=ticket.proposed)
     if ticket.approvals.count() < ticket.approvals_required:
         return None
     return contract_publish(ticket=ticket, actor=reviewer)
@@ -146,34 +117,22 @@ def contract_publish(
     action: str = AuditEntry.Action.PUBLISHED,
 ) -> ContractVersion:
     """Make the ticket's proposal the approved, current version, all or nothing."""
-    tool = Tool.objects.select_for_update(no_key=True).get(pk=ticket.tool_id)
-    now = timezone.now()
+    tool = tool_lock(tool_id=ticket.tool_id)
     claimed = ReviewTicket.objects.filter(
         pk=ticket.pk, status=ReviewTicket.Status.OPEN, needs_rebase=False
-    ).update(status=ReviewTicket.Status.APPROVED, decided_by=actor, decided_at=now)
+    ).update(status=ReviewTicket.Status.APPROVED, decided_by=actor, decided_at=timezone.now())
     if claimed != 1:
         raise ReviewError(f"Ticket #{ticket.pk} can no longer be published.")
     previous = tool.current_version
-    if ticket.base_id != (previous.pk if previous else None):
-        raise ReviewError(f"Ticket #{ticket.pk} is based on a superseded version: rebase it first.")
-    ContractVersion.objects.filter(tool=tool, status=ContractVersion.Status.APPROVED).update(
-        status=ContractVersion.Status.SUPERSEDED
-    )
-    published = ContractVersion.objects.filter(
-        pk=ticket.proposed_id, status=ContractVersion.Status.PROPOSED
-    ).update(status=ContractVersion.Status.APPROVED, approved_at=now)
-    if published != 1:
-        raise ReviewError(f"Version of ticket #{ticket.pk} is no longer a proposal.")
-    version = ContractVersion.objects.select_related("tool", "risk").get(pk=ticket.proposed_id)
-    tool.current_version = version
-    tool.lifecycle = version.lifecycle
-    tool.save(update_fields=["current_version", "lifecycle"])
+    try:
+        version = contract_version_publish(version_id=ticket.proposed_id, base_id=ticket.base_id)
+    except PublishError as exc:
+        raise ReviewError(f"Ticket #{ticket.pk} cannot be published: {exc}.") from None
     # Proposals written against the version just superseded must be rebased before approval.
     ReviewTicket.objects.filter(tool=tool, status=ReviewTicket.Status.OPEN).exclude(
         pk=ticket.pk
     ).update(needs_rebase=True)
-    revision_bump()
-    _audit(
+    audit_record(
         action,
         actor=actor,
         ticket=ticket,
@@ -185,27 +144,13 @@ def contract_publish(
     return version
 
 
-def revision_bump() -> None:
-    """Move the counter runtimes poll; cached copies are dropped once the change commits."""
-    if not Revision.objects.filter(pk=1).update(value=F("value") + 1, changed_at=timezone.now()):
-        Revision.objects.create(pk=1, value=1)
-    transaction.on_commit(_revision_forget)
-
-
-def _revision_forget() -> None:
-    from api.selectors import forget_revision
-
-    cache.delete(REVISION_CACHE_KEY)
-    forget_revision()
-
-
 @transaction.atomic
 def review_reject(*, ticket: ReviewTicket, reviewer: AbstractBaseUser, reason: str) -> ReviewTicket:
     if not is_reviewer(reviewer):
         raise ReviewError("Only members of the Reviewers group may reject.")
     if not reason.strip():
         raise ReviewError("Say why the change is rejected.")
-    Tool.objects.select_for_update(no_key=True).get(pk=ticket.tool_id)  # tool first, always
+    tool_lock(tool_id=ticket.tool_id)  # tool first, always
     claimed = ReviewTicket.objects.filter(pk=ticket.pk, status=ReviewTicket.Status.OPEN).update(
         status=ReviewTicket.Status.REJECTED,
         decided_by=reviewer,
@@ -218,7 +163,7 @@ def review_reject(*, ticket: ReviewTicket, reviewer: AbstractBaseUser, reason: s
         pk=ticket.proposed_id, status=ContractVersion.Status.PROPOSED
     ).update(status=ContractVersion.Status.REJECTED)
     ticket.refresh_from_db()
-    _audit(
+    audit_record(
         AuditEntry.Action.REJECTED,
         actor=reviewer,
         ticket=ticket,
@@ -232,19 +177,12 @@ def review_reject(*, ticket: ReviewTicket, reviewer: AbstractBaseUser, reason: s
 @transaction.atomic
 def review_rebase(*, ticket: ReviewTicket, actor: AbstractBaseUser | None) -> ReviewTicket:
     """Re-propose the same content on top of the current approved version."""
-    tool = Tool.objects.select_for_update(no_key=True).get(pk=ticket.tool_id)
+    tool_lock(tool_id=ticket.tool_id)
     ticket = ReviewTicket.objects.select_for_update().get(pk=ticket.pk)
     if ticket.status != ReviewTicket.Status.OPEN or not ticket.needs_rebase:
         raise ReviewError(f"Ticket #{ticket.pk} does not need a rebase.")
-    old = ticket.proposed
-    current = tool.current_version
-    version = ContractVersion.objects.get(pk=old.pk)
-    version.pk = None
-    version.number = (tool.versions.aggregate(n=Max("number"))["n"] or 0) + 1
-    version.based_on = current
-    version.status = ContractVersion.Status.PROPOSED
-    version.save()
-    ContractVersion.objects.filter(pk=old.pk).update(status=ContractVersion.Status.SUPERSEDED)
+    version = contract_version_rebase(version=ticket.proposed)
+    current = version.based_on
     # Approvals were given to a diff against the old base; the new diff needs fresh eyes.
     ticket.approvals.all().delete()
     ticket.base = current
@@ -255,7 +193,7 @@ def review_rebase(*, ticket: ReviewTicket, actor: AbstractBaseUser | None) -> Re
             version.risk.approvals_required, current.risk.approvals_required
         )
     ticket.save()
-    _audit(AuditEntry.Action.REBASED, actor=actor, ticket=ticket, version=version)
+    audit_record(AuditEntry.Action.REBASED, actor=actor, ticket=ticket, version=version)
     return ticket
 
 
@@ -275,15 +213,16 @@ def inferred_change_may_auto_publish(ticket: ReviewTicket) -> bool:
     return not has_poisoning(ticket_diff(ticket))
 
 
-def _audit(
+def audit_record(
     action: str,
     *,
     actor: AbstractBaseUser | None,
     ticket: ReviewTicket | None,
     version: ContractVersion,
     before_hash: str | None = None,
-    detail: dict | None = None,
+    detail: dict[str, Any] | None = None,
 ) -> AuditEntry:
+    """The one writer of audit entries (they are append-only)."""
     if before_hash is None:
         before_hash = version.based_on.content_hash if version.based_on else ""
     return AuditEntry.objects.create(
@@ -337,3 +276,108 @@ def _send(subject: str, body: str, recipients: list[str]) -> None:
 
 def reviewers_group() -> Group:
     return Group.objects.get(name=REVIEWERS_GROUP)
+
+
+@dataclass
+class ImportResult:
+    variables: int = 0
+    permissions: int = 0
+    proposed: list[str] = field(default_factory=list)
+    published: list[str] = field(default_factory=list)
+    unchanged: list[str] = field(default_factory=list)
+    applications: list[str] = field(default_factory=list)
+
+
+@transaction.atomic
+def registry_import(
+    *, data: Any, approve: bool = False, actor: AbstractBaseUser | None = None
+) -> ImportResult:
+    """Import a registry file (or a bare list of contracts); nothing is written if anything fails.
+
+    Without ``approve`` each new or changed contract becomes a proposal with a review ticket;
+    with it, each is published at once (an operator's bootstrap), audited as such.
+    """
+    checked = registry_file_check(data=data)
+    vocabulary_save(checked=checked)
+    result = ImportResult(variables=len(checked.variables), permissions=len(checked.permissions))
+    for document in checked.documents:
+        ticket = contract_propose(
+            document=document, author=actor, source="import", context=checked.context
+        )
+        if ticket is None:
+            result.unchanged.append(document["name"])
+        elif approve:
+            contract_publish(ticket=ticket, actor=actor)
+            result.published.append(document["name"])
+        else:
+            result.proposed.append(document["name"])
+    result.applications = [application.name for application in applications_save(checked=checked)]
+    return result
+
+
+@dataclass
+class DriftTicket:
+    ticket: ReviewTicket
+    created: bool
+    published: bool
+
+
+@transaction.atomic
+def drift_ticket_open_or_update(
+    *,
+    tool: Tool,
+    base: ContractVersion,
+    document: dict[str, Any],
+    evidence: dict[str, Any],
+    fingerprint: str,
+) -> DriftTicket | None:
+    """The one ticket of one drift: opened the first time, its evidence updated afterwards.
+
+    Idempotent on ``fingerprint`` (unique on tickets): a rerun, a retried task or two workers
+    racing find the same ticket. At a risk level that does not ticket drift but lets clean
+    inferred changes publish alone, a clean proposal is published at once (audited as
+    ``auto_published``). None when the proposal is not a valid contract (logged).
+    """
+    tool_lock(tool_id=tool.pk)  # tool first, as publishing does
+    ticket = ReviewTicket.objects.select_for_update().filter(fingerprint=fingerprint).first()
+    created = False
+    if ticket is None:
+        try:
+            with transaction.atomic():
+                ticket = contract_propose(
+                    document=document,
+                    author=None,
+                    source=ContractVersion.Source.INFERRED,
+                    evidence=evidence,
+                    fingerprint=fingerprint,
+                    kind=ReviewTicket.Kind.DRIFT,
+                )
+                created = ticket is not None
+        except IntegrityError:
+            # Another worker opened it between our read and our insert: one drift, one ticket.
+            ticket = ReviewTicket.objects.get(fingerprint=fingerprint)
+        except ContractInvalid as exc:
+            logger.warning("drift proposal for %s is not a valid contract: %s", tool.name, exc)
+            return None
+        if ticket is None:
+            return None
+    elif ticket.status == ReviewTicket.Status.OPEN and ticket.evidence != evidence:
+        ReviewTicket.objects.filter(pk=ticket.pk).update(evidence=evidence)
+        ticket.evidence = evidence
+        audit_record(
+            AuditEntry.Action.DRIFT_UPDATED,
+            actor=None,
+            ticket=ticket,
+            version=ticket.proposed,
+            before_hash=base.content_hash,
+            detail={"traces_since_version": evidence.get("traces_since_version")},
+        )
+    published = False
+    if (
+        not base.risk.ticket_on_drift
+        and ticket.status == ReviewTicket.Status.OPEN
+        and inferred_change_may_auto_publish(ticket)
+    ):
+        contract_publish(ticket=ticket, actor=None, action=AuditEntry.Action.AUTO_PUBLISHED)
+        published = True
+    return DriftTicket(ticket=ticket, created=created, published=published)

@@ -85,7 +85,7 @@ def test_create_runtime_token_prints_the_token_alone_on_its_last_line(capsys):
 def test_an_application_never_reads_another_applications_tools(vocabulary, runtime_client_factory):
     from conftest import contract
     from registry.models import Application, Tool
-    from registry.services import registry_import
+    from reviews.services import registry_import
 
     registry_import(
         data=[contract(), contract(name="hr.salary_lookup", description="Salaries.")], approve=True

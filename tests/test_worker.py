@@ -60,8 +60,8 @@ def drift_world():
     """The demo: a drifted high-risk payments tool among tools that keep their contracts."""
     import json
 
-    from learning.demo import demo_traces
-    from registry.services import registry_import
+    from demo.traces import demo_traces
+    from reviews.services import registry_import
 
     registry = json.loads((ROOT / "registry" / "demo" / "registry.json").read_text())
     registry_import(data=registry, approve=True)

@@ -4,7 +4,7 @@ from rest_framework.test import APIClient
 from api.services import runtime_token_create
 from conftest import contract
 from registry.models import Application, Permission, RiskLevel, Tool
-from registry.services import registry_import
+from reviews.services import registry_import
 
 
 @pytest.fixture

@@ -7,7 +7,7 @@ import pytest
 from django.core.cache import cache
 
 from registry.models import Application, Tool
-from registry.services import registry_import
+from reviews.services import registry_import
 
 pytestmark = pytest.mark.django_db
 EXAMPLE = Path(__file__).resolve().parents[2] / "docs" / "examples" / "retrieval_llm.json"

@@ -239,19 +239,19 @@ def test_a_warm_read_is_served_without_the_database(runtime, django_assert_num_q
 def test_a_process_keeps_the_revision_briefly_and_forgets_it_when_it_publishes(
     runtime, settings, proposer, reviewer, django_capture_on_commit_callbacks
 ):
-    from api.selectors import cached_revision, forget_revision
+    from registry.revision import revision_current, revision_forget
     from registry.models import Revision
 
     settings.REVISION_LOCAL_SECONDS = 60
-    forget_revision()
-    seen = cached_revision()
+    revision_forget()
+    seen = revision_current()
     Revision.objects.filter(pk=1).update(value=seen + 100)  # another process's change
     from django.core.cache import cache
 
     cache.clear()
-    assert cached_revision() == seen  # within the bound: the local copy answers
+    assert revision_current() == seen  # within the bound: the local copy answers
     with django_capture_on_commit_callbacks(execute=True):
         ticket = contract_propose(document=contract(description="Newer words."), author=proposer)
         review_approve(ticket=ticket, reviewer=reviewer)
-    assert cached_revision() == seen + 101  # this process published: it forgot its copy
-    forget_revision()
+    assert revision_current() == seen + 101  # this process published: it forgot its copy
+    revision_forget()

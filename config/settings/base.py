@@ -94,6 +94,7 @@ INSTALLED_APPS = [
     "reviews",
     "learning",
     "api",
+    "demo",
 ]
 
 MIDDLEWARE = [

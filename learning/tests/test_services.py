@@ -7,9 +7,10 @@ from django.utils import timezone
 
 from conftest import contract
 from learning.models import DriftReport, InferredContract, ToolStats, Trace
-from learning.services import tool_refresh, tools_with_new_traces, traces_ingest, traces_prune
+from learning.ingest import traces_ingest
+from learning.services import tool_refresh, tools_with_new_traces, traces_prune
 from registry.models import RiskLevel, Tool
-from registry.services import registry_import
+from reviews.services import registry_import
 from reviews.models import ReviewTicket
 
 pytestmark = pytest.mark.django_db
@@ -204,27 +205,3 @@ def test_refresh_contracts_command_and_inferred_export(get_event, capsys):
 def test_refresh_of_an_unknown_tool_name_is_a_clear_error(get_event):
     with pytest.raises(CommandError, match="no traces"):
         call_command("refresh_contracts", "--tool", "nope.nothing", "--no-progress")
-
-
-def test_on_the_demo_only_the_drifted_tool_drifts():
-    from pathlib import Path
-
-    from learning.demo import demo_traces
-    from learning.services import tools_refresh
-
-    registry = json.loads(
-        (Path(__file__).resolve().parents[2] / "registry/demo/registry.json").read_text()
-    )
-    registry_import(data=registry, approve=True)
-    traces_ingest(items=enumerate(demo_traces(registry)))
-    results = tools_refresh(tool_names=tools_with_new_traces())
-    assert [r.tool_name for r in results if r.drift] == ["payments.refund_charge"]
-    assert list(DriftReport.objects.values_list("tool__name", flat=True)) == [
-        "payments.refund_charge"
-    ]
-    ticket = ReviewTicket.objects.get(kind="drift")
-    assert set(ticket.proposed.requires) == {"charge_id", "approval_code"}
-    assert "refund_receipt_url" in ticket.proposed.produces
-    assert "approval_code" in ticket.proposed.input_schema["properties"]
-    unknown = InferredContract.objects.get(tool_name="crm.lookup_account")
-    assert unknown.tool is None and unknown.support > 0

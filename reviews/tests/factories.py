@@ -1,7 +1,6 @@
 from conftest import contract
-from registry.services import registry_import
 from reviews.models import ReviewTicket
-from reviews.services import contract_propose
+from reviews.services import contract_propose, registry_import
 
 
 def approved_tool(**overrides) -> None:

@@ -2,7 +2,7 @@ import pytest
 from django.core import mail
 
 from registry.models import ContractVersion, Revision, RiskLevel, Tool
-from registry.selectors import registry_revision
+from registry.revision import revision_stored
 from reviews.models import AuditEntry, ReviewError, ReviewTicket
 from reviews.services import (
     contract_propose,
@@ -34,7 +34,7 @@ def test_it_proposes_a_new_version_without_touching_the_approved_one(published, 
 
 def test_it_publishes_a_low_risk_change_after_one_approval(published, proposer, reviewer):
     ticket = change_ticket(proposer)
-    before = registry_revision()
+    before = revision_stored()
     version = review_approve(ticket=ticket, reviewer=reviewer)
     ticket.refresh_from_db()
     published.refresh_from_db()
@@ -42,7 +42,7 @@ def test_it_publishes_a_low_risk_change_after_one_approval(published, proposer, 
     assert ticket.status == ReviewTicket.Status.APPROVED
     assert published.current_version == version
     assert ContractVersion.objects.get(tool=published, number=1).status == "superseded"
-    assert registry_revision() == before + 1
+    assert revision_stored() == before + 1
     entry = AuditEntry.objects.get(ticket=ticket, action="published")
     assert entry.before_hash == ticket.base.content_hash
     assert entry.after_hash == version.content_hash

@@ -5,7 +5,7 @@ from collections.abc import Iterator
 from django.core.management.base import BaseCommand, CommandError
 from tqdm import tqdm
 
-from learning.services import traces_ingest
+from learning.ingest import traces_ingest
 
 
 class Command(BaseCommand):

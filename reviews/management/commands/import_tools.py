@@ -2,7 +2,8 @@ import json
 
 from django.core.management.base import BaseCommand, CommandError
 
-from registry.services import ImportInvalid, registry_import
+from registry.services import ImportInvalid
+from reviews.services import registry_import
 
 
 class Command(BaseCommand):

@@ -1,16 +1,19 @@
 import json
 from pathlib import Path
 
-from django.conf import settings
 from django.contrib.auth import get_user_model
 from django.contrib.auth.models import Group
 from django.core.management import call_command
 from django.core.management.base import BaseCommand
 from django.db import transaction
 
-from registry.services import registry_import
+from demo.traces import demo_traces
+from learning.ingest import traces_ingest
+from registry.models import Tool
+from reviews.models import ReviewTicket
+from reviews.services import contract_propose, registry_import
 
-DEMO_FILE = Path(settings.BASE_DIR) / "registry" / "demo" / "registry.json"
+DEMO_FILE = Path(__file__).resolve().parents[2] / "registry.json"
 DEMO_USERS = [
     # username, password, superuser, reviewer
     ("admin", "admin-demo-2026", True, True),
@@ -62,10 +65,6 @@ class Command(BaseCommand):
 
     def _proposal(self) -> None:
         """One open change by the proposer, so a reviewer has a diff to look at."""
-        from registry.models import Tool
-        from reviews.models import ReviewTicket
-        from reviews.services import contract_propose
-
         tool = Tool.objects.get(name="calendar.find_events")
         if ReviewTicket.objects.filter(tool=tool, kind=ReviewTicket.Kind.CHANGE).exists():
             return
@@ -80,9 +79,6 @@ class Command(BaseCommand):
         )
 
     def _traces(self) -> None:
-        from learning.demo import demo_traces
-        from learning.services import traces_ingest
-
         registry = json.loads(DEMO_FILE.read_text())
         result = traces_ingest(items=enumerate(demo_traces(registry)))
         self.stdout.write(

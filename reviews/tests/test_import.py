@@ -5,8 +5,9 @@ from django.core.management import CommandError, call_command
 
 from conftest import contract
 from registry.models import Application, ContractVersion, StateVariable, Tool
-from registry.services import ImportInvalid, contracts_export, registry_import
+from registry.services import ImportInvalid, contracts_export
 from reviews.models import AuditEntry, ReviewTicket
+from reviews.services import registry_import
 
 pytestmark = pytest.mark.django_db
 

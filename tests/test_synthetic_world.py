@@ -1,6 +1,6 @@
 """Inference recovers the synthetic world's contracts exactly, and finds its one drift."""
 
-from benchmarks import synthetic_world as world
+from demo import synthetic_world as world
 from learning.aggregates import aggregate_add, new_aggregate
 from learning.inference import contract_drift, infer_contract
 from learning.traces import trace_parse

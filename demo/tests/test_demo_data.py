@@ -1,6 +1,6 @@
 """The demo registry file is consistent: vocabulary, contracts, invariants, applications.
 
-Pure: reads registry/demo/registry.json; no database. ``load_demo`` and the end-to-end tests
+Pure: reads demo/registry.json; no database. ``load_demo`` and the end-to-end tests
 import this file, so a broken reference here would break them in a less readable way.
 """
 
@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 from jsonschema import Draft202012Validator
 
-REGISTRY_FILE = Path(__file__).resolve().parents[1] / "demo" / "registry.json"
+REGISTRY_FILE = Path(__file__).resolve().parents[1] / "registry.json"
 RISKS = {"low", "medium", "high"}
 PERMISSIONS = {"read", "write", "delete", "send", "external_api", "read_web", "payments", "admin"}
 NORMALIZERS = {"bool", "int", "float", "str", "lower", "strip", "json"}

@@ -77,41 +77,6 @@ def traces(world: dict, count: int, *, seed: int = 2, prefix: str = "run") -> It
         }
 
 
-def django_on_fresh_database(name: str, **env: str) -> None:
-    """Recreate PostgreSQL database ``name``, point Django at it, set up and migrate."""
-    import os
-    import subprocess
-
-    subprocess.run(["dropdb", "-h", "127.0.0.1", "-U", "postgres", "--if-exists", name], check=True)
-    subprocess.run(["createdb", "-h", "127.0.0.1", "-U", "postgres", name], check=True)
-    os.environ.update(
-        {
-            "DATABASE_URL": f"postgres://postgres@127.0.0.1:5432/{name}",
-            "DJANGO_SETTINGS_MODULE": "config.settings.local",
-            "DEBUG": "false",
-            **env,
-        }
-    )
-    import django
-    from django.core.management import call_command
-
-    django.setup()
-    call_command("migrate", verbosity=0)
-
-
-def import_approved(world: dict, folder: str) -> str:
-    """Write ``world`` as a registry file in ``folder`` and publish it; return the file's path."""
-    import os
-
-    from django.core.management import call_command
-
-    path = os.path.join(folder, "registry.json")
-    with open(path, "w", encoding="utf-8") as handle:
-        json.dump(world, handle)
-    call_command("import_tools", path, "--approve")
-    return path
-
-
 def write_jsonl(path: str, items: Iterator[dict]) -> int:
     count = 0
     with open(path, "w", encoding="utf-8") as handle:
@@ -123,7 +88,7 @@ def write_jsonl(path: str, items: Iterator[dict]) -> int:
 
 
 if __name__ == "__main__":
-    # python -m benchmarks.world REGISTRY.json OUT.jsonl COUNT SEED PREFIX
+    # python -m demo.scaled_world REGISTRY.json OUT.jsonl COUNT SEED PREFIX
     import sys
 
     registry_path, out, count, seed, prefix = sys.argv[1:6]

@@ -1,6 +1,6 @@
 """The demo traces: well formed, deterministic, faithful to every contract but the drifted one.
 
-Pure: reads registry/demo/registry.json and runs the generator; no database.
+Pure: reads demo/registry.json and runs the generator; no database.
 """
 
 from __future__ import annotations
@@ -16,9 +16,9 @@ from typing import Any
 import pytest
 from jsonschema import Draft202012Validator
 
-from learning.demo import DRIFTED_TOOL, UNREGISTERED_TOOL, demo_traces
+from demo.traces import DRIFTED_TOOL, UNREGISTERED_TOOL, demo_traces
 
-REGISTRY_FILE = Path(__file__).resolve().parents[2] / "registry" / "demo" / "registry.json"
+REGISTRY_FILE = Path(__file__).resolve().parents[1] / "demo" / "registry.json"
 START = datetime(2026, 11, 5, 12, 0, tzinfo=UTC)
 FIELDS = {
     "trace_id", "step", "tool", "args", "status", "state_before", "state_after", "output",

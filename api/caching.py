@@ -1,0 +1,135 @@
+"""HTTP caching of the runtime API's reads: strong ETags, 304s and rendered bodies.
+
+The registry revision moves whenever anything a runtime can see changes, so a tag made of
+(revision, caller, normalised URL) names the exact body. A matching ``If-None-Match`` is answered
+304 right after authentication, before any contract row is read, and a body rendered once is
+kept in the shared cache under its tag and served again without the database.
+
+Views using ``ConditionalMixin`` implement ``read()``; ``get()`` is the mixin's.
+"""
+
+import hashlib
+from collections import OrderedDict
+from collections.abc import Callable, Hashable
+from typing import Any, Generic, TypeVar
+
+from django.core.cache import cache
+from django.http import HttpResponse
+from django.utils.cache import patch_cache_control
+from rest_framework import status
+from rest_framework.exceptions import ValidationError
+from rest_framework.request import Request
+from rest_framework.response import Response
+
+from registry.revision import revision_current
+
+from .auth import Runtime
+
+RESPONSE_CACHE_SECONDS = 300
+
+T = TypeVar("T")
+
+
+def known_parameters(view: Any) -> frozenset[str]:
+    """The query parameters a view understands: its filters', its paginator's and its own."""
+    names = set(getattr(view, "query_parameters", ()))
+    filterset = getattr(view, "filterset_class", None)
+    if filterset is not None:
+        names |= set(filterset.base_filters)
+    paginator = getattr(view, "pagination_class", None)
+    if paginator is not None:
+        names |= {paginator.page_query_param, paginator.page_size_query_param} - {None}
+    return frozenset(names)
+
+
+def etag_for(*, revision: int, caller: str, request: Request, known: frozenset[str]) -> str:
+    """The tag of (revision, caller, path, known parameters in a canonical order).
+
+    Only known parameters count, each once, sorted: junk added to a URL can neither make a new
+    cache entry nor a new tag (unknown parameters are refused before this).
+    """
+    params = sorted(
+        (name, request.query_params.get(name, "")) for name in known & set(request.query_params)
+    )
+    key = f"{revision}|{caller}|{request.path}|{params!r}"
+    return '"' + hashlib.sha256(key.encode()).hexdigest()[:32] + '"'
+
+
+class ConditionalMixin:
+    """Strong ETag, 304 and cached bodies for a read view."""
+
+    cache_seconds = 5
+    etag_value: str | None = None
+    query_parameters: tuple[str, ...] = ()
+
+    def caller(self, request: Request) -> str:
+        user = request.user
+        return f"app-{user.application.pk}" if isinstance(user, Runtime) else "staff"
+
+    def get(self, request: Request, *args: Any, **kwargs: Any) -> HttpResponse:
+        known = known_parameters(self)
+        unknown = sorted(set(request.query_params) - known)
+        if unknown:
+            raise ValidationError(
+                {
+                    "query": [
+                        f"unknown parameter(s): {', '.join(unknown)}; "
+                        f"known: {', '.join(sorted(known)) or 'none'}"
+                    ]
+                }
+            )
+        self.etag_value = etag_for(
+            revision=revision_current(), caller=self.caller(request), request=request, known=known
+        )
+        sent = [tag.strip() for tag in request.headers.get("If-None-Match", "").split(",")]
+        if self.etag_value in sent:
+            return Response(status=status.HTTP_304_NOT_MODIFIED)
+        cached = cache.get(f"registry:response:{self.etag_value}")
+        if cached is not None:
+            return HttpResponse(cached, content_type="application/json")
+        return self.read(request, *args, **kwargs)
+
+    def read(self, request: Request, *args: Any, **kwargs: Any) -> Response:
+        raise NotImplementedError
+
+    def finalize_response(
+        self, request: Request, response: HttpResponse, *args: Any, **kwargs: Any
+    ) -> HttpResponse:
+        response = super().finalize_response(request, response, *args, **kwargs)  # type: ignore[misc]
+        if (
+            self.etag_value
+            and response.status_code == 200
+            and isinstance(response, Response)
+            and not response.is_rendered
+        ):
+            response.add_post_render_callback(self._remember)
+        if self.etag_value and response.status_code in (200, 304):
+            response["ETag"] = self.etag_value
+            patch_cache_control(
+                response, private=True, max_age=self.cache_seconds, must_revalidate=True
+            )
+        return response
+
+    def _remember(self, response: HttpResponse) -> HttpResponse:
+        cache.set(f"registry:response:{self.etag_value}", response.content, RESPONSE_CACHE_SECONDS)
+        return response
+
+
+class ProcessCache(Generic[T]):
+    """A small bounded map kept in this process, for objects that are not bytes (a Python
+    object graph cannot go to Redis cheaply). Keys carry the registry revision, so a stale
+    entry is never reached again, and the bound keeps memory flat."""
+
+    def __init__(self, size: int):
+        self.size = size
+        self._entries: OrderedDict[Hashable, T] = OrderedDict()
+
+    def get_or_build(self, key: Hashable, build: Callable[[], T]) -> T:
+        if key in self._entries:
+            self._entries.move_to_end(key)
+            return self._entries[key]
+        value = build()
+        self._entries[key] = value
+        while len(self._entries) > self.size:
+            self._entries.popitem(last=False)
+        return value

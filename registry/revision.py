@@ -1,0 +1,62 @@
+"""The registry revision: one counter that moves whenever what runtimes may see changes.
+
+Runtimes poll it and every ETag is derived from it, so this module is its one owner:
+
+- ``revision_bump()`` moves it inside the writing transaction; once the change commits, the
+  shared cache's copy and this process's copy are dropped.
+- ``revision_current()`` is what readers use: this process's copy for at most
+  ``settings.REVISION_LOCAL_SECONDS`` (every API read needs it), then the shared cache, then the
+  database. The local bound is how long another process's change can go unseen.
+- ``revision_forget()`` drops this process's copy.
+- ``revision_stored()`` reads the database, bypassing every cache.
+"""
+
+import time
+from typing import Any
+
+from django.conf import settings
+from django.core.cache import cache
+from django.db import transaction
+from django.db.models import F
+from django.utils import timezone
+
+from .models import Revision
+
+CACHE_KEY = "registry:revision"
+# A safety net for caches a publishing process cannot reach (the embedded default's locmem).
+CACHE_SECONDS = 2
+
+_local: dict[str, Any] = {"value": 0, "until": 0.0}
+
+
+def revision_stored() -> int:
+    return Revision.objects.filter(pk=1).values_list("value", flat=True).first() or 0
+
+
+def revision_bump() -> None:
+    """Move the counter; cached copies are dropped once the change commits."""
+    if not Revision.objects.filter(pk=1).update(value=F("value") + 1, changed_at=timezone.now()):
+        Revision.objects.create(pk=1, value=1)
+    transaction.on_commit(_forget_everywhere)
+
+
+def revision_current() -> int:
+    now = time.monotonic()
+    if _local["until"] > now:
+        return int(_local["value"])
+    revision = cache.get(CACHE_KEY)
+    if revision is None:
+        revision = revision_stored()
+        cache.set(CACHE_KEY, revision, CACHE_SECONDS)
+    _local.update(value=revision, until=now + settings.REVISION_LOCAL_SECONDS)
+    return int(revision)
+
+
+def revision_forget() -> None:
+    """This process's copy goes (other processes let theirs expire within the bound)."""
+    _local["until"] = 0.0
+
+
+def _forget_everywhere() -> None:
+    cache.delete(CACHE_KEY)
+    revision_forget()

@@ -1,8 +1,10 @@
 """Field-by-field diff of two contract documents.
 
 Pure Python (no Django): the review ticket page renders ``contract_diff``'s result, and the
-publishing service calls ``has_poisoning`` on it to refuse auto-approval. The texts a model
-reads are checked by ``reviews.poisoning``, and each flag is attached where it was found.
+publishing service calls ``has_poisoning`` on it to refuse auto-approval. Which fields there
+are, what an absent one means and how each is compared come from ``registry.contract.FIELDS``;
+the texts a model reads are checked by ``reviews.poisoning``, and each flag is attached where
+it was found.
 """
 
 from __future__ import annotations
@@ -14,56 +16,13 @@ import re
 from collections.abc import Iterable, Mapping
 from typing import Any, NamedTuple
 
+from registry.contract import BOOKKEEPING_KEYS, FIELDS, FIELDS_BY_NAME, empty_value
+
 from .poisoning import Flag, poisoning_flags, visible
 
 FieldDiff = dict[str, Any]
 
 DEFAULT_RISK_RANK = {"low": 1, "medium": 2, "high": 3}
-
-# Field order on the review page: what the model reads first, then what the runtime enforces.
-FIELD_ORDER = (
-    "name",
-    "description",
-    "input_schema",
-    "output_schema",
-    "requires",
-    "produces",
-    "effects",
-    "risk",
-    "permissions",
-    "cost",
-    "invariants",
-    "config_params",
-    "dependencies",
-    "resource_limits",
-    "status",
-)
-# The version number is bookkeeping (the content hash ignores it too), not a change to review.
-IGNORED_FIELDS = frozenset({"version"})
-SET_FIELDS = frozenset({"requires", "produces", "permissions", "dependencies"})
-SCHEMA_FIELDS = frozenset({"input_schema", "output_schema"})
-MAPPING_FIELDS = frozenset({"effects", "cost", "resource_limits"})
-# Keyed list fields: (field, identifying key, the text inside each entry that a model reads).
-KEYED_FIELDS = {"invariants": ("id", "rule"), "config_params": ("key", "description")}
-# An absent field and its empty value mean the same contract; comparing through these
-# defaults keeps "permissions: []" versus a missing key from showing up as a change.
-EMPTY_VALUES: dict[str, Any] = {
-    "name": None,
-    "description": "",
-    "input_schema": {},
-    "output_schema": {},
-    "requires": [],
-    "produces": [],
-    "effects": {},
-    "risk": None,
-    "permissions": [],
-    "cost": {},
-    "invariants": [],
-    "config_params": [],
-    "dependencies": [],
-    "resource_limits": {},
-    "status": "active",
-}
 SCHEMA_TEXT_KEYWORDS = ("description", "title")
 # difflib is quadratic on pathological input; past this many tokens (words or lines) let it
 # ignore very frequent ones as anchors.
@@ -192,17 +151,18 @@ def contract_diff(
 ) -> dict[str, Any]:
     """What changed from ``base`` (None for a new tool) to ``proposed``, field by field.
 
-    Returns ``{"changed", "new_tool", "fields", "flags"}``; only changed fields are listed,
-    in ``FIELD_ORDER`` (unknown fields after, by name). Every field entry has ``field``,
-    ``kind``, ``base``, ``proposed``, ``base_json``, ``proposed_json`` and ``flags``, plus
-    what its kind adds. The result is JSON-serialisable and shares nothing with the inputs.
+    Returns ``{"changed", "new_tool", "fields", "flags"}``; only changed fields are listed, in
+    the order of ``registry.contract.FIELDS`` (unknown fields after, by name). Every field entry
+    has ``field``, ``kind``, ``base``, ``proposed``, ``base_json``, ``proposed_json`` and
+    ``flags``, plus what its kind adds. The result is JSON-serialisable and shares nothing with
+    the inputs.
     """
     base_doc: dict[str, Any] = copy.deepcopy(dict(base)) if base is not None else {}
     proposed_doc: dict[str, Any] = copy.deepcopy(dict(proposed))
     ranks = dict(DEFAULT_RISK_RANK if risk_rank is None else risk_rank)
-    extra = sorted((set(base_doc) | set(proposed_doc)) - set(FIELD_ORDER) - IGNORED_FIELDS)
+    extra = sorted((set(base_doc) | set(proposed_doc)) - FIELDS_BY_NAME.keys() - BOOKKEEPING_KEYS)
     fields = []
-    for name in (*FIELD_ORDER, *extra):
+    for name in (*(field.name for field in FIELDS), *extra):
         before = _with_default(name, base_doc.get(name))
         after = _with_default(name, proposed_doc.get(name))
         if before == after:
@@ -223,7 +183,9 @@ def has_poisoning(diff: Mapping[str, Any]) -> bool:
 
 
 def _with_default(name: str, value: Any) -> Any:
-    return EMPTY_VALUES.get(name) if value is None else value
+    # An absent field and its empty value mean the same contract; comparing through the
+    # empties keeps "permissions: []" versus a missing key from showing up as a change.
+    return empty_value(name) if value is None else value
 
 
 def _as_json(value: Any) -> str:
@@ -237,18 +199,25 @@ def _located(flags: list[Flag], *, field: str, where: str) -> list[Flag]:
 def _field_diff(
     name: str, before: Any, after: Any, *, new_tool: bool, ranks: dict[str, int]
 ) -> FieldDiff | None:
-    if name == "description" and isinstance(before, str) and isinstance(after, str):
+    # Unknown fields, and values of the wrong type, are shown as plain values.
+    field = FIELDS_BY_NAME.get(name)
+    kind = field.diff if field is not None else "value"
+    if kind == "text" and isinstance(before, str) and isinstance(after, str):
         return _text_diff(name, before, after, new_tool=new_tool)
-    if name in SCHEMA_FIELDS and isinstance(before, Mapping) and isinstance(after, Mapping):
+    if kind == "schema" and isinstance(before, Mapping) and isinstance(after, Mapping):
         return _schema_diff(name, before, after, new_tool=new_tool)
-    if name in SET_FIELDS and isinstance(before, list) and isinstance(after, list):
+    if kind == "set" and isinstance(before, list) and isinstance(after, list):
         return _set_diff(name, before, after)
-    if name in KEYED_FIELDS and isinstance(before, list) and isinstance(after, list):
-        key_name, text_key = KEYED_FIELDS[name]
+    if (
+        kind == "keyed"
+        and field is not None
+        and isinstance(before, list)
+        and isinstance(after, list)
+    ):
         return _keyed_diff(
-            name, before, after, key_name=key_name, text_key=text_key, new_tool=new_tool
+            name, before, after, key_name=field.key, text_key=field.text, new_tool=new_tool
         )
-    if name in MAPPING_FIELDS and isinstance(before, Mapping) and isinstance(after, Mapping):
+    if kind == "mapping" and isinstance(before, Mapping) and isinstance(after, Mapping):
         return _mapping_diff(name, before, after)
     entry: FieldDiff = {
         "field": name,
@@ -257,7 +226,7 @@ def _field_diff(
         "proposed": after,
         "flags": [],
     }
-    if name == "risk":
+    if kind == "risk":
         base_rank = ranks.get(before) if isinstance(before, str) else None
         proposed_rank = ranks.get(after) if isinstance(after, str) else None
         entry["base_rank"] = base_rank

@@ -6,8 +6,10 @@ import json
 
 import pytest
 
-from reviews.diff import FIELD_ORDER, contract_diff, has_poisoning, text_rows, text_words
+from registry.contract import FIELDS
+from reviews.diff import contract_diff, has_poisoning, text_rows, text_words
 
+FIELD_ORDER = tuple(entry.name for entry in FIELDS)
 ZWSP = "\u200b"
 
 

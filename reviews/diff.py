@@ -1,17 +1,10 @@
-"""Field-by-field diff of two contract documents, and the tool-poisoning checks reviewers rely on.
+"""Field-by-field diff of two contract documents.
 
 Pure Python (no Django): the review ticket page renders ``contract_diff``'s result, and the
-publishing service calls ``has_poisoning`` on it to refuse auto-approval.
-
-Texts an LLM reads (the description, invariant rules, schema ``description``/``title``
-keywords, config-param descriptions) are attack surface: a proposal can hide instructions
-in them that a reviewer skims past. ``poisoning_flags`` looks for the known tricks, and
-only counts problems the base text did not already have, so an old, reviewed quirk does not
-block every later change.
-
-Nothing here escapes HTML (the template does); what it does do is spell invisible
-characters out as ``<U+200B>`` in excerpts and diff text, because a reviewer cannot judge
-what they cannot see.
+publishing service calls ``has_poisoning`` on it to refuse auto-approval. Which fields there
+are, what an absent one means and how each is compared come from ``registry.contract.FIELDS``;
+the texts a model reads are checked by ``reviews.poisoning``, and each flag is attached where
+it was found.
 """
 
 from __future__ import annotations
@@ -20,790 +13,20 @@ import copy
 import difflib
 import json
 import re
-import unicodedata
-from collections import Counter
 from collections.abc import Iterable, Mapping
 from typing import Any, NamedTuple
 
-Flag = dict[str, str]
+from registry.contract import BOOKKEEPING_KEYS, FIELDS, FIELDS_BY_NAME, empty_value
+
+from .poisoning import Flag, poisoning_flags, visible
+
 FieldDiff = dict[str, Any]
 
 DEFAULT_RISK_RANK = {"low": 1, "medium": 2, "high": 3}
-
-# Field order on the review page: what the model reads first, then what the runtime enforces.
-FIELD_ORDER = (
-    "name",
-    "description",
-    "input_schema",
-    "output_schema",
-    "requires",
-    "produces",
-    "effects",
-    "risk",
-    "permissions",
-    "cost",
-    "invariants",
-    "config_params",
-    "dependencies",
-    "resource_limits",
-    "status",
-)
-# The version number is bookkeeping (the content hash ignores it too), not a change to review.
-IGNORED_FIELDS = frozenset({"version"})
-SET_FIELDS = frozenset({"requires", "produces", "permissions", "dependencies"})
-SCHEMA_FIELDS = frozenset({"input_schema", "output_schema"})
-MAPPING_FIELDS = frozenset({"effects", "cost", "resource_limits"})
-# Keyed list fields: (field, identifying key, the text inside each entry that a model reads).
-KEYED_FIELDS = {"invariants": ("id", "rule"), "config_params": ("key", "description")}
-# An absent field and its empty value mean the same contract; comparing through these
-# defaults keeps "permissions: []" versus a missing key from showing up as a change.
-EMPTY_VALUES: dict[str, Any] = {
-    "name": None,
-    "description": "",
-    "input_schema": {},
-    "output_schema": {},
-    "requires": [],
-    "produces": [],
-    "effects": {},
-    "risk": None,
-    "permissions": [],
-    "cost": {},
-    "invariants": [],
-    "config_params": [],
-    "dependencies": [],
-    "resource_limits": {},
-    "status": "active",
-}
 SCHEMA_TEXT_KEYWORDS = ("description", "title")
-
-# --- Thresholds ------------------------------------------------------------------------------
-# A tool description is usually one paragraph of a few hundred characters; past 2,000, with no
-# base to compare with, it is long enough to bury a payload and worth a look.
-EXCESSIVE_LENGTH = 2000
-# With a base: flag when the text more than triples *and* gains at least this many characters,
-# so a 40-character description growing to 150 is not flagged but a payload appended is.
-EXCESSIVE_GROWTH_FACTOR = 3
-EXCESSIVE_GROWTH_MIN_CHARS = 500
 # difflib is quadratic on pathological input; past this many tokens (words or lines) let it
 # ignore very frequent ones as anchors.
 AUTOJUNK_ABOVE_TOKENS = 4000
-EXCERPT_CONTEXT = 30
-EXCERPT_SPAN = 120
-HIDDEN_RUN_SHOWN = 8
-
-
-# === Invisible characters ======================================================================
-
-_TAG_BLOCK_START = 0xE0000
-_TAG_PRINTABLE = range(0xE0020, 0xE007F)
-_VARIATION_SELECTORS = frozenset(
-    [*range(0xFE00, 0xFE10), *range(0xE0100, 0xE01F0), *range(0x180B, 0x1810)]
-)
-# Blank letters, marks and symbols that render as nothing though Unicode does not class them
-# as format characters: COMBINING GRAPHEME JOINER, Hangul fillers, Khmer inherent vowels,
-# BRAILLE PATTERN BLANK.
-_BLANK_NON_FORMAT = frozenset({0x034F, 0x115F, 0x1160, 0x3164, 0xFFA0, 0x17B4, 0x17B5, 0x2800})
-_EMOJI_PRESENTATION = frozenset({0xFE0E, 0xFE0F})
-_ZERO_WIDTH_JOINER = 0x200D
-_BIDI_CONTROLS = frozenset([0x061C, 0x200E, 0x200F, *range(0x202A, 0x202F), *range(0x2066, 0x206A)])
-# Subdivision flags (England, Scotland, Wales) are the one ordinary use of tag characters.
-_SUBDIVISION_FLAG = re.compile(
-    "\U0001f3f4[\U000e0030-\U000e0039\U000e0061-\U000e007a]{2,6}\U000e007f"
-)
-
-
-def hidden_positions(text: str) -> set[int]:
-    """Indexes of characters a reader does not see: format (Cf) and control characters,
-    variation selectors and blank fillers; emoji sequences keep their joiners and selectors."""
-    exempt = {
-        index
-        for match in _SUBDIVISION_FLAG.finditer(text)
-        for index in range(match.start() + 1, match.end())
-    }
-    hidden: set[int] = set()
-    for index, char in enumerate(text):
-        if index in exempt or char in "\t\n\r":
-            continue
-        codepoint = ord(char)
-        if (
-            codepoint in _EMOJI_PRESENTATION
-            and index > 0
-            and _may_take_emoji_style(text[index - 1])
-        ):
-            continue
-        if (
-            codepoint == _ZERO_WIDTH_JOINER
-            and 0 < index < len(text) - 1
-            and _is_emoji_part(text[index - 1])
-            and _is_emoji_part(text[index + 1])
-        ):
-            continue
-        if (
-            unicodedata.category(char) in ("Cf", "Cc")
-            or codepoint in _VARIATION_SELECTORS
-            or codepoint in _BLANK_NON_FORMAT
-        ):
-            hidden.add(index)
-    return hidden
-
-
-def _may_take_emoji_style(previous: str) -> bool:
-    # One selector after a symbol, digit or '#' is how "❤️" and keycaps are spelled; after a
-    # letter, a space or another selector it only carries smuggled data.
-    return (
-        unicodedata.category(previous)[0] not in "LZMC"
-        and ord(previous) not in _VARIATION_SELECTORS
-    )
-
-
-def _is_emoji_part(char: str) -> bool:
-    return unicodedata.category(char) in ("So", "Sk") or ord(char) in _EMOJI_PRESENTATION
-
-
-def visible(text: str) -> str:
-    """``text`` with every hidden character spelled out as ``<U+XXXX>``."""
-    return _visible(text, 0, len(text), hidden_positions(text))
-
-
-def _visible(text: str, start: int, end: int, hidden: set[int]) -> str:
-    parts: list[str] = []
-    index = start
-    while index < end:
-        if index not in hidden:
-            parts.append(text[index])
-            index += 1
-            continue
-        run_end = index
-        while run_end < end and run_end in hidden:
-            run_end += 1
-        run = text[index:run_end]
-        # A smuggled message can be thousands of tag characters; a few show what is there.
-        shown = run if len(run) <= HIDDEN_RUN_SHOWN + 2 else run[:HIDDEN_RUN_SHOWN]
-        parts.extend(f"<U+{ord(char):04X}>" for char in shown)
-        if len(shown) < len(run):
-            parts.append(f"<+{len(run) - len(shown)} more hidden>")
-        index = run_end
-    return "".join(parts)
-
-
-def _runs(positions: Iterable[int]) -> list[tuple[int, int]]:
-    runs: list[tuple[int, int]] = []
-    for position in sorted(positions):
-        if runs and runs[-1][1] == position:
-            runs[-1] = (runs[-1][0], position + 1)
-        else:
-            runs.append((position, position + 1))
-    return runs
-
-
-def _decode_tags(run: str) -> str:
-    """Tag characters mirror ASCII (U+E0041 is 'A'): the text someone hid in them."""
-    return "".join(chr(ord(char) - _TAG_BLOCK_START) for char in run if ord(char) in _TAG_PRINTABLE)
-
-
-# === Normalised views ==========================================================================
-# Patterns run on a normalised copy of the text so that the usual evasions (a zero-width space
-# inside "ig<U+200B>nore", Cyrillic letters, fullwidth letters, instructions written in tag
-# characters) do not defeat them; ``origin`` maps each normalised character back to the
-# original index so excerpts quote what was really written.
-
-_PUNCTUATION = {"\u2018": "'", "\u2019": "'", "\u02bc": "'", "\u201c": '"', "\u201d": '"'}
-
-# Letters of other scripts that look like Latin ones (after Unicode's confusables.txt,
-# keeping only the pairs that are indistinguishable in common fonts).
-CONFUSABLE_WITH_LATIN = {
-    # Cyrillic
-    "а": "a", "е": "e", "һ": "h", "і": "i", "ј": "j", "о": "o", "р": "p", "с": "c",
-    "ѕ": "s", "у": "y", "х": "x", "ԁ": "d", "ԛ": "q", "ԝ": "w", "ӏ": "l",
-    "А": "A", "В": "B", "Е": "E", "К": "K", "М": "M", "Н": "H", "О": "O", "Р": "P", "С": "C",
-    "Т": "T", "Х": "X", "У": "Y", "І": "I", "Ј": "J", "Ѕ": "S", "Ү": "Y", "Ԛ": "Q", "Ԝ": "W",
-    "Ӏ": "I",
-    # Greek
-    "α": "a", "ο": "o", "ν": "v", "ρ": "p", "ι": "i", "κ": "k", "υ": "u", "χ": "x", "γ": "y",
-    "ϲ": "c", "ϳ": "j",
-    "Α": "A", "Β": "B", "Ε": "E", "Ζ": "Z", "Η": "H", "Ι": "I", "Κ": "K", "Μ": "M", "Ν": "N",
-    "Ο": "O", "Ρ": "P", "Τ": "T", "Υ": "Y", "Χ": "X", "Ϲ": "C", "Ϳ": "J",
-    # Armenian
-    "օ": "o", "ս": "u", "հ": "h", "ո": "n", "զ": "q", "ց": "g", "Տ": "S", "Օ": "O", "Ս": "U",
-    "Լ": "L",
-    # Cherokee
-    "\u13aa": "A", "\u13f4": "B", "\u13df": "C", "\u13a0": "D", "\u13ac": "E", "\u13bb": "H",
-    "\u13ab": "J", "\u13e6": "K", "\u13de": "L", "\u13b7": "M", "\u13e2": "P", "\u13da": "S",
-    "\u13a2": "T", "\u13d9": "V", "\u13b3": "W", "\u13c3": "Z",
-}  # fmt: skip
-
-
-def _skeleton_of(char: str) -> str:
-    char = _PUNCTUATION.get(char, char)
-    folded = []
-    for part in unicodedata.normalize("NFKD", char):
-        if unicodedata.category(part) == "Mn":
-            continue
-        folded.append(CONFUSABLE_WITH_LATIN.get(part, part))
-    return "".join(folded)
-
-
-def _view(text: str, hidden: set[int], *, skeleton: bool) -> tuple[str, list[int]]:
-    """Hidden characters dropped (tag text decoded in place), then NFKC, or, for the
-    skeleton, NFKD without accents and with look-alike letters read as Latin."""
-    chars: list[str] = []
-    origin: list[int] = []
-
-    def emit(value: str, index: int) -> None:
-        chars.extend(value)
-        origin.extend([index] * len(value))
-
-    index = 0
-    while index < len(text):
-        if index in hidden:
-            run_end = index
-            while run_end < len(text) and run_end in hidden:
-                run_end += 1
-            if _decode_tags(text[index:run_end]):
-                # Spaces keep the hidden words from gluing onto their visible neighbours.
-                emit(" ", index)
-                for tag_index in range(index, run_end):
-                    emit(_decode_tags(text[tag_index]), tag_index)
-                emit(" ", run_end - 1)
-            index = run_end
-            continue
-        char = text[index]
-        emit(_skeleton_of(char) if skeleton else unicodedata.normalize("NFKC", char), index)
-        index += 1
-    return "".join(chars), origin
-
-
-# === Patterns ==================================================================================
-# Each entry: (id, what it means for the reviewer, regex). Matched case-insensitively against
-# the skeleton (instructions) or NFKC (markup) view of the text. Extend these lists rather
-# than special-casing callers; every pattern needs a positive and a negative test.
-
-INSTRUCTION_PATTERNS: tuple[tuple[str, str, str], ...] = (
-    (
-        "ignore_instructions",
-        "tells the model to ignore or override the instructions it was given",
-        r"\b(?:ignore|disregard|forget|override|bypass)\s+(?:all\s+|any\s+)?(?:of\s+)?"
-        r"(?:the\s+|your\s+|my\s+|these\s+|those\s+)?"
-        r"(?:previous|prior|above|earlier|preceding|other|system|original|existing|safety"
-        r"|developer|former)?\s*(?:instructions?|prompts?|rules|guidelines|directives|guardrails)\b"
-        r"|\b(?:ignore|disregard|forget)\s+(?:everything|all)\s+(?:above|before|previously"
-        r"|prior|you\s+(?:were|have\s+been)\s+told)\b",
-    ),
-    (
-        "replacement_instructions",
-        "claims to give the model new or real instructions",
-        r"\b(?:your|the)\s+(?:new|real|actual|true|updated|secret)\s+instructions\b"
-        r"|\bnew\s+instructions\s*:",
-    ),
-    (
-        "system_prompt",
-        "talks about the system or developer prompt",
-        r"\b(?:system|developer)\s+(?:prompt|message|instructions)\b"
-        r"|\bhidden\s+(?:prompt|instructions)\b",
-    ),
-    (
-        "role_markup",
-        "uses chat-role or emphasis tags addressed to the model",
-        r"<\s*/?\s*(?:important|system|instructions?|secret|hidden|admin|assistant|tool_call"
-        r"|sys)\s*>|<\|\s*(?:im_start|im_end|system|endoftext|assistant)\s*\|>|\[/?INST\]"
-        r"|<<\s*/?SYS\s*>>|^[ \t]*(?:system|assistant)[ \t]*:",
-    ),
-    (
-        "addresses_model",
-        "speaks to the AI reading it rather than describing the tool",
-        r"\b(?:note|message|instructions?)\s+(?:to|for)\s+(?:the\s+)?(?:ai|assistant|llm|model"
-        r"|agent|claude|gpt|chatgpt)\b|\b(?:dear|hey|attention)\s*,?\s+(?:ai|assistant|llm"
-        r"|model|agent|claude|gpt|chatgpt)\b|\bif\s+you\s+are\s+an?\s+(?:ai|llm|language\s+model"
-        r"|assistant|agent)\b",
-    ),
-    (
-        "always_call",
-        "tells the model to always call a tool",
-        r"\b(?:must|should|shall|need\s+to|have\s+to)\s+always\s+(?:call|invoke|use|run|execute"
-        r"|trigger)\b|\balways\s+(?:call|invoke|run|execute)\s+(?:this|the|it)\b",
-    ),
-    (
-        "call_before_others",
-        "tells the model to call this tool before, or instead of, other tools",
-        r"\bbefore\s+(?:using|calling|invoking|running)\s+(?:any|every|all|each|another)\s+"
-        r"(?:other\s+)?(?:tools?|functions?)\b"
-        r"|\b(?:instead\s+of|rather\s+than)\s+(?:using|calling|invoking)\s+(?:the\s+|any\s+)?"
-        r"[\w.`'\"-]*\s*(?:tool|function)s?\b"
-        r"|\b(?:do\s+not|don't|never)\s+(?:use|call|invoke)\s+(?:any\s+)?(?:other|another"
-        r"|the\s+other)\s+(?:tools?|functions?)\b",
-    ),
-    (
-        "conceal_from_user",
-        "tells the model to hide something from the user",
-        r"\b(?:do\s+not|don't|never|must\s+not|should\s+not|without)\s+(?:tell|telling|inform"
-        r"|informing|mention|mentioning|notify|notifying|reveal|revealing|alert|alerting"
-        r"|disclose|disclosing)\b[^.!?\n]{0,30}?\b(?:user|human|customer|operator)s?\b"
-        r"|\bwithout\s+the\s+(?:user|human)(?:'s)?\s+(?:knowledge|knowing|noticing|consent)\b"
-        r"|\b(?:the\s+)?(?:user|human)\s+(?:must|should)\s+(?:not|never)\s+(?:know|see|notice"
-        r"|find\s+out|be\s+told)\b|\b(?:keep|this\s+is)\s+(?:this|it)\s+(?:a\s+)?secret\b"
-        r"|\b(?:silently|secretly|quietly|covertly)\s+(?:send|call|include|add|forward|copy"
-        r"|upload|read|invoke|append)\b",
-    ),
-    (
-        "exfiltration",
-        "tells the model to send data to an outside address",
-        r"\b(?:send|post|upload|forward|transmit|exfiltrate|leak|e-?mail|copy|report|submit)\w*"
-        r"\b[^\n]{0,80}?\b(?:to|at|via|into)\s+(?:https?://|ftps?://|www\.|[\w.+-]+@[\w-]+"
-        r"(?:\.[\w-]+)+)",
-    ),
-    (
-        "sensitive_files",
-        "names files that hold keys, passwords or agent configuration",
-        r"~/?\.(?:ssh|aws|gnupg|netrc|npmrc|pypirc|docker|kube|cursor)\b"
-        r"|\bid_(?:rsa|dsa|ecdsa|ed25519)\b|/etc/(?:passwd|shadow|sudoers)\b"
-        r"|\.aws/credentials\b|\.git-credentials\b|\bmcp\.json\b"
-        r"|\bclaude_desktop_config\.json\b|(?<![\w.])\.env\b",
-    ),
-    (
-        "secret_harvesting",
-        "asks the model to put secrets or the conversation into a call",
-        r"\b(?:include|attach|append|embed|paste|insert|send|output|print|reveal|leak|upload"
-        r"|forward|copy|share|exfiltrate)\w*\b[^.!?\n]{0,60}?\b(?:contents?\s+of\s+[~/.]"
-        r"|(?:private|secret|ssh|signing)\s+keys?\b|passwords?\b(?!\s+reset)|credentials\b"
-        r"|api[\s_-]?keys?\b|access[\s_-]?tokens?\b|session\s+(?:cookies?|tokens?)\b"
-        r"|(?:entire|full|whole|previous|prior|earlier)\s+(?:conversation|chat|messages?"
-        r"|context)\b|(?:conversation|chat|message)\s+history\b|system\s+prompt\b)",
-    ),
-    (
-        "persona_override",
-        "tries to change who the model is or lift its limits",
-        r"\byou\s+are\s+now\b|\bpretend\s+(?:to\s+be|you\s+are)\b|\bfrom\s+now\s+on,?\s+you\b"
-        r"|\bjailbr(?:ea|o)k|\b(?:developer|god|dan)\s+mode\b"
-        r"|\bno\s+(?:longer\s+)?(?:bound|restricted)\s+by\b",
-    ),
-)
-
-HIDDEN_MARKUP_PATTERNS: tuple[tuple[str, str, str], ...] = (
-    (
-        "html_comment",
-        "an HTML comment: renderers hide it, the model reads it",
-        r"<!--.*?(?:-->|\Z)",
-    ),
-    (
-        "hiding_tag",
-        "a tag styled or marked to hide its text",
-        r"<\s*[a-z][\w:-]{0,40}\b[^<>]{0,400}?(?:\bhidden\b|display\s*:\s*none"
-        r"|visibility\s*:\s*(?:hidden|collapse)|font-size\s*:\s*0(?![\d.]*[1-9])"
-        r"|opacity\s*:\s*0(?![\d.]*[1-9])"
-        r"|(?:max-)?(?:width|height)\s*:\s*0(?![\d.]*[1-9])|color\s*:\s*(?:white|transparent"
-        r"|#fff(?:fff)?\b))[^<>]{0,400}>",
-    ),
-    (
-        "non_rendered_element",
-        "an element whose content is not displayed (script, style, template, collapsed details)",
-        r"<\s*(?:script|style|template|noscript|iframe|object|embed|details|meta)\b[^<>]{0,400}>",
-    ),
-    (
-        "markdown_comment",
-        "a Markdown reference-link comment, which renderers hide",
-        r"^[ \t]*\[[^\]\n]*\]:\s*(?:#|<>)[ \t]*[(\"']",
-    ),
-    (
-        "whitespace_flood",
-        "a long run of blank space that pushes the text after it out of view",
-        r"[ \t]{40,}|(?:[ \t]*\n){8,}",
-    ),
-)
-
-_PATTERN_FLAGS = re.IGNORECASE | re.MULTILINE | re.DOTALL
-_INSTRUCTIONS = [
-    (pid, meaning, re.compile(rx, _PATTERN_FLAGS)) for pid, meaning, rx in INSTRUCTION_PATTERNS
-]
-_MARKUP = [
-    (pid, meaning, re.compile(rx, _PATTERN_FLAGS)) for pid, meaning, rx in HIDDEN_MARKUP_PATTERNS
-]
-
-# Links with a scheme, "www." hosts, script/data URIs, and bare hosts under common TLDs (a
-# model follows "evil.example.com/collect" as readily as a full URL). File-like endings
-# such as .sh or .zip are left out: they are names of files far more often than of hosts.
-_URL = re.compile(
-    r"\b(?:https?|ftps?|wss?|file|ipfs)://[^\s<>\"'`]+"
-    r"|\bwww\.[^\s<>\"'`]+"
-    r"|\b(?:javascript|vbscript):[^\s<>\"'`]*"
-    r"|\bdata:[a-z]+/[\w.+-]+[;,][^\s<>\"'`]*"
-    r"|\b(?:[a-z0-9](?:[a-z0-9-]{0,61}[a-z0-9])?\.){1,8}"
-    r"(?:com|net|org|io|ai|dev|app|xyz|top|info|biz|ru|cn|site|online|me|cc|tk|ly|gg|link|click)"
-    r"\b(?:/[^\s<>\"'`]*)?",
-    re.IGNORECASE,
-)
-_URL_TRAILING = ".,;:!?'\""
-
-# === Scripts and homoglyphs ====================================================================
-
-# Names whose first word is not a script ("MODIFIER LETTER APOSTROPHE", ordinal indicators).
-_NOT_A_SCRIPT = frozenset({"MODIFIER", "FEMININE", "MASCULINE", "COMBINING"})
-# Japanese, Chinese and Korean text mixes these scripts inside one word as a matter of course.
-_CJK_FAMILY = ("CJK", "HIRAGANA", "KATAKANA", "HANGUL", "BOPOMOFO", "IDEOGRAPHIC")
-# Greek letters that English text uses as symbols glued to Latin ones ("μs", "kΩ", "Δt");
-# none of them passes for a Latin letter.
-GREEK_SYMBOLS = frozenset("μΩΔπλθσΣΦ")
-# Whole-word confusables only mean something inside text that is otherwise Latin.
-_MOSTLY_LATIN_SHARE = 0.8
-_WHOLE_WORD_CONFUSABLE_MIN_LETTERS = 3
-
-
-def _script(char: str) -> str | None:
-    """The script a letter belongs to, judged by its compatibility form (so '𝐢' is LATIN)."""
-    folded = unicodedata.normalize("NFKC", char)
-    name = unicodedata.name(folded[0] if folded else char, "")
-    first_word = name.split(" ", 1)[0]
-    if not first_word or first_word in _NOT_A_SCRIPT:
-        return None
-    if first_word.startswith(_CJK_FAMILY):
-        return "CJK"
-    return first_word
-
-
-# Only scripts whose letters can pass for one another make a mixed word suspicious. Japanese
-# or Thai text glues Latin words to its own letters without spaces ("IDで指定"), and no kana
-# passes for a Latin letter.
-LOOK_ALIKE_SCRIPTS = frozenset(
-    {"LATIN", "COPTIC", "LISU"}
-    | {script for char in CONFUSABLE_WITH_LATIN if (script := _script(char))}
-)
-
-
-def _is_styled(char: str, *, text_has_cjk: bool) -> bool:
-    """Fullwidth, mathematical and letterlike look-alikes of ASCII letters ('ｉ', '𝐢', and
-    KELVIN SIGN for 'K')."""
-    if char.isascii() or char in "ªº":
-        return False
-    folded = unicodedata.normalize("NFKC", char)
-    if folded == char or not (folded.isascii() and folded.isalpha()):
-        return False
-    name = unicodedata.name(char, "")
-    if "LIGATURE" in name:
-        return False  # 'ﬁ' comes from copy-pasted PDFs, not from attackers
-    # Fullwidth Latin letters are ordinary in Japanese and Chinese text.
-    return not (text_has_cjk and name.startswith("FULLWIDTH"))
-
-
-def _words(text: str, hidden: set[int]) -> list[tuple[int, int]]:
-    """Spans of letters and combining marks; hidden characters and everything else split."""
-    spans: list[tuple[int, int]] = []
-    start = None
-    for index, char in enumerate(text):
-        inside = index not in hidden and unicodedata.category(char)[0] in "LM"
-        if inside and start is None:
-            start = index
-        elif not inside and start is not None:
-            spans.append((start, index))
-            start = None
-    if start is not None:
-        spans.append((start, len(text)))
-    return spans
-
-
-def _describe_char(char: str) -> str:
-    return f"'{char}' ({unicodedata.name(char, 'unnamed')}, U+{ord(char):04X})"
-
-
-# === Findings ==================================================================================
-
-
-class _Finding(NamedTuple):
-    start: int
-    end: int
-    code: str
-    message: str
-    # What makes two findings "the same problem" across base and proposed text; compared as
-    # a multiset, so a second zero-width space is new even when the base had one.
-    signature: tuple[str, ...]
-
-
-def _invisible_findings(text: str, hidden: set[int]) -> list[_Finding]:
-    findings = []
-    for start, end in _runs(hidden):
-        run = text[start:end]
-        notes = []
-        if any(ord(char) in _BIDI_CONTROLS for char in run):
-            notes.append("bidirectional controls that reorder what the reader sees")
-        names = []
-        for char in dict.fromkeys(run):
-            if _TAG_BLOCK_START <= ord(char) < _TAG_BLOCK_START + 0x80:
-                label = "TAG characters (U+E0000 block)"
-            else:
-                label = f"{unicodedata.name(char, 'control character')} (U+{ord(char):04X})"
-            if label not in names:
-                names.append(label)
-        message = f"{len(run)} invisible character{'s' if len(run) > 1 else ''}: " + ", ".join(
-            names[:4]
-        )
-        if len(names) > 4:
-            message += f" and {len(names) - 4} more kinds"
-        if notes:
-            message += "; " + "; ".join(notes)
-        hidden_text = _decode_tags(run)
-        if hidden_text:
-            shown = hidden_text if len(hidden_text) <= 200 else hidden_text[:200] + "…"
-            message += f"; they spell out hidden text: {shown!r}"
-        signature = ("invisible_character", *(f"{ord(char):X}" for char in run))
-        findings.append(_Finding(start, end, "invisible_character", message, signature))
-    return findings
-
-
-def _homoglyph_findings(text: str, hidden: set[int]) -> list[_Finding]:
-    spans = _words(text, hidden)
-    scripted = [
-        script
-        for start, end in spans
-        for char in text[start:end]
-        if unicodedata.category(char)[0] == "L" and (script := _script(char))
-    ]
-    text_has_cjk = "CJK" in scripted
-    latin_share = scripted.count("LATIN") / len(scripted) if scripted else 0.0
-    findings = []
-    for start, end in spans:
-        word = text[start:end]
-        word_letters = [char for char in word if unicodedata.category(char)[0] == "L"]
-        scripts = Counter(script for char in word_letters if (script := _script(char)))
-        reads_as = "".join(_skeleton_of(char) for char in word)
-        message = None
-        styled = [char for char in word_letters if _is_styled(char, text_has_cjk=text_has_cjk)]
-        look_alike_scripts = Counter(
-            {script: count for script, count in scripts.items() if script in LOOK_ALIKE_SCRIPTS}
-        )
-        if len(look_alike_scripts) > 1 and not _is_latin_with_greek_symbols(
-            word_letters, look_alike_scripts
-        ):
-            # Name the letters that do not belong: the non-Latin ones when Latin is involved,
-            # since a Latin reading is what the disguise is after.
-            usual = "LATIN" if "LATIN" in scripts else look_alike_scripts.most_common(1)[0][0]
-            odd = [
-                char
-                for char in dict.fromkeys(word_letters)
-                if _script(char) != usual and _script(char) in LOOK_ALIKE_SCRIPTS
-            ]
-            message = (
-                f"'{word}' mixes {' and '.join(s.title() for s in look_alike_scripts)} letters "
-                f"({', '.join(_describe_char(char) for char in odd[:3])}); it reads as '{reads_as}'"
-            )
-        elif styled:
-            message = (
-                f"'{word}' uses look-alike styled letters "
-                f"({', '.join(_describe_char(char) for char in dict.fromkeys(styled[:3]))}) "
-                f"that read as '{reads_as}' but slip past text filters"
-            )
-        elif (
-            len(scripts) == 1
-            and next(iter(scripts)) not in ("LATIN", "CJK")
-            and len(word_letters) >= _WHOLE_WORD_CONFUSABLE_MIN_LETTERS
-            and all(char in CONFUSABLE_WITH_LATIN for char in word_letters)
-            and latin_share >= _MOSTLY_LATIN_SHARE
-        ):
-            # A Russian word in Russian text is fine; "рор" spelled only with Cyrillic
-            # look-alikes inside an English paragraph exists to be misread.
-            script = next(iter(scripts)).title()
-            message = (
-                f"'{word}' is written in {script} letters that all look Latin: "
-                f"it reads as '{reads_as}'"
-            )
-        if message:
-            findings.append(_Finding(start, end, "homoglyph", message, ("homoglyph", word)))
-    return findings
-
-
-def _is_latin_with_greek_symbols(letters: list[str], scripts: Counter[str]) -> bool:
-    if set(scripts) != {"LATIN", "GREEK"}:
-        return False
-    greek = [unicodedata.normalize("NFKC", char) for char in letters if _script(char) == "GREEK"]
-    return all(char in GREEK_SYMBOLS for char in greek)
-
-
-def _pattern_findings(
-    view: tuple[str, list[int]],
-    patterns: list[tuple[str, str, re.Pattern[str]]],
-    code: str,
-) -> list[_Finding]:
-    normalised, origin = view
-    findings = []
-    seen_spans: set[tuple[int, int]] = set()
-    for pattern_id, meaning, regex in patterns:
-        for match in regex.finditer(normalised):
-            if match.end() <= match.start():
-                continue
-            start, end = origin[match.start()], origin[match.end() - 1] + 1
-            if (start, end) in seen_spans:
-                continue
-            seen_spans.add((start, end))
-            matched = " ".join(match.group().lower().split())
-            findings.append(_Finding(start, end, code, meaning, (code, pattern_id, matched[:80])))
-    return findings
-
-
-def _urls(view: tuple[str, list[int]]) -> list[tuple[int, int, str]]:
-    normalised, origin = view
-    found = []
-    for match in _URL.finditer(normalised):
-        url = match.group()
-        while url and (
-            url[-1] in _URL_TRAILING
-            or (
-                url[-1] in ")]}"
-                and url.count(url[-1]) > url.count({")": "(", "]": "[", "}": "{"}[url[-1]])
-            )
-        ):
-            url = url[:-1]
-        if not url:
-            continue
-        last = match.start() + len(url) - 1
-        found.append((origin[match.start()], origin[last] + 1, url))
-    return found
-
-
-def _url_key(url: str) -> str:
-    return url.lower().rstrip("/")
-
-
-def _findings(text: str, hidden: set[int]) -> list[_Finding]:
-    skeleton = _view(text, hidden, skeleton=True)
-    revealed = _view(text, hidden, skeleton=False)
-    return [
-        *_invisible_findings(text, hidden),
-        *_homoglyph_findings(text, hidden),
-        *_pattern_findings(skeleton, _INSTRUCTIONS, "instruction_to_model"),
-        *_pattern_findings(revealed, _MARKUP, "hidden_markup"),
-    ]
-
-
-def _excerpt(text: str, start: int, end: int, hidden: set[int]) -> str:
-    left = max(0, start - EXCERPT_CONTEXT)
-    right = min(len(text), end + EXCERPT_CONTEXT)
-    if end - start > EXCERPT_SPAN:
-        half = EXCERPT_SPAN // 2
-        middle = (
-            _visible(text, start, start + half, hidden)
-            + " … "
-            + _visible(text, end - half, end, hidden)
-        )
-    else:
-        middle = _visible(text, start, end, hidden)
-    return (
-        ("…" if left > 0 else "")
-        + _visible(text, left, start, hidden)
-        + middle
-        + _visible(text, end, right, hidden)
-        + ("…" if right < len(text) else "")
-    )
-
-
-CODE_ORDER = (
-    "invisible_character",
-    "homoglyph",
-    "instruction_to_model",
-    "hidden_markup",
-    "url_added",
-    "excessive_length",
-)
-
-
-def poisoning_flags(text: str, *, base_text: str | None = None) -> list[Flag]:
-    """Signs of tool poisoning in ``text``, each ``{"code", "message", "excerpt"}``.
-
-    With ``base_text``, only problems the base did not already have are reported: a flag
-    whose signature (the same invisible run, the same mixed-script word, the same matched
-    phrase) occurs as often in the base is an old, reviewed one. Codes:
-    ``invisible_character``, ``homoglyph``, ``instruction_to_model``, ``hidden_markup``,
-    ``url_added``, ``excessive_length``. Flags come in reading order (excessive_length last);
-    neighbouring matches of one kind are merged into one flag.
-    """
-    if not isinstance(text, str) or not text:
-        return []
-    base = base_text if isinstance(base_text, str) else ""
-    hidden = hidden_positions(text)
-    findings = _findings(text, hidden)
-    if base:
-        already = Counter(finding.signature for finding in _findings(base, hidden_positions(base)))
-        fresh = []
-        for finding in findings:
-            if already[finding.signature] > 0:
-                already[finding.signature] -= 1
-            else:
-                fresh.append(finding)
-        findings = fresh
-
-    known_urls = {
-        _url_key(url) for _, _, url in _urls(_view(base, hidden_positions(base), skeleton=False))
-    }
-    reported_urls: set[str] = set()
-    for start, end, url in _urls(_view(text, hidden, skeleton=False)):
-        key = _url_key(url)
-        if key in known_urls or key in reported_urls:
-            continue
-        reported_urls.add(key)
-        message = f"a link the base text does not have: {url}" if base else f"a link: {url}"
-        findings.append(_Finding(start, end, "url_added", message, ("url_added", key)))
-
-    findings = _merge_neighbours(findings)
-    findings.sort(key=lambda finding: (finding.start, CODE_ORDER.index(finding.code)))
-    flags = [
-        {"code": f.code, "message": f.message, "excerpt": _excerpt(text, f.start, f.end, hidden)}
-        for f in findings
-    ]
-    length_flag = _excessive_length_flag(text, base, hidden)
-    if length_flag:
-        flags.append(length_flag)
-    return flags
-
-
-# Matches this close together are one sentence: "the contents of ~/.ssh/id_rsa" is one
-# problem for the reviewer, not three.
-_MERGE_GAP = 2
-_MERGED_CODES = frozenset({"instruction_to_model", "hidden_markup"})
-
-
-def _merge_neighbours(findings: list[_Finding]) -> list[_Finding]:
-    # Runs after the comparison with the base, which needs each match on its own.
-    merged: list[_Finding] = []
-    for finding in sorted(findings, key=lambda finding: (finding.code, finding.start)):
-        last = merged[-1] if merged else None
-        if (
-            last is not None
-            and finding.code in _MERGED_CODES
-            and finding.code == last.code
-            and finding.start <= last.end + _MERGE_GAP
-        ):
-            message = last.message
-            if finding.message not in message.split("; "):
-                message += "; " + finding.message
-            merged[-1] = last._replace(
-                end=max(last.end, finding.end),
-                message=message,
-                signature=last.signature + finding.signature,
-            )
-        else:
-            merged.append(finding)
-    return merged
-
-
-def _excessive_length_flag(text: str, base: str, hidden: set[int]) -> Flag | None:
-    if base:
-        grew = (
-            len(text) > EXCESSIVE_GROWTH_FACTOR * len(base)
-            and len(text) - len(base) >= EXCESSIVE_GROWTH_MIN_CHARS
-        )
-        crossed = len(text) > EXCESSIVE_LENGTH >= len(base)
-        if not (grew or crossed):
-            return None
-        message = f"the text grew from {len(base):,} to {len(text):,} characters"
-    else:
-        if len(text) <= EXCESSIVE_LENGTH:
-            return None
-        message = f"the text is {len(text):,} characters long (more than {EXCESSIVE_LENGTH:,})"
-    # Show where the new material starts: payloads are usually appended to a normal text.
-    common = 0
-    for old, new in zip(base, text, strict=False):
-        if old != new:
-            break
-        common += 1
-    end = min(len(text), common + EXCERPT_SPAN)
-    excerpt = _visible(text, common, end, hidden) + ("…" if end < len(text) else "")
-    return {"code": "excessive_length", "message": message, "excerpt": excerpt}
 
 
 # === Text diffs ================================================================================
@@ -928,17 +151,18 @@ def contract_diff(
 ) -> dict[str, Any]:
     """What changed from ``base`` (None for a new tool) to ``proposed``, field by field.
 
-    Returns ``{"changed", "new_tool", "fields", "flags"}``; only changed fields are listed,
-    in ``FIELD_ORDER`` (unknown fields after, by name). Every field entry has ``field``,
-    ``kind``, ``base``, ``proposed``, ``base_json``, ``proposed_json`` and ``flags``, plus
-    what its kind adds. The result is JSON-serialisable and shares nothing with the inputs.
+    Returns ``{"changed", "new_tool", "fields", "flags"}``; only changed fields are listed, in
+    the order of ``registry.contract.FIELDS`` (unknown fields after, by name). Every field entry
+    has ``field``, ``kind``, ``base``, ``proposed``, ``base_json``, ``proposed_json`` and
+    ``flags``, plus what its kind adds. The result is JSON-serialisable and shares nothing with
+    the inputs.
     """
     base_doc: dict[str, Any] = copy.deepcopy(dict(base)) if base is not None else {}
     proposed_doc: dict[str, Any] = copy.deepcopy(dict(proposed))
     ranks = dict(DEFAULT_RISK_RANK if risk_rank is None else risk_rank)
-    extra = sorted((set(base_doc) | set(proposed_doc)) - set(FIELD_ORDER) - IGNORED_FIELDS)
+    extra = sorted((set(base_doc) | set(proposed_doc)) - FIELDS_BY_NAME.keys() - BOOKKEEPING_KEYS)
     fields = []
-    for name in (*FIELD_ORDER, *extra):
+    for name in (*(field.name for field in FIELDS), *extra):
         before = _with_default(name, base_doc.get(name))
         after = _with_default(name, proposed_doc.get(name))
         if before == after:
@@ -959,7 +183,9 @@ def has_poisoning(diff: Mapping[str, Any]) -> bool:
 
 
 def _with_default(name: str, value: Any) -> Any:
-    return EMPTY_VALUES.get(name) if value is None else value
+    # An absent field and its empty value mean the same contract; comparing through the
+    # empties keeps "permissions: []" versus a missing key from showing up as a change.
+    return empty_value(name) if value is None else value
 
 
 def _as_json(value: Any) -> str:
@@ -973,18 +199,25 @@ def _located(flags: list[Flag], *, field: str, where: str) -> list[Flag]:
 def _field_diff(
     name: str, before: Any, after: Any, *, new_tool: bool, ranks: dict[str, int]
 ) -> FieldDiff | None:
-    if name == "description" and isinstance(before, str) and isinstance(after, str):
+    # Unknown fields, and values of the wrong type, are shown as plain values.
+    field = FIELDS_BY_NAME.get(name)
+    kind = field.diff if field is not None else "value"
+    if kind == "text" and isinstance(before, str) and isinstance(after, str):
         return _text_diff(name, before, after, new_tool=new_tool)
-    if name in SCHEMA_FIELDS and isinstance(before, Mapping) and isinstance(after, Mapping):
+    if kind == "schema" and isinstance(before, Mapping) and isinstance(after, Mapping):
         return _schema_diff(name, before, after, new_tool=new_tool)
-    if name in SET_FIELDS and isinstance(before, list) and isinstance(after, list):
+    if kind == "set" and isinstance(before, list) and isinstance(after, list):
         return _set_diff(name, before, after)
-    if name in KEYED_FIELDS and isinstance(before, list) and isinstance(after, list):
-        key_name, text_key = KEYED_FIELDS[name]
+    if (
+        kind == "keyed"
+        and field is not None
+        and isinstance(before, list)
+        and isinstance(after, list)
+    ):
         return _keyed_diff(
-            name, before, after, key_name=key_name, text_key=text_key, new_tool=new_tool
+            name, before, after, key_name=field.key, text_key=field.text, new_tool=new_tool
         )
-    if name in MAPPING_FIELDS and isinstance(before, Mapping) and isinstance(after, Mapping):
+    if kind == "mapping" and isinstance(before, Mapping) and isinstance(after, Mapping):
         return _mapping_diff(name, before, after)
     entry: FieldDiff = {
         "field": name,
@@ -993,7 +226,7 @@ def _field_diff(
         "proposed": after,
         "flags": [],
     }
-    if name == "risk":
+    if kind == "risk":
         base_rank = ranks.get(before) if isinstance(before, str) else None
         proposed_rank = ranks.get(after) if isinstance(after, str) else None
         entry["base_rank"] = base_rank

@@ -31,5 +31,3 @@ def import_approved(world: dict, folder: str) -> str:
         json.dump(world, handle)
     call_command("import_tools", path, "--approve")
     return path
-
-

@@ -463,7 +463,6 @@ def main() -> None:
     postgres("start")
     redis_start()
     from benchmarks import database
-    from demo import scaled_world as world
 
     env = {
         "REDIS_URL": "redis://127.0.0.1:6379/5",

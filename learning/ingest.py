@@ -280,5 +280,3 @@ def stats_locked(tool_names: list[str]) -> list[ToolStats]:
             stats.traces_since_version = 0
         stats.aggregate = stats.aggregate or new_aggregate()
     return rows
-
-

@@ -43,4 +43,3 @@ def approved_versions() -> QuerySet[ContractVersion]:
         .select_related("tool", "risk")
         .order_by("tool__name")
     )
-

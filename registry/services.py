@@ -223,8 +223,10 @@ def _application_save(data: dict[str, Any]) -> Application:
 
 def tool_lock(*, tool_id: int) -> Tool:
     """The tool row, locked until the transaction ends (``FOR NO KEY UPDATE``)."""
-    return Tool.objects.select_for_update(no_key=True).select_related("current_version").get(
-        pk=tool_id
+    return (
+        Tool.objects.select_for_update(no_key=True)
+        .select_related("current_version")
+        .get(pk=tool_id)
     )
 
 

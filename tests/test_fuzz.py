@@ -46,9 +46,7 @@ def test_the_api_holds_under_generated_requests(connections_kept_open):
     from api.services import runtime_token_create
     from reviews.services import registry_import
 
-    registry_import(
-        data=json.loads((ROOT / "demo/registry.json").read_text()), approve=True
-    )
+    registry_import(data=json.loads((ROOT / "demo/registry.json").read_text()), approve=True)
     _, token = runtime_token_create(
         application_name="fuzz", scopes=["contracts:read", "traces:write"]
     )

@@ -239,8 +239,8 @@ def test_a_warm_read_is_served_without_the_database(runtime, django_assert_num_q
 def test_a_process_keeps_the_revision_briefly_and_forgets_it_when_it_publishes(
     runtime, settings, proposer, reviewer, django_capture_on_commit_callbacks
 ):
-    from registry.revision import revision_current, revision_forget
     from registry.models import Revision
+    from registry.revision import revision_current, revision_forget
 
     settings.REVISION_LOCAL_SECONDS = 60
     revision_forget()

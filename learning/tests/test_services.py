@@ -6,12 +6,12 @@ from django.core.management import CommandError, call_command
 from django.utils import timezone
 
 from conftest import contract
-from learning.models import DriftReport, InferredContract, ToolStats, Trace
 from learning.ingest import traces_ingest
+from learning.models import DriftReport, InferredContract, ToolStats, Trace
 from learning.services import tool_refresh, tools_with_new_traces, traces_prune
 from registry.models import RiskLevel, Tool
-from reviews.services import registry_import
 from reviews.models import ReviewTicket
+from reviews.services import registry_import
 
 pytestmark = pytest.mark.django_db
 

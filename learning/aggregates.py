@@ -19,6 +19,8 @@ MAX_EXAMPLES = 5
 # Durations: bucket i holds [BASE**i, BASE**(i+1)) ms; 1.15 keeps percentiles within 7.5%.
 BUCKET_BASE = 1.15
 MIN_FLOW_LENGTH = 3  # a value shorter than this ("ok", "1") matches too much to prove a flow
+MAX_SOURCES = 50
+OPERATOR = "operator"
 TYPES = ("string", "integer", "number", "boolean", "array", "object", "null")
 
 
@@ -31,6 +33,7 @@ def new_aggregate() -> dict:
         "args": {},
         "durations": {},
         "overflow": 0,
+        "sources": {},
     }
 
 
@@ -156,6 +159,8 @@ def aggregate_add(agg: dict, trace: dict) -> None:
                 entry["added_ok"] += 1
                 _example(entry, trace_id)
 
+    _count_source(agg, trace.get("application_id"))
+
     duration = trace.get("duration_ms")
     if isinstance(duration, int | float) and not isinstance(duration, bool) and duration >= 0:
         bucket = str(int(math.log(max(duration, 1), BUCKET_BASE)))
@@ -185,6 +190,18 @@ def aggregate_merge(into: dict, other: dict) -> None:
             target["from"][source] = target["from"].get(source, 0) + count
     for bucket, count in other.get("durations", {}).items():
         into["durations"][bucket] = into["durations"].get(bucket, 0) + count
+    for source, count in other.get("sources", {}).items():
+        _count_source(into, source, count)
+
+
+def _count_source(agg: dict, application_id: Any, count: int = 1) -> None:
+    """How many traces each application reported (``operator``: imports naming none); bounded:
+    past MAX_SOURCES applications the rest count under ``other``."""
+    sources = agg.setdefault("sources", {})
+    key = OPERATOR if application_id in (None, OPERATOR) else str(application_id)
+    if key not in sources and len(sources) >= MAX_SOURCES:
+        key = "other"
+    sources[key] = sources.get(key, 0) + count
 
 
 def aggregate_percentile(agg: dict, q: float) -> float | None:

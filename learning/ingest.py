@@ -14,13 +14,14 @@ import logging
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from itertools import islice
+from typing import Any
 
 from django.conf import settings
 from django.db import connection, transaction
 from django.utils import timezone
 
-from registry.models import Tool
-from registry.selectors import alias_map
+from registry.models import Application, Tool
+from registry.selectors import alias_map, tool_names_visible
 
 from .aggregates import aggregate_add, aggregate_merge, new_aggregate
 from .models import ToolStats, Trace
@@ -28,7 +29,10 @@ from .traces import trace_parse
 
 logger = logging.getLogger(__name__)
 FOLD_BATCH = 5000
-TRACE_FIELDS = ["trace_id", "step", "status", "args", "state_before", "state_after", "duration_ms"]
+TRACE_FIELDS = [
+    "trace_id", "step", "status", "args", "state_before", "state_after", "duration_ms",
+    "application_id",
+]  # fmt: skip
 
 
 @dataclass
@@ -41,7 +45,7 @@ class IngestResult:
 def traces_ingest(
     *,
     items: Iterable[tuple[int, object]],
-    application=None,
+    application: Application | None = None,
     batch_size: int | None = None,
 ) -> IngestResult:
     """Store valid traces in batches, skip duplicates of (trace_id, step), report the rest.
@@ -49,15 +53,22 @@ def traces_ingest(
     ``items`` pairs each trace with where it came from (a list index, a line number), which
     problems report. Each batch commits on its own: a bad line late in a file never loses the
     good ones before it, and memory stays bounded by the batch size.
+
+    Traces belong to ``application`` (None: an operator's import, trusted with every tool). A
+    trace of a tool the application may not see is treated exactly like one of an unregistered
+    name, so a runtime learns nothing of tools it cannot see: both are kept within the
+    application's allowance of unregistered names and never count toward a registered tool's
+    learning; past the allowance both are refused with the same reason.
     """
     batch_size = batch_size or settings.TRACE_BATCH_SIZE
     aliases = alias_map()
     tools = dict(Tool.objects.values_list("name", "pk"))
+    visible = tool_names_visible(application)
     result = IngestResult()
     iterator = iter(items)
     application_id = application.pk if application else None
     while batch := list(islice(iterator, batch_size)):
-        rows: dict[tuple[str, int], dict] = {}
+        rows: dict[tuple[str, int], dict[str, Any]] = {}
         for index, item in batch:
             trace, errors = trace_parse(item, aliases=aliases)
             if errors:
@@ -69,43 +80,96 @@ def traces_ingest(
             if key in rows:
                 result.duplicates += 1
                 continue
+            known = trace["tool"] in visible
             rows[key] = {
                 **trace,
+                "index": index,
                 "tool_name": trace["tool"],
-                "tool_id": tools.get(trace["tool"]),
-                "unknown_tool": trace["tool"] not in tools,
+                "tool_id": tools.get(trace["tool"]) if known else None,
+                "unknown_tool": not known,
+                # A registered tool the application may not see: kept like an unknown name,
+                # never folded into that tool's learning.
+                "foldable": known or trace["tool"] not in tools,
                 "error": trace["error"] or "",
                 "application_id": application_id,
             }
         if not rows:
             continue
         with transaction.atomic():
+            if application is not None:
+                for key in _over_allowance(application, rows):
+                    row = rows.pop(key)
+                    result.rejected.append(
+                        {
+                            "index": row["index"],
+                            "field": "tool",
+                            "reason": unknown_tool_reason(row["tool_name"], application),
+                        }
+                    )
+            if not rows:
+                continue
             # Either way, exactly the rows this transaction stored come back, to be folded once;
-            # a (trace_id, step) stored before, or by a concurrent writer, is a duplicate.
+            # a (trace_id, step) this application stored before, or a concurrent writer did, is
+            # a duplicate.
             if connection.vendor == "postgresql":
                 stored = _insert_returning(list(rows.values()))
             else:
                 Trace.objects.bulk_create(
                     [Trace(**_model_fields(row)) for row in rows.values()], ignore_conflicts=True
                 )
-                stored = _claim_inserted(rows)
-            by_tool: dict[str, list[dict]] = {}
+                stored = _claim_inserted(rows, application_id=application_id)
+            by_tool: dict[str, list[dict[str, Any]]] = {}
             for row in stored:
-                by_tool.setdefault(row["tool_name"], []).append(row)
+                if row["foldable"]:
+                    by_tool.setdefault(row["tool_name"], []).append(row)
             _fold(by_tool, received_at=None)
         result.accepted += len(stored)
         result.duplicates += len(rows) - len(stored)
     return result
 
 
+def unknown_tool_reason(name: str, application: Application) -> str:
+    # The same words for an unregistered name and a tool the application may not see.
+    return (
+        f"{name!r} is not a tool this application may use, and it has reported the "
+        f"{application.unknown_tool_names} unregistered tool names it may"
+    )
+
+
+def _over_allowance(
+    application: Application, rows: dict[tuple[str, int], dict[str, Any]]
+) -> list[tuple[str, int]]:
+    """Keys of rows whose unregistered name would take the application past its allowance.
+
+    The application row is locked while names are counted, so two concurrent batches cannot
+    both take the last place.
+    """
+    names = {row["tool_name"] for row in rows.values() if row["unknown_tool"]}
+    if not names:
+        return []
+    list(Application.objects.select_for_update().filter(pk=application.pk).values_list("pk"))
+    used = set(
+        Trace.objects.filter(application=application, unknown_tool=True)
+        .values_list("tool_name", flat=True)
+        .distinct()
+    )
+    room = max(application.unknown_tool_names - len(used), 0)
+    admitted = used | set(sorted(names - used)[:room])
+    return [
+        key for key, row in rows.items() if row["unknown_tool"] and row["tool_name"] not in admitted
+    ]
+
+
 def _model_fields(row: dict) -> dict:
     return {column: row[column] for column in TRACE_COLUMNS if column in row}
 
 
-def _claim_inserted(rows: dict[tuple[str, int], dict]) -> list[dict]:
+def _claim_inserted(
+    rows: dict[tuple[str, int], dict[str, Any]], *, application_id: int | None
+) -> list[dict[str, Any]]:
     """SQLite: the batch's rows still unfolded are the ones this transaction inserted."""
     claimed = Trace.objects.select_for_update(skip_locked=True).filter(
-        aggregated=False, trace_id__in={key[0] for key in rows}
+        application_id=application_id, aggregated=False, trace_id__in={key[0] for key in rows}
     )
     ids = {
         (trace_id, step): pk for pk, trace_id, step in claimed.values_list("pk", "trace_id", "step")
@@ -149,7 +213,7 @@ def _insert_returning(rows: list[dict]) -> list[dict]:
                 copy.write_row([_copy_value(row, column) for column in TRACE_COLUMNS])
         cursor.execute(
             f"INSERT INTO learning_trace ({columns}) SELECT {columns} "
-            "FROM learning_trace_incoming ON CONFLICT (trace_id, step) DO NOTHING "
+            "FROM learning_trace_incoming ON CONFLICT DO NOTHING "
             "RETURNING trace_id, step"
         )
         stored = set(cursor.fetchall())
@@ -158,7 +222,12 @@ def _insert_returning(rows: list[dict]) -> list[dict]:
 
 
 def tool_fold(*, tool_name: str) -> int:
-    """Fold traces still pending (an ingest interrupted mid-way); return how many."""
+    """Fold traces still pending (an ingest interrupted mid-way); return how many.
+
+    Traces of a registered tool from an application that could not see it are claimed but
+    never folded into its learning.
+    """
+    registered = Tool.objects.filter(name=tool_name).exists()
     folded = 0
     while True:
         with transaction.atomic():
@@ -166,11 +235,12 @@ def tool_fold(*, tool_name: str) -> int:
                 Trace.objects.select_for_update(skip_locked=True)
                 .filter(tool_name=tool_name, aggregated=False)
                 .order_by("id")
-                .values("id", "received_at", *TRACE_FIELDS)[:FOLD_BATCH]
+                .values("id", "received_at", "unknown_tool", *TRACE_FIELDS)[:FOLD_BATCH]
             )
             if not claimed:
                 return folded
-            _fold({tool_name: claimed}, received_at="received_at")
+            foldable = [row for row in claimed if not (registered and row["unknown_tool"])]
+            _fold({tool_name: foldable} if foldable else {}, received_at="received_at")
             Trace.objects.filter(pk__in=[trace["id"] for trace in claimed]).update(aggregated=True)
             folded += len(claimed)
 

@@ -5,7 +5,12 @@ from registry.models import Application, ContractVersion, Tool
 
 
 class Trace(models.Model):
-    """One tool call an agent runtime made, as it reported it; unique on (trace_id, step)."""
+    """One tool call an agent runtime made, as it reported it.
+
+    A trace belongs to the application whose token sent it, and is unique on (trace_id, step)
+    within that application; traces an operator imported without naming one (``application``
+    empty) are unique among themselves. One application's keys never shadow another's.
+    """
 
     class Status(models.TextChoices):
         SUCCESS = "success"
@@ -30,14 +35,28 @@ class Trace(models.Model):
     occurred_at = models.DateTimeField()
     received_at = models.DateTimeField(auto_now_add=True)
     application = models.ForeignKey(
-        Application, null=True, blank=True, on_delete=models.SET_NULL, related_name="traces"
+        Application,
+        null=True,
+        blank=True,
+        on_delete=models.CASCADE,
+        related_name="traces",
+        help_text="The application whose runtime reported it; empty: an operator's import.",
     )
     aggregated = models.BooleanField(default=False)
 
     class Meta:
         ordering = ["-pk"]
         constraints = [
-            models.UniqueConstraint(fields=["trace_id", "step"], name="unique_trace_step"),
+            models.UniqueConstraint(
+                fields=["application", "trace_id", "step"],
+                condition=Q(application__isnull=False),
+                name="unique_trace_step_per_application",
+            ),
+            models.UniqueConstraint(
+                fields=["trace_id", "step"],
+                condition=Q(application__isnull=True),
+                name="unique_operator_trace_step",
+            ),
         ]
         indexes = [
             # Refresh reads only traces not yet folded into aggregates: a small, partial index.
@@ -45,6 +64,12 @@ class Trace(models.Model):
                 fields=["tool_name", "id"], condition=Q(aggregated=False), name="trace_pending_idx"
             ),
             models.Index(fields=["occurred_at"], name="trace_occurred_idx"),
+            # The unregistered tool names an application has used: its allowance is counted here.
+            models.Index(
+                fields=["application", "tool_name"],
+                condition=Q(unknown_tool=True),
+                name="trace_unknown_name_idx",
+            ),
         ]
 
     def __str__(self) -> str:

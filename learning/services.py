@@ -14,11 +14,11 @@ from typing import Any
 
 from django.conf import settings
 from django.db import IntegrityError, transaction
-from django.db.models import F
+from django.db.models import Exists, F, OuterRef
 from django.utils import timezone
 
 from registry.contract import proposal_of
-from registry.models import ContractVersion, Tool
+from registry.models import Application, ContractVersion, Tool
 from registry.selectors import registry_context, risk_ranks
 from reviews.services import drift_ticket_open_or_update
 
@@ -178,6 +178,7 @@ def _drift_record(
         "base_version": approved.number,
         "traces_since_version": stats.traces_since_version,
         "support": inferred.get("support"),
+        "applications": _sources(stats.aggregate_since_version),
         "drift": items,
         "inferred": {
             key: inferred.get(key)
@@ -204,6 +205,18 @@ def _drift_record(
         reports.update(auto_published=True)
     result.ticket_id = drift.ticket.pk
     result.published = drift.published
+
+
+def _sources(aggregate: dict[str, Any]) -> dict[str, int]:
+    """Which applications' traces (by name) showed the behaviour, with how many each."""
+    counts = aggregate.get("sources") or {}
+    ids = [int(key) for key in counts if key.isdigit()]
+    names = dict(Application.objects.filter(pk__in=ids).values_list("pk", "name"))
+    named: dict[str, int] = {}
+    for key, count in counts.items():
+        name = names.get(int(key), f"application #{key}") if key.isdigit() else key
+        named[name] = named.get(name, 0) + count
+    return dict(sorted(named.items()))
 
 
 def _report_get_or_create(
@@ -241,7 +254,9 @@ def _proposal(document: dict[str, Any], evidence: dict[str, Any]) -> dict[str, A
 
 
 def traces_prune(*, older_than: timedelta | None = None, chunk: int = 10_000) -> int:
-    """Delete folded traces past retention; what inference needs lives on in ToolStats."""
+    """Delete folded traces past retention; what inference needs of registered tools lives on
+    in ToolStats. Unregistered names go with their last trace: their statistics and inferred
+    contracts are deleted too, so junk names cannot pile up."""
     cutoff = timezone.now() - (older_than or settings.TRACE_RETENTION)
     deleted = 0
     while True:
@@ -251,5 +266,9 @@ def traces_prune(*, older_than: timedelta | None = None, chunk: int = 10_000) ->
             )[:chunk]
         )
         if not ids:
-            return deleted
+            break
         deleted += Trace.objects.filter(pk__in=ids).delete()[0]
+    remaining = Trace.objects.filter(tool_name=OuterRef("tool_name"))
+    for model in (ToolStats, InferredContract):
+        model.objects.filter(tool__isnull=True).exclude(Exists(remaining)).delete()
+    return deleted

@@ -230,6 +230,11 @@ class Application(models.Model):
         on_delete=models.PROTECT,
         help_text="The riskiest level it may see; empty means every level.",
     )
+    unknown_tool_names = models.PositiveIntegerField(
+        default=20,
+        help_text="How many distinct unregistered tool names its traces may report (kept for "
+        "learning until pruned); 0 refuses them all.",
+    )
     created_at = models.DateTimeField(auto_now_add=True)
 
     class Meta:

@@ -1,8 +1,10 @@
 """Reads of the registry that other layers share."""
 
+from django.core.cache import cache
 from django.db.models import QuerySet
 
-from .models import ContractVersion, Permission, RiskLevel, StateVariable, Tool
+from .models import Application, ContractVersion, Permission, RiskLevel, StateVariable, Tool
+from .revision import revision_current
 from .validation import RegistryContext
 
 
@@ -43,3 +45,46 @@ def approved_versions() -> QuerySet[ContractVersion]:
         .select_related("tool", "risk")
         .order_by("tool__name")
     )
+
+
+def visible_versions(application: Application | None) -> QuerySet[ContractVersion]:
+    """Approved, current contracts of active tools the application enables, allows and may risk.
+
+    ``None`` is a staff session: every approved contract of an active tool.
+    """
+    versions = ContractVersion.objects.filter(
+        status=ContractVersion.Status.APPROVED, tool__lifecycle=Tool.Lifecycle.ACTIVE
+    ).select_related("tool", "risk")
+    if application is None:
+        return versions
+    if not application.all_tools:
+        versions = versions.filter(tool__applications=application)
+    if application.max_risk_id is not None:
+        versions = versions.filter(risk__rank__lte=application.max_risk.rank)
+    if not application.all_permissions:
+        for name in forbidden_permissions(application):
+            # JSON text match on the quoted name: one SQL condition per forbidden permission,
+            # the same on SQLite and PostgreSQL.
+            versions = versions.exclude(permissions__icontains=f'"{name}"')
+    return versions
+
+
+def forbidden_permissions(application: Application) -> list[str]:
+    """Permission names the application may not use, cached per registry revision."""
+    key = f"registry:forbidden:{application.pk}:{revision_current()}"
+    names = cache.get(key)
+    if names is None:
+        names = sorted(
+            Permission.objects.exclude(
+                pk__in=application.allowed_permissions.values("pk")
+            ).values_list("name", flat=True)
+        )
+        cache.set(key, names, 300)
+    return names
+
+
+def tool_names_visible(application: Application | None) -> set[str]:
+    """Names of the tools the application may see (None: an operator, who sees every tool)."""
+    if application is None:
+        return set(Tool.objects.values_list("name", flat=True))
+    return set(visible_versions(application).values_list("tool__name", flat=True))

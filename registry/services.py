@@ -223,11 +223,7 @@ def _application_save(data: dict[str, Any]) -> Application:
 
 def tool_lock(*, tool_id: int) -> Tool:
     """The tool row, locked until the transaction ends (``FOR NO KEY UPDATE``)."""
-    return (
-        Tool.objects.select_for_update(no_key=True)
-        .select_related("current_version")
-        .get(pk=tool_id)
-    )
+    return Tool.objects.select_for_update(no_key=True).get(pk=tool_id)
 
 
 def _next_number(tool: Tool) -> int:

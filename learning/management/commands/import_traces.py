@@ -6,6 +6,7 @@ from django.core.management.base import BaseCommand, CommandError
 from tqdm import tqdm
 
 from learning.ingest import traces_ingest
+from registry.models import Application
 
 
 class Command(BaseCommand):
@@ -13,10 +14,22 @@ class Command(BaseCommand):
 
     def add_arguments(self, parser):
         parser.add_argument("file", help="One trace (JSON object) a line")
+        parser.add_argument(
+            "--application",
+            default=None,
+            help="Attribute the file to this application (its visibility and allowance apply); "
+            "without it the import is an operator's, trusted with every tool.",
+        )
         parser.add_argument("--batch-size", type=int, default=None)
         parser.add_argument("--no-progress", action="store_true", help="Hide the progress bar.")
 
-    def handle(self, *args, file, batch_size, no_progress, **options):
+    def handle(self, *args, file, application, batch_size, no_progress, **options):
+        owner = None
+        if application is not None:
+            owner = Application.objects.filter(name=application).first()
+            if owner is None:
+                known = ", ".join(Application.objects.values_list("name", flat=True)) or "none"
+                raise CommandError(f"--application: no application {application!r}; known: {known}")
         try:
             handle = open(file, "rb")  # noqa: SIM115 - closed below; binary so a bad byte is one bad line
         except OSError as exc:
@@ -39,7 +52,7 @@ class Command(BaseCommand):
                             {"index": number, "field": "(line)", "reason": f"not valid JSON: {exc}"}
                         )
 
-            result = traces_ingest(items=lines(), batch_size=batch_size)
+            result = traces_ingest(items=lines(), application=owner, batch_size=batch_size)
         problems = sorted(bad_json + result.rejected, key=lambda p: p["index"])
         for problem in problems:
             self.stderr.write(f"line {problem['index']}: {problem['field']}: {problem['reason']}")

@@ -7,6 +7,8 @@ from rest_framework import exceptions, status
 from rest_framework.response import Response
 from rest_framework.views import exception_handler as drf_exception_handler
 
+from .planning import SchemaTooCostly
+
 CODES = {
     400: "invalid",
     401: "not_authenticated",
@@ -16,6 +18,7 @@ CODES = {
     406: "not_acceptable",
     413: "too_large",
     415: "unsupported_media_type",
+    422: "unprocessable",
     429: "throttled",
     503: "unavailable",
 }
@@ -65,6 +68,11 @@ def exception_handler(exc, context):
         return response
     if isinstance(exc, RequestDataTooBig):
         return Response(error_body(413, "The request body is too large."), status=413)
+    if isinstance(exc, SchemaTooCostly):
+        field = f"plan[{exc.step}]" if exc.step is not None else "plan"
+        return Response(
+            error_body(422, str(exc), {field: [str(exc)]}, code="schema_too_costly"), status=422
+        )
     if isinstance(exc, Http404):
         exc = exceptions.NotFound()
     elif isinstance(exc, PermissionDenied):

@@ -47,11 +47,16 @@ invalid call and should plan again. Besides declared ids, ``invariant`` can be o
 ``invariant``/``policy_rule`` for a malformed entry without a usable id.
 
 The input schema is hostile data (anyone who can propose a contract writes it): no ``$ref`` is
-ever fetched (only references inside the schema resolve; anything else is a violation), and
-every regular expression (``pattern``, ``patternProperties``) runs on RE2, which matches in
-linear time, so ``(a+)+$`` cannot stall a worker. A pattern RE2 cannot compile (look-arounds,
-back-references) is a violation rather than a fallback to a backtracking engine. The plan is
-hostile too: ``uniqueItems`` is checked in linear time, deep nesting is refused before anything
+ever fetched (only references inside the schema resolve; anything else is a violation), and it
+is checked by ``api/jsonschema_re2.py``: every regular expression (``pattern``,
+``patternProperties``) runs on RE2, which matches in linear time, so ``(a+)+$`` cannot stall a
+worker, and a pattern RE2 cannot compile (look-arounds, back-references) is a violation rather
+than a fallback to a backtracking engine. Checking one step's args may evaluate at most
+``SCHEMA_WORK_BUDGET`` keywords, and all of a plan's at most ``PLAN_SCHEMA_WORK_BUDGET``: a
+schema of nested combinators that needs more (contract validation refuses those, see
+``registry/schema_limits.py``, but a stored row may predate the limits) raises
+``SchemaTooCostly``, naming the step and the tool, instead of an answer. The plan is hostile
+too: ``uniqueItems`` is checked in linear time, deep nesting is refused before anything
 recurses into it, and messages quoting an argument are cut to ``MAX_MESSAGE_CHARS``.
 """
 
@@ -61,19 +66,22 @@ import copy
 import functools
 import itertools
 import json
-import types
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-import re2
-from jsonschema import Draft202012Validator, validators
-from jsonschema import _keywords as jsonschema_keywords
-from jsonschema import _utils as jsonschema_utils
-from jsonschema.exceptions import SchemaError, ValidationError
+from jsonschema.exceptions import SchemaError
 from referencing import Registry
 from referencing.exceptions import NoSuchResource, Unresolvable
 
+from api.jsonschema_re2 import (
+    UnsupportedPattern,
+    WorkBudgetExceeded,
+    canonical_json,
+    linear_validator,
+    short_repr,
+    work_budget,
+)
 from registry.invariants import (
     ACTION_RESULTS,
     PLAN_INVARIANT_KINDS,
@@ -91,6 +99,13 @@ MAX_MESSAGE_CHARS = 300
 # Tool arguments nest a few levels; far deeper ones only exist to exhaust the recursion limit of
 # the copying, comparing and validating below.
 MAX_ARGS_DEPTH = 64
+# Keyword evaluations checking args against input schemas may cost, per step and per plan. An
+# evaluation costs 3-15 microseconds (the most in deep combinators, which build an error per
+# branch), so a step stays under a second and a plan of 200 steps under about 4 seconds, far
+# from the web worker's 30-second timeout; ordinary schemas need tens to hundreds per step, an
+# items schema over a list of thousands of rows some tens of thousands.
+SCHEMA_WORK_BUDGET = 50_000
+PLAN_SCHEMA_WORK_BUDGET = 250_000
 
 
 def validate_plan(
@@ -101,7 +116,21 @@ def validate_plan(
     state: dict | None = None,
     config: dict | None = None,
 ) -> dict:
-    """Check, correct and prune a plan; see the module docstring for the order of evaluation."""
+    """Check, correct and prune a plan; see the module docstring for the order of evaluation.
+
+    Raises ``SchemaTooCostly`` when a step's args cannot be checked within the work budget.
+    """
+    with work_budget(PLAN_SCHEMA_WORK_BUDGET):
+        return _validate_plan(plan, contracts, policy, state, config)
+
+
+def _validate_plan(
+    plan: list[dict],
+    contracts: dict[str, dict],
+    policy: dict | None,
+    state: dict | None,
+    config: dict | None,
+) -> dict:
     violations = _Violations()
     request_config = _mapping_or_empty(config, "config", violations)
     state_values = _mapping_or_empty(state, "state", violations)
@@ -280,7 +309,11 @@ def _check_step(
                 step.dropped = True
                 return
     prefix = "" if step.index is not None else f"the {step.tool} step the policy appended: "
-    for message in schema_problems(rules.input_schema, step.args):
+    try:
+        problems = schema_problems(rules.input_schema, step.args)
+    except WorkBudgetExceeded as exc:
+        raise SchemaTooCostly(step.index, step.tool, exc.evaluations) from exc
+    for message in problems:
         violations.add(step, "input_schema", _clip(prefix + message))
 
 
@@ -317,7 +350,7 @@ def _apply_plan_invariants(
                     counted += 1
                     violated = counted > params["max"]
                 else:
-                    key = _canonical([step.args.get(name) for name in params["fields"]])
+                    key = canonical_json([step.args.get(name) for name in params["fields"]])
                     violated = key in seen
                     seen.add(key)
                 if violated:
@@ -377,129 +410,28 @@ def _apply_policy_rules(
                         step.dropped = True
 
 
-# --- JSON Schema with linear-time regular expressions and no retrieval -----------------------
+# --- JSON Schema with linear-time regular expressions, bounded work and no retrieval ---------
 
 
-class UnsupportedPattern(Exception):
-    """A schema's regular expression that RE2 cannot compile (look-around, back-reference...)."""
+class SchemaTooCostly(Exception):
+    """A step's args cannot be checked against its tool's input schema within the work budget.
 
-    def __init__(self, pattern: str, reason: str):
-        self.pattern = pattern
-        self.reason = reason
-        super().__init__(f"{pattern!r}: {reason}")
-
-
-_RE2_OPTIONS = re2.Options()
-_RE2_OPTIONS.log_errors = False  # the violation reports it; RE2 would also print to stderr
-
-
-@functools.lru_cache(maxsize=1024)
-def _compiled_pattern(pattern: str) -> tuple[Any, str]:
-    try:
-        return re2.compile(pattern, options=_RE2_OPTIONS), ""
-    except re2.error as exc:
-        reason = exc.args[0] if exc.args else "cannot compile"
-        return None, reason.decode(errors="replace") if isinstance(reason, bytes) else str(reason)
-
-
-def _linear_search(pattern: str, text: str) -> Any:
-    compiled, reason = _compiled_pattern(pattern)
-    if compiled is None:
-        raise UnsupportedPattern(pattern, reason)
-    return compiled.search(text)
-
-
-# The part of the `re` module jsonschema's helpers call, answered by RE2.
-_LINEAR_RE = types.SimpleNamespace(search=_linear_search)
-
-
-def _pattern(validator: Any, pattern: str, instance: Any, schema: Any) -> Iterator[ValidationError]:
-    if validator.is_type(instance, "string") and not _linear_search(pattern, instance):
-        yield ValidationError(f"{_shown(instance)} does not match {pattern!r}")
-
-
-def _pattern_properties(
-    validator: Any, pattern_properties: Mapping[str, Any], instance: Any, schema: Any
-) -> Iterator[ValidationError]:
-    if not validator.is_type(instance, "object"):
-        return
-    for pattern, subschema in pattern_properties.items():
-        for name, value in instance.items():
-            if _linear_search(pattern, name):
-                yield from validator.descend(value, subschema, path=name, schema_path=pattern)
-
-
-def _additional_properties(
-    validator: Any, additional: Any, instance: Any, schema: Mapping[str, Any]
-) -> Iterator[ValidationError]:
-    if not validator.is_type(instance, "object"):
-        return
-    properties = schema.get("properties", {})
-    patterns = list(schema.get("patternProperties", {}))
-    extras = [
-        name
-        for name in instance
-        if name not in properties and not any(_linear_search(pattern, name) for pattern in patterns)
-    ]
-    if validator.is_type(additional, "object"):
-        for name in extras:
-            yield from validator.descend(instance[name], additional, path=name)
-    elif not additional and extras:
-        listed = ", ".join(_shown(name) for name in sorted(extras))
-        yield ValidationError(f"Additional properties are not allowed ({listed} unexpected)")
-
-
-def _unique_items(
-    validator: Any, unique: Any, instance: Any, schema: Any
-) -> Iterator[ValidationError]:
-    # jsonschema compares unsortable items (objects) pair by pair: quadratic, so a long list of
-    # small objects in the arguments could hold a worker for minutes. Canonical JSON texts
-    # compare the same way (1 == 1.0, true != 1, key order ignored) in one pass.
-    if unique and validator.is_type(instance, "array"):
-        seen: set[str] = set()
-        for item in instance:
-            text = _canonical(item)
-            if text in seen:
-                yield ValidationError(f"{_shown(instance)} has non-unique elements")
-                return
-            seen.add(text)
-
-
-def _with_linear_regex(function: Any, **names: Any) -> Any:
-    """A copy of a jsonschema helper whose `re` is RE2.
-
-    `unevaluatedProperties` finds the keys other keywords evaluated through a long private helper
-    that calls `re.search` for `patternProperties`; rewriting that helper would fork jsonschema's
-    annotation rules, so the copy keeps its code and only swaps the names it looks up.
+    Raised out of ``validate_plan``: no answer about the plan can be given without that check, so
+    the caller gets an error naming the step (None for a step a policy appended) and the tool.
     """
-    namespace = {**function.__globals__, "re": _LINEAR_RE, **names}
-    return types.FunctionType(
-        function.__code__, namespace, function.__name__, function.__defaults__, function.__closure__
-    )
 
-
-_evaluated_property_keys = _with_linear_regex(
-    jsonschema_utils.find_evaluated_property_keys_by_schema
-)
-# Its recursive calls look the name up in its own namespace: point them at the copy.
-_evaluated_property_keys.__globals__["find_evaluated_property_keys_by_schema"] = (
-    _evaluated_property_keys
-)
-_unevaluated_properties = _with_linear_regex(
-    jsonschema_keywords.unevaluatedProperties,
-    find_evaluated_property_keys_by_schema=_evaluated_property_keys,
-)
-
-LinearRegexValidator = validators.extend(
-    Draft202012Validator,
-    {
-        "pattern": _pattern,
-        "patternProperties": _pattern_properties,
-        "additionalProperties": _additional_properties,
-        "unevaluatedProperties": _unevaluated_properties,
-        "uniqueItems": _unique_items,
-    },
-)
+    def __init__(self, step: int | None, tool: str, evaluations: int):
+        self.step = step
+        self.tool = tool
+        where = f"step {step}" if step is not None else "the step the policy appended"
+        if evaluations == PLAN_SCHEMA_WORK_BUDGET:
+            what = "the plan's args cannot be checked against the tools' input schemas"
+        else:
+            what = "its args cannot be checked against the tool's input schema"
+        super().__init__(
+            f"{where} ({tool}): {what} within {evaluations:,} keyword evaluations; "
+            "the schema is too complex to check"
+        )
 
 
 def _refuse_retrieval(uri: str) -> Any:
@@ -515,23 +447,22 @@ NO_RETRIEVAL: Registry = Registry(retrieve=_refuse_retrieval)
 def _schema_validator(schema_text: str) -> tuple[Any, str]:
     # Contracts repeat across requests; compiling (and checking) a schema once per text is
     # what keeps a plan check cheap.
-    schema = json.loads(schema_text)
     try:
-        LinearRegexValidator.check_schema(schema)
+        return linear_validator(json.loads(schema_text), registry=NO_RETRIEVAL), ""
     except SchemaError as exc:
         where = "/".join(str(part) for part in exc.path) or "(root)"
         return None, f"the tool's input schema is invalid at {where}: {exc.message}"
     except RecursionError:
         return None, "the tool's input schema nests too deeply to check"
-    return LinearRegexValidator(schema, registry=NO_RETRIEVAL), ""
 
 
 def schema_problems(schema: Any, args: Mapping[str, Any]) -> list[str]:
     """Why ``args`` do not satisfy ``schema`` (a tool's input schema), as ``args.path: message``.
 
-    Never raises for a bad schema and never fetches anything: every problem with the schema
-    itself (invalid, an outside ``$ref``, a pattern RE2 cannot run, endless self-reference) is
-    returned as a message too. No schema (None) accepts anything.
+    Never fetches anything, and returns every problem with the schema itself (invalid, an outside
+    ``$ref``, a pattern RE2 cannot run, endless self-reference) as a message too. Raises
+    ``WorkBudgetExceeded`` when the check needs more than ``SCHEMA_WORK_BUDGET`` keyword
+    evaluations. No schema (None) accepts anything.
     """
     if schema is None:
         return []
@@ -545,15 +476,18 @@ def schema_problems(schema: Any, args: Mapping[str, Any]) -> list[str]:
     if validator is None:
         return [problem]
     try:
-        errors = list(itertools.islice(validator.iter_errors(args), MAX_SCHEMA_ERRORS_PER_STEP + 1))
+        with work_budget(SCHEMA_WORK_BUDGET):
+            errors = list(
+                itertools.islice(validator.iter_errors(args), MAX_SCHEMA_ERRORS_PER_STEP + 1)
+            )
     except UnsupportedPattern as exc:
         return [
-            f"the tool's input schema uses the pattern {_shown(exc.pattern)}, which the "
+            f"the tool's input schema uses the pattern {short_repr(exc.pattern)}, which the "
             f"linear-time regex engine cannot run ({exc.reason})"
         ]
     except Unresolvable as exc:
         return [
-            f"the tool's input schema refers to {_shown(str(getattr(exc, 'ref', exc)))}, which "
+            f"the tool's input schema refers to {short_repr(str(getattr(exc, 'ref', exc)))}, which "
             "does not resolve inside the schema (nothing outside it is ever fetched)"
         ]
     except RecursionError:
@@ -598,23 +532,8 @@ def _present(args: Mapping[str, Any], name: str) -> bool:
     return args.get(name) is not None
 
 
-def _canonical(value: Any) -> str:
-    """JSON text equal for equal JSON values: key order ignored, 1 == 1.0, True != 1."""
-
-    def normalise(item: Any) -> Any:
-        if isinstance(item, float) and item.is_integer():
-            return int(item)
-        if isinstance(item, Mapping):
-            return {str(key): normalise(inner) for key, inner in item.items()}
-        if isinstance(item, list | tuple):
-            return [normalise(inner) for inner in item]
-        return item
-
-    return json.dumps(normalise(value), sort_keys=True, default=repr)
-
-
 def _json_equal(left: Any, right: Any) -> bool:
-    return _canonical(left) == _canonical(right)
+    return canonical_json(left) == canonical_json(right)
 
 
 def _unique(items: Iterator[str] | list[str]) -> list[str]:
@@ -632,11 +551,6 @@ def _mapping_or_empty(value: Any, name: str, violations: _Violations) -> Mapping
         violations.add(None, "malformed_request", f"{name} must be an object")
         return {}
     return value
-
-
-def _shown(value: Any) -> str:
-    text = repr(value)
-    return text if len(text) <= 80 else text[:77] + "..."
 
 
 def _clip(text: str) -> str:

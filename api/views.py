@@ -354,7 +354,7 @@ class FilterView(RuntimeView):
 @extend_schema(
     tags=["planning"],
     request=PlanRequest,
-    responses={200: PlanResponse, **ERRORS},
+    responses={200: PlanResponse, 422: ErrorSerializer, **ERRORS},
     examples=[
         OpenApiExample(
             "A clinical plan",

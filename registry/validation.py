@@ -18,6 +18,7 @@ from jsonschema.exceptions import SchemaError
 
 from . import invariants
 from .contract import COST_KEYS, KNOWN_KEYS, LIFECYCLES, LIMIT_KEYS, MERGE_RULES
+from .schema_limits import schema_limit_errors
 
 VARIABLE_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_.-]*$")
 TOOL_NAME = re.compile(r"^[A-Za-z][A-Za-z0-9_-]*(\.[A-Za-z0-9_-]+)*$")
@@ -210,6 +211,10 @@ def unstorable_text(value: Any, path: str = "") -> str | None:
 def schema_errors(schema: Any, *, needs_object: bool) -> list[str]:
     if not isinstance(schema, Mapping):
         return ["must be a JSON Schema object"]
+    # Before the metaschema check: it recurses, and it is the limits that make that safe.
+    too_costly = schema_limit_errors(schema)
+    if too_costly:
+        return too_costly
     try:
         Draft202012Validator.check_schema(schema)
     except SchemaError as exc:

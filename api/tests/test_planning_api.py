@@ -1,12 +1,13 @@
 """The filter and plan-check endpoints over a runtime's visible contracts."""
 
 import json
+import time
 from pathlib import Path
 
 import pytest
 from django.core.cache import cache
 
-from registry.models import Application, Tool
+from registry.models import Application, ContractVersion, Tool
 from reviews.services import registry_import
 
 pytestmark = pytest.mark.django_db
@@ -61,6 +62,34 @@ def test_bad_plan_bodies_get_a_400_naming_the_field(clinical):
     response = clinical.post("/api/v1/plans/validate/", {"plan": "nope"}, format="json")
     assert response.status_code == 400
     assert "plan" in response.json()["error"]["fields"]
+
+
+def test_a_schema_too_costly_to_check_answers_422_naming_the_step_and_tool(clinical):
+    definitions = {"d0": {"type": "string"}}
+    for level in range(1, 31):
+        below = {"$ref": f"#/$defs/d{level - 1}"}
+        definitions[f"d{level}"] = {"anyOf": [below, below]}
+    hostile = {
+        "type": "object",
+        "$defs": definitions,
+        "properties": {"query": {"$ref": "#/$defs/d30"}},
+    }
+    # Past contract validation, as a row stored before the schema limits were enforced.
+    ContractVersion.objects.filter(tool__name="retrieval_llm").update(input_schema=hostile)
+    plan = [
+        {"tool": "source_link_retrieval", "args": {"passage_set_id": "ps_1"}},
+        {"tool": "retrieval_llm", "args": {"query": 2024}},
+    ]
+    started = time.perf_counter()
+
+    response = clinical.post("/api/v1/plans/validate/", {"plan": plan}, format="json")
+
+    assert time.perf_counter() - started < 10  # 2^30 branches without the budget
+    assert response.status_code == 422
+    error = response.json()["error"]
+    assert error["code"] == "schema_too_costly"
+    assert error["message"].startswith("step 1 (retrieval_llm): its args cannot be checked")
+    assert error["fields"] == {"plan[1]": [error["message"]]}
 
 
 def test_the_filter_exposes_the_next_step_toward_the_goal(clinical):

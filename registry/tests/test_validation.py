@@ -1,6 +1,8 @@
 import pytest
 
 from conftest import contract
+from registry.models import Tool
+from registry.services import ImportInvalid, registry_import
 from registry.validation import RegistryContext, contract_check, dependency_cycle, schema_errors
 
 
@@ -136,3 +138,127 @@ def test_it_rejects_text_no_database_can_store(context):
         contract(input_schema={"type": "object", "properties": {"\ud800": {}}}), context=context
     )
     assert "unpaired surrogate" in errors["input_schema"][0]
+
+
+# --- schema complexity limits ---------------------------------------------------------------
+
+
+def doubling_chain(levels: int) -> dict:
+    """$defs where each definition is anyOf the previous one, twice: 2^levels branches."""
+    definitions = {"d0": {"type": "string"}}
+    for level in range(1, levels + 1):
+        below = {"$ref": f"#/$defs/d{level - 1}"}
+        definitions[f"d{level}"] = {"anyOf": [below, below]}
+    return {
+        "type": "object",
+        "$defs": definitions,
+        "properties": {"q": {"$ref": f"#/$defs/d{levels}"}},
+    }
+
+
+def nots(levels: int) -> dict:
+    """An object schema whose property nests ``levels`` more objects: depth levels + 2."""
+    nested: dict = {"type": "string"}
+    for _ in range(levels - 1):
+        nested = {"not": nested}
+    return {"type": "object", "properties": {"a": nested}}
+
+
+def test_it_refuses_a_schema_whose_refs_expand_combinatorially(context):
+    _, errors = contract_check(contract(input_schema=doubling_chain(30)), context=context)
+
+    assert errors == {
+        "input_schema": [
+            "expands to more than 5,000 subschemas once its $refs are followed "
+            "(allOf/anyOf/oneOf over shared definitions multiply)"
+        ]
+    }
+
+
+def test_it_accepts_a_schema_just_under_the_expansion_limit(context):
+    # 2^12 - 3 subschemas in d10, plus the root and its property: 4,095.
+    _, errors = contract_check(contract(input_schema=doubling_chain(10)), context=context)
+    _, over = contract_check(contract(input_schema=doubling_chain(11)), context=context)
+
+    assert errors == {}
+    assert "expands to more than 5,000" in over["input_schema"][0]
+
+
+def test_it_refuses_a_schema_nested_too_deep_before_checking_it_against_the_metaschema(context):
+    _, errors = contract_check(contract(input_schema=nots(63)), context=context)
+    _, fine = contract_check(contract(input_schema=nots(62)), context=context)
+    # Deep enough that a recursive check would raise RecursionError instead of answering.
+    _, hostile = contract_check(contract(input_schema=nots(900)), context=context)
+
+    assert fine == {}
+    assert len(errors["input_schema"]) == 1
+    assert errors["input_schema"][0].startswith(
+        "nests deeper than 64 levels of objects and arrays (at /properties/a/not/not/"
+    )
+    assert hostile["input_schema"][0].startswith("nests deeper than 64 levels")
+
+
+def test_it_refuses_a_combinator_with_too_many_branches(context):
+    schema = {
+        "type": "object",
+        "properties": {"a": {"anyOf": [{"const": n} for n in range(33)]}},
+        "$defs": {"b": {"oneOf": [{"const": n} for n in range(32)]}},
+    }
+
+    _, errors = contract_check(contract(input_schema=schema), context=context)
+
+    assert errors == {
+        "input_schema": ["/properties/a/anyOf: combines 33 subschemas; at most 32 are allowed"]
+    }
+
+
+def test_it_accepts_a_recursive_definition_guarded_by_data(context):
+    schema = {
+        "type": "object",
+        "$defs": {
+            "node": {
+                "type": "object",
+                "properties": {
+                    "label": {"type": "string"},
+                    "children": {"items": {"$ref": "#/$defs/node"}},
+                },
+            }
+        },
+        "properties": {"tree": {"$ref": "#/$defs/node"}},
+    }
+
+    _, errors = contract_check(contract(input_schema=schema), context=context)
+
+    assert errors == {}
+
+
+def test_it_refuses_a_dialect_named_below_the_root(context):
+    schema = {
+        "$schema": "https://json-schema.org/draft/2020-12/schema",
+        "type": "object",
+        "properties": {"q": {"$schema": "http://json-schema.org/draft-07/schema#"}},
+    }
+
+    _, errors = contract_check(contract(input_schema=schema), context=context)
+
+    assert errors == {
+        "input_schema": ["/properties/q/$schema: only the root may name a dialect ($schema)"]
+    }
+
+
+def test_the_limits_apply_to_the_output_schema_too(context):
+    _, errors = contract_check(contract(output_schema=doubling_chain(30)), context=context)
+
+    assert list(errors) == ["output_schema"]
+
+
+@pytest.mark.django_db
+def test_an_import_names_the_tool_whose_schema_is_too_complex():
+    with pytest.raises(ImportInvalid) as caught:
+        registry_import(data=[contract(input_schema=doubling_chain(30))], approve=True)
+
+    assert (
+        "calendar.find_events: input_schema: expands to more than 5,000 subschemas once its $refs "
+        "are followed (allOf/anyOf/oneOf over shared definitions multiply)"
+    ) in caught.value.problems
+    assert Tool.objects.count() == 0

@@ -63,7 +63,7 @@ def drift_world():
     from demo.traces import demo_traces
     from reviews.services import registry_import
 
-    registry = json.loads((ROOT / "registry" / "demo" / "registry.json").read_text())
+    registry = json.loads((ROOT / "demo" / "registry.json").read_text())
     registry_import(data=registry, approve=True)
     return list(demo_traces(registry, seed=7))
 

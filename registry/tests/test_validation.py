@@ -2,7 +2,7 @@ import pytest
 
 from conftest import contract
 from registry.models import Tool
-from registry.services import ImportInvalid, registry_import
+from registry.services import ImportInvalid, registry_file_check
 from registry.validation import RegistryContext, contract_check, dependency_cycle, schema_errors
 
 
@@ -255,7 +255,7 @@ def test_the_limits_apply_to_the_output_schema_too(context):
 @pytest.mark.django_db
 def test_an_import_names_the_tool_whose_schema_is_too_complex():
     with pytest.raises(ImportInvalid) as caught:
-        registry_import(data=[contract(input_schema=doubling_chain(30))], approve=True)
+        registry_file_check(data=[contract(input_schema=doubling_chain(30))])
 
     assert (
         "calendar.find_events: input_schema: expands to more than 5,000 subschemas once its $refs "

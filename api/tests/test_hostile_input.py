@@ -1,12 +1,16 @@
 """Hostile request bodies, paths and query strings: a clear 4xx (or a per-item rejection) at a
 cost linear in their size, and a 503 only when the database is really unreachable."""
 
+import io
 import json
 import tracemalloc
 
 import pytest
 
+from api.parsers import StrictJSONParser
+from api.serializers import FilterRequest, PlanRequest
 from learning.aggregates import aggregate_add, new_aggregate
+from learning.models import Trace
 from learning.traces import trace_parse
 from registry.validation import unstorable_text
 
@@ -84,3 +88,120 @@ def test_a_problem_is_named_by_its_path_with_long_keys_shortened():
     assert unstorable_text({"args": {"\ud800": 1}}) == (
         "args: contains an unpaired surrogate (invalid Unicode)"
     )
+
+
+@pytest.mark.parametrize("shape", SHAPES.values(), ids=SHAPES.keys())
+def test_the_parser_checks_cost_little_beyond_reading_the_json(shape):
+    text = json.dumps({"plan": [], "state": shape})
+    reading = _peak(json.loads, text)
+    parsing = _peak(StrictJSONParser().parse, io.BytesIO(text.encode()))
+    assert parsing <= reading + 10 * len(text)
+
+
+def test_a_long_list_of_bad_names_is_one_error_not_one_per_item():
+    body = {"state": [{}] * 30_000, "goal": ["x"]}
+    serializer = FilterRequest(data=body)
+    assert _peak(serializer.is_valid) <= 10 * _size(body)
+    assert list(serializer.errors) == ["state"]
+    assert len(serializer.errors["state"]) == 1
+
+
+def test_a_long_plan_is_refused_before_its_steps_are_checked():
+    serializer = PlanRequest(data={"plan": [[]] * 30_000})
+    assert not serializer.is_valid()
+    assert len(serializer.errors["plan"]) == 1
+
+
+# --- numbers out of range -------------------------------------------------------------------
+
+
+def _post_raw(client, url: str, body: str):
+    return client.generic("POST", url, body, content_type="application/json")
+
+
+@pytest.mark.django_db
+@pytest.mark.parametrize(
+    "raw, field",
+    [
+        ('"args": {"q": 1e999}', "args"),
+        ('"output": [-1e999]', "output"),
+        ('"state_before": {"x": {"y": 1e999}}', "state_before"),
+        ('"duration_ms": 1e999', "duration_ms"),
+        ('"args": {"q": ' + "9" * 5000 + "}", "args"),
+    ],
+)
+def test_a_number_out_of_range_rejects_its_item_and_keeps_the_batch(runtime, raw, field):
+    good = json.dumps(trace(1))
+    bad = json.dumps({key: value for key, value in trace(2).items() if key != field})
+    bad = bad[:-1] + ", " + raw + "}"
+    response = _post_raw(runtime, "/api/v1/traces/", f"[{good}, {bad}, {json.dumps(trace(3))}]")
+    assert response.status_code == 200
+    body = response.json()
+    assert body["accepted"] == 2 and body["rejected"] == 1
+    assert body["problems"][0]["index"] == 1
+    assert body["problems"][0]["field"] == field
+    assert "out of range" in body["problems"][0]["reason"]
+    assert set(Trace.objects.values_list("step", flat=True)) == {1, 3}
+
+
+@pytest.mark.django_db
+@pytest.mark.parametrize(
+    "url, body, field",
+    [
+        ("/api/v1/plans/validate/", '{"plan": [{"tool": "x", "args": {"n": 1e999}}]}',
+         "plan[0].args.n"),
+        ("/api/v1/plans/validate/", '{"plan": [], "state": {"n": -1e400}}', "state.n"),
+        ("/api/v1/filter/", '{"state": [], "goal": ["x"], "max_tools": 1e999}', "max_tools"),
+    ],
+)  # fmt: skip
+def test_a_number_out_of_range_in_a_request_is_a_400_naming_it(runtime, url, body, field):
+    response = _post_raw(runtime, url, body)
+    assert response.status_code == 400
+    assert "out of range" in response.json()["error"]["fields"][field][0]
+
+
+@pytest.mark.django_db
+@pytest.mark.parametrize(
+    "override, field",
+    [
+        ({"step": 10**30}, "step"),
+        ({"step": -1}, "step"),
+        ({"trace_id": "t" * 100_000}, "trace_id"),
+        ({"duration_ms": 1e308}, "duration_ms"),
+        ({"duration_ms": -0.5}, "duration_ms"),
+        ({"occurred_at": "99999-01-01T00:00:00Z"}, "occurred_at"),
+        ({"occurred_at": "+99999-01-01T00:00:00Z"}, "occurred_at"),
+    ],
+)
+def test_an_implausible_field_rejects_its_item_by_index_and_field(runtime, override, field):
+    response = runtime.post(
+        "/api/v1/traces/", [trace(1), {**trace(2), **override}, trace(3)], format="json"
+    )
+    assert response.status_code == 200
+    body = response.json()
+    assert body["accepted"] == 2
+    assert [(p["index"], p["field"]) for p in body["problems"]] == [(1, field)]
+    assert len(body["problems"][0]["reason"]) < 200
+    assert set(Trace.objects.values_list("step", flat=True)) == {1, 3}
+
+
+# --- text no database can store, and what a 503 means ---------------------------------------
+
+
+@pytest.mark.django_db
+@pytest.mark.parametrize(
+    "url, body, field",
+    [
+        ("/api/v1/plans/validate/", '{"plan": [{"tool": "x", "args": {"q": "\\ud800"}}]}',
+         "plan[0].args.q"),
+        ("/api/v1/plans/validate/", '{"plan": [{"tool": "a\\u0000b"}]}', "plan[0].tool"),
+        ("/api/v1/plans/validate/", '{"plan": [], "config": {"\\udc00": 1}}', "config"),
+        ("/api/v1/filter/", '{"state": ["a\\u0000"], "goal": ["x"]}', "state[0]"),
+        ("/api/v1/filter/", '{"state": [], "goal": ["\\ud800"]}', "goal[0]"),
+    ],
+)  # fmt: skip
+def test_text_no_database_can_store_in_a_request_is_a_400_naming_it(runtime, url, body, field):
+    response = _post_raw(runtime, url, body)
+    assert response.status_code == 400
+    assert set(response.json()["error"]) == {"code", "message", "fields"}
+    assert field in response.json()["error"]["fields"]

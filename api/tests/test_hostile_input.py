@@ -3,9 +3,12 @@ cost linear in their size, and a 503 only when the database is really unreachabl
 
 import io
 import json
+import logging
 import tracemalloc
 
 import pytest
+from django.db import DataError, OperationalError
+from django.test import override_settings
 
 from api.parsers import StrictJSONParser
 from api.serializers import FilterRequest, PlanRequest
@@ -205,3 +208,63 @@ def test_text_no_database_can_store_in_a_request_is_a_400_naming_it(runtime, url
     assert response.status_code == 400
     assert set(response.json()["error"]) == {"code", "message", "fields"}
     assert field in response.json()["error"]["fields"]
+
+
+@pytest.mark.django_db
+@pytest.mark.parametrize(
+    "url",
+    [
+        "/api/v1/tools/a%00b/",
+        "/api/v1/tools/a%00b/versions/",
+        "/api/v1/tools/%ED%A0%80/",
+        "/api/v1/tools/" + "a" * 5000 + "/",
+    ],
+)
+def test_a_tool_name_no_tool_can_have_is_a_404(runtime, url):
+    response = runtime.get(url)
+    assert response.status_code == 404
+    assert response.json()["error"]["code"] == "not_found"
+
+
+@pytest.mark.django_db
+@pytest.mark.parametrize(
+    "name", ["risk", "max_risk", "permission", "requires", "produces", "domain", "search"]
+)
+@pytest.mark.parametrize("path", ["/api/v1/tools/", "/api/v1/export/openai/"])
+def test_a_nul_in_a_query_parameter_is_a_400_naming_it(runtime, path, name):
+    response = runtime.get(f"{path}?{name}=a%00b")
+    assert response.status_code == 400
+    assert name in response.json()["error"]["fields"]
+
+
+@pytest.mark.django_db
+def test_invalid_utf_8_in_a_query_parameter_matches_nothing(runtime):
+    response = runtime.get("/api/v1/tools/?search=%ED%A0%80")
+    assert response.status_code == 200
+    assert response.json()["results"] == []
+
+
+@pytest.mark.django_db
+def test_a_value_the_database_refuses_is_a_400_not_an_outage(runtime, monkeypatch, caplog):
+    def refuse(self, request):
+        raise DataError("invalid byte sequence for encoding UTF8: 0x00")
+
+    monkeypatch.setattr("api.views.RevisionView.get", refuse)
+    response = runtime.get("/api/v1/revision/")
+    assert response.status_code == 400
+    assert "Retry-After" not in response
+    assert "DataError" in caplog.text
+
+
+@pytest.mark.django_db
+@override_settings(DEBUG_PROPAGATE_EXCEPTIONS=False)
+def test_an_unreachable_database_is_a_503_and_the_log_says_why(runtime, monkeypatch, caplog):
+    def lost(self, request):
+        raise OperationalError("server closed the connection unexpectedly")
+
+    monkeypatch.setattr("api.views.RevisionView.get", lost)
+    with caplog.at_level(logging.WARNING, logger="api.errors"):
+        response = runtime.get("/api/v1/revision/")
+    assert response.status_code == 503
+    assert response["Retry-After"] == "5"
+    assert "OperationalError: server closed the connection unexpectedly" in caplog.text

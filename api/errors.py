@@ -1,13 +1,17 @@
 """One error shape for every 4xx and 5xx: {"error": {"code", "message", "fields"}}."""
 
+import logging
+
 from django.core.exceptions import PermissionDenied, RequestDataTooBig
-from django.db import DatabaseError, InterfaceError, OperationalError
+from django.db import DataError, InterfaceError, OperationalError
 from django.http import Http404
 from rest_framework import exceptions, status
 from rest_framework.response import Response
 from rest_framework.views import exception_handler as drf_exception_handler
 
 from .planning import SchemaTooCostly
+
+logger = logging.getLogger(__name__)
 
 CODES = {
     400: "invalid",
@@ -57,15 +61,23 @@ def _flatten(detail, prefix: str = "") -> dict[str, list[str]]:
 
 
 def exception_handler(exc, context):
-    if isinstance(exc, OperationalError | InterfaceError | DatabaseError) and not isinstance(
-        exc, exceptions.APIException
-    ):
-        response = Response(
+    # Only a lost or refused connection is "unavailable": a 503 tells the caller to send the
+    # same request again, which for a value the database refuses would fail forever.
+    if isinstance(exc, OperationalError | InterfaceError):
+        logger.warning("database unavailable: %s: %s", type(exc).__name__, exc)
+        return Response(
             error_body(503, "The registry's database is unavailable; retry shortly."),
             status=status.HTTP_503_SERVICE_UNAVAILABLE,
             headers={"Retry-After": "5"},
         )
-        return response
+    if isinstance(exc, DataError):
+        # Input checks refuse such values before any query; one that slips through is still
+        # the request's value, not an outage. Other database errors are faults: a 500.
+        logger.warning("the database refused a value: %s: %s", type(exc).__name__, exc)
+        return Response(
+            error_body(400, "The request holds a value the database cannot store or compare."),
+            status=status.HTTP_400_BAD_REQUEST,
+        )
     if isinstance(exc, RequestDataTooBig):
         return Response(error_body(413, "The request body is too large."), status=413)
     if isinstance(exc, SchemaTooCostly):

@@ -1,13 +1,28 @@
-from django.urls import path
+from django.urls import path, register_converter
+from django.urls.converters import StringConverter
 from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerView
 from rest_framework.permissions import AllowAny
 
+from registry.validation import unstorable_text
+
 from . import views
+
+
+class ToolNameConverter(StringConverter):
+    """A tool name in a path. Text no database can store (a NUL, invalid Unicode) names no
+    tool, and PostgreSQL refuses to compare it: it is read as the empty name, which no tool
+    has, so the view answers its usual 404 without sending the database a value it refuses."""
+
+    def to_python(self, value: str) -> str:
+        return "" if unstorable_text(value) else value
+
+
+register_converter(ToolNameConverter, "tool")
 
 urlpatterns = [
     path("tools/", views.ToolListView.as_view(), name="tool-list"),
-    path("tools/<str:name>/", views.ToolDetailView.as_view(), name="tool-detail"),
-    path("tools/<str:name>/versions/", views.ToolVersionsView.as_view(), name="tool-versions"),
+    path("tools/<tool:name>/", views.ToolDetailView.as_view(), name="tool-detail"),
+    path("tools/<tool:name>/versions/", views.ToolVersionsView.as_view(), name="tool-versions"),
     path("revision/", views.RevisionView.as_view(), name="revision"),
     path("export/openai/", views.OpenAIExportView.as_view(), name="export-openai"),
     path("export/anthropic/", views.AnthropicExportView.as_view(), name="export-anthropic"),

@@ -11,6 +11,7 @@ of them into one.
 from __future__ import annotations
 
 import math
+from collections.abc import Iterator
 from typing import Any
 
 MAX_VARIABLES = 200
@@ -53,36 +54,75 @@ def json_type(value: Any) -> str:
     return "object"
 
 
-def _distinctive_leaves(value: Any) -> set:
-    """Values precise enough that finding one in the arguments means it came from the state.
+def _distinctive(leaf: Any) -> bool:
+    """Whether finding this value in the arguments means it came from the state.
 
     Booleans, None and short strings or small numbers are left out: ``true`` or ``1`` would
     "flow" into every call.
     """
-    leaves: set = set()
-    stack = [value]
-    while stack:
-        item = stack.pop()
-        if isinstance(item, dict):
-            stack.extend(item.values())
+    if isinstance(leaf, str):
+        return len(leaf.strip()) >= MIN_FLOW_LENGTH
+    if isinstance(leaf, int | float) and not isinstance(leaf, bool):
+        return abs(leaf) >= 1000 or (isinstance(leaf, float) and not leaf.is_integer())
+    return False
+
+
+def _distinctive_leaves(value: Any) -> Iterator[Any]:
+    """The distinctive scalars inside ``value``, repeats included.
+
+    One iterator per open container: memory grows with the depth of ``value``, not its size.
+    """
+    pending: list[Iterator[Any]] = [iter((value,))]
+    while pending:
+        item = next(pending[-1], _END)
+        if item is _END:
+            pending.pop()
+        elif isinstance(item, dict):
+            pending.append(iter(item.values()))
         elif isinstance(item, list):
-            stack.extend(item)
-        elif isinstance(item, str):
-            if len(item.strip()) >= MIN_FLOW_LENGTH:
-                leaves.add(item)
-        elif isinstance(item, int | float) and not isinstance(item, bool):
-            if abs(item) >= 1000 or (isinstance(item, float) and not item.is_integer()):
-                leaves.add(item)
-    return leaves
+            pending.append(iter(item))
+        elif _distinctive(item):
+            yield item
 
 
-def _arg_leaves(args: dict) -> dict[Any, set[str]]:
-    """Every distinctive leaf of the arguments, mapped to the top-level arguments holding it."""
-    found: dict[Any, set[str]] = {}
+_END = object()
+
+
+def _arg_leaves(args: dict) -> dict[Any, str | list[str]]:
+    """Every distinctive leaf of the arguments, mapped to the top-level argument holding it, or
+    to the list of those holding it.
+
+    A name rather than a set per leaf: this map has an entry for every distinct leaf of the
+    arguments, and a set each would cost forty times the leaf's text.
+    """
+    found: dict[Any, str | list[str]] = {}
     for name, value in args.items():
         for leaf in _distinctive_leaves(value):
-            found.setdefault(leaf, set()).add(name)
+            holders = found.get(leaf)
+            if holders is None:
+                found[leaf] = name
+            elif isinstance(holders, str):
+                if holders != name:
+                    found[leaf] = [holders, name]
+            elif holders[-1] != name:
+                holders.append(name)
     return found
+
+
+def _flow_targets(value: Any, leaves: dict[Any, str | list[str]]) -> set[str]:
+    """The arguments holding any distinctive leaf of ``value``."""
+    targets: set[str] = set()
+    shared: set[int] = set()  # leaves held by several arguments, each added once
+    for leaf in _distinctive_leaves(value):
+        holders = leaves.get(leaf)
+        if holders is None:
+            continue
+        if isinstance(holders, str):
+            targets.add(holders)
+        elif id(holders) not in shared:
+            shared.add(id(holders))
+            targets.update(holders)
+    return targets
 
 
 def _entry(agg: dict, section: str, name: str, cap: int, fresh) -> dict | None:
@@ -142,9 +182,7 @@ def aggregate_add(agg: dict, trace: dict) -> None:
             continue
         entry["before_ok" if success else "before_err"] += 1
         if success and leaves:
-            targets = set()
-            for leaf in _distinctive_leaves(value):
-                targets |= leaves.get(leaf, set())
+            targets = _flow_targets(value, leaves)
             if targets:
                 entry["flows"] += 1
                 _example(entry, trace_id)

@@ -8,8 +8,9 @@ form and an import of a thousand tools. Problems come back as ``{field: [reason,
 
 from __future__ import annotations
 
+import math
 import re
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -187,25 +188,71 @@ def contract_check(document: Any, *, context: RegistryContext) -> tuple[dict, Er
 
 
 def unstorable_text(value: Any, path: str = "") -> str | None:
-    """Where a string (key or value) holds what no database text column can store: a NUL
-    character or an unpaired surrogate. Returns the path and reason, or None."""
-    stack = [(value, path)]
-    while stack:
-        item, where = stack.pop()
-        if isinstance(item, str):
-            if "\x00" in item:
-                return f"{where or '(value)'}: contains a NUL character (\\u0000)"
-            try:
-                item.encode("utf-8")
-            except UnicodeEncodeError:
-                return f"{where or '(value)'}: contains an unpaired surrogate (invalid Unicode)"
-        elif isinstance(item, Mapping):
-            for key, child in item.items():
-                stack.append((key, where))
-                stack.append((child, f"{where}.{key}" if where else str(key)))
-        elif isinstance(item, list):
-            stack.extend((child, f"{where}[{index}]") for index, child in enumerate(item))
+    """Where a string (key or value) holds what no database text column can store (a NUL
+    character or an unpaired surrogate), or a number is out of range (JSON's ``1e999`` reads
+    as infinity, which no JSON column stores). Returns the path and reason, or None.
+
+    The walk keeps one iterator per open container, so its memory grows with the depth, never
+    with the size, and the path is spelt only for the value it reports: spelling it for every
+    value would copy a long key once per item of the list under it (100 KB of request body
+    would cost gigabytes).
+    """
+    reason = _unstorable_value(value)
+    if reason:
+        return f"{path or '(value)'}: {reason}"
+    trail: list[str | int] = []  # the keys and indexes leading to the innermost open container
+    pending: list[Iterator[tuple[Any, Any]]] = []
+    if isinstance(value, Mapping | list):
+        pending.append(_children(value))
+    while pending:
+        pair = next(pending[-1], None)
+        if pair is None:
+            pending.pop()
+            if trail:
+                trail.pop()
+            continue
+        key, item = pair
+        if isinstance(key, str) and (reason := _unstorable_value(key)):
+            return f"{_spelt(path, trail) or '(value)'}: {reason}"
+        if isinstance(item, Mapping | list):
+            trail.append(key)
+            pending.append(_children(item))
+        elif reason := _unstorable_value(item):
+            trail.append(key)
+            return f"{_spelt(path, trail)}: {reason}"
     return None
+
+
+MAX_SHOWN_KEY = 64  # a reason names where, it does not echo a 50 KB key
+_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
+def _unstorable_value(item: Any) -> str | None:
+    if isinstance(item, str):
+        if "\x00" in item:
+            return "contains a NUL character (\\u0000)"
+        # Searched rather than encoded: encoding would copy every string.
+        if _SURROGATE.search(item):
+            return "contains an unpaired surrogate (invalid Unicode)"
+    elif isinstance(item, float) and not math.isfinite(item):
+        return "is a number out of range"
+    return None
+
+
+def _children(container: Mapping | list) -> Iterator[tuple[Any, Any]]:
+    return iter(container.items()) if isinstance(container, Mapping) else enumerate(container)
+
+
+def _spelt(path: str, trail: list[str | int]) -> str:
+    for part in trail:
+        if isinstance(part, int):
+            path += f"[{part}]"
+            continue
+        name = str(part)
+        if len(name) > MAX_SHOWN_KEY:
+            name = name[: MAX_SHOWN_KEY - 3] + "..."
+        path = f"{path}.{name}" if path else name
+    return path
 
 
 def schema_errors(schema: Any, *, needs_object: bool) -> list[str]:

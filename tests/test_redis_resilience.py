@@ -4,7 +4,11 @@ Each test starts its own redis-server, so it can stop it (SIGSTOP: the kernel st
 connections, nothing answers) or kill it without touching the Redis the suite is configured with.
 """
 
+import os
+import subprocess
+import sys
 import time
+from pathlib import Path
 
 import pytest
 from django.core.cache.backends.base import BaseCache
@@ -13,8 +17,7 @@ from django.utils.module_loading import import_string
 from config.cache import SOCKET_TIMEOUT_SECONDS, redis_cache
 from tests.redis_server import needs_redis_server, redis_server
 
-pytestmark = needs_redis_server
-
+ROOT = Path(__file__).resolve().parent.parent
 COOLDOWN = 1.0  # shorter than the default, to keep the test quick
 FAST = 0.05
 
@@ -30,6 +33,7 @@ def timed(call) -> tuple[object, float]:
     return result, time.monotonic() - started
 
 
+@needs_redis_server
 def test_it_skips_a_hung_redis_after_the_first_failure_and_uses_it_again_after_the_cool_down():
     with redis_server() as server:
         cache = cache_at(server.url())
@@ -59,6 +63,7 @@ def test_it_skips_a_hung_redis_after_the_first_failure_and_uses_it_again_after_t
         assert cache.get("after") == "back"
 
 
+@needs_redis_server
 def test_a_dead_redis_costs_nothing_per_read():
     with redis_server() as server:
         cache = cache_at(server.url())
@@ -71,6 +76,7 @@ def test_a_dead_redis_costs_nothing_per_read():
             assert elapsed < FAST
 
 
+@needs_redis_server
 @pytest.mark.django_db
 def test_api_requests_stay_fast_while_the_cache_hangs(runtime_client_factory, settings):
     client = runtime_client_factory("assistant")
@@ -86,3 +92,48 @@ def test_api_requests_stay_fast_while_the_cache_hangs(runtime_client_factory, se
             # Several cache calls per request: without the breaker each would wait a timeout.
             assert elapsed < SOCKET_TIMEOUT_SECONDS
         server.resume()
+
+
+def settings_in_a_process(**env_vars: str) -> subprocess.CompletedProcess:
+    env = {key: value for key, value in os.environ.items() if "REDIS_URL" not in key}
+    return subprocess.run(
+        [sys.executable, "-c", "from django.conf import settings; "
+         "print(settings.CELERY_BROKER_URL, settings.CACHES['default'].get('LOCATION'))"],
+        env={**env, "DJANGO_SETTINGS_MODULE": "config.settings.test", **env_vars},
+        cwd=ROOT, capture_output=True, text=True,
+    )  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    ("env_vars", "broker", "cache"),
+    [
+        ({"REDIS_URL": "redis://r:6379/0"}, "redis://r:6379/0", "redis://r:6379/1"),
+        ({"REDIS_URL": "redis://r:6379"}, "redis://r:6379", "redis://r:6379/1"),
+        (
+            {"REDIS_URL": "redis://r:6379/0", "CACHE_REDIS_URL": "redis://c:6379/0"},
+            "redis://r:6379/0",
+            "redis://c:6379/0",
+        ),
+        ({}, "filesystem://", "None"),
+    ],
+)
+def test_the_cache_never_shares_the_brokers_database(env_vars, broker, cache):
+    result = settings_in_a_process(**env_vars)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.split() == [broker, cache]
+
+
+@pytest.mark.parametrize(
+    ("env_vars", "named"),
+    [
+        ({"REDIS_URL": "redis://r:port/0"}, "REDIS_URL"),
+        ({"REDIS_URL": "redis://r:6379/zero"}, "REDIS_URL"),
+        ({"REDIS_URL": "redis://r:6379/15"}, "REDIS_URL"),
+        ({"CACHE_REDIS_URL": "http://c/0"}, "CACHE_REDIS_URL"),
+        ({"REDIS_URL": "redis://r/0", "CACHE_REDIS_URL": "redis://r:6379/0"}, "CACHE_REDIS_URL"),
+    ],
+)
+def test_a_malformed_redis_setting_stops_the_process_naming_it(env_vars, named):
+    result = settings_in_a_process(**env_vars)
+    assert result.returncode != 0
+    assert f"ImproperlyConfigured: {named}:" in result.stderr

@@ -43,18 +43,23 @@ class RuntimeTokenAuthentication(authentication.BaseAuthentication):
         except UnicodeDecodeError:
             raise exceptions.AuthenticationFailed("The token is not valid.") from None
         digest = RuntimeToken.hash(raw)
-        # Cached per registry revision: a revocation or an application change moves the
-        # revision, so a cached token never outlives what it was allowed to do.
-        key = f"registry:token:{digest}:{revision_current()}"
-        token = cache.get(key)
-        if token is None:
+        # Keyed by the token alone: saving, revoking or deleting it drops this entry when the
+        # change commits (RuntimeToken's save and queryset), so the next request anywhere reads
+        # it again. The entry also carries the revision it was read at, because the token brings
+        # its application along and an application's changes move the revision.
+        key = RuntimeToken.cache_key(digest)
+        revision = revision_current()
+        cached = cache.get(key)
+        if cached is not None and cached[0] == revision:
+            token = cached[1]
+        else:
             token = (
                 RuntimeToken.objects.select_related("application__max_risk", "application__policy")
                 .filter(token_hash=digest)
                 .first()
             )
             if token is not None:
-                cache.set(key, token, TOKEN_CACHE_SECONDS)
+                cache.set(key, (revision, token), TOKEN_CACHE_SECONDS)
         if token is None or not token.is_usable:
             raise exceptions.AuthenticationFailed("The token is not valid, expired or revoked.")
         now = timezone.now()
@@ -62,7 +67,7 @@ class RuntimeTokenAuthentication(authentication.BaseAuthentication):
             # At most one write a minute per token: reads stay reads.
             RuntimeToken.objects.filter(pk=token.pk).update(last_used_at=now)
             token.last_used_at = now
-            cache.set(key, token, TOKEN_CACHE_SECONDS)
+            cache.set(key, (revision, token), TOKEN_CACHE_SECONDS)
         return Runtime(application=token.application, token=token), token
 
     def authenticate_header(self, request) -> str:

@@ -1,13 +1,43 @@
 import hashlib
 import secrets
 
+from django.core.cache import cache
 from django.core.exceptions import ValidationError
-from django.db import models
+from django.db import models, transaction
 from django.utils import timezone
 
 from registry.models import Application
 
 TOKEN_PREFIX = "trk_"
+
+
+def forget_tokens(digests: list[str]) -> None:
+    """Drop the cached authentications of these tokens once the change commits, so every
+    process sharing the cache reads them again on their next request. Call it after the write:
+    outside a transaction ``on_commit`` runs at once."""
+    keys = [RuntimeToken.cache_key(digest) for digest in digests]
+    if keys:
+        transaction.on_commit(lambda: cache.delete_many(keys))
+
+
+class RuntimeTokenQuerySet(models.QuerySet):
+    """Bulk writes forget cached authentications too (the admin revokes with ``update()``)."""
+
+    def update(self, **kwargs):
+        # Recording the last use changes nothing a cached authentication decides on.
+        digests = [] if set(kwargs) <= {"last_used_at"} else self._digests()
+        count = super().update(**kwargs)
+        forget_tokens(digests)
+        return count
+
+    def delete(self):
+        digests = self._digests()
+        deleted = super().delete()
+        forget_tokens(digests)
+        return deleted
+
+    def _digests(self) -> list[str]:
+        return list(self.values_list("token_hash", flat=True))
 
 
 class RuntimeToken(models.Model):
@@ -29,17 +59,33 @@ class RuntimeToken(models.Model):
     revoked_at = models.DateTimeField(null=True, blank=True)
     last_used_at = models.DateTimeField(null=True, blank=True, editable=False)
 
+    objects = RuntimeTokenQuerySet.as_manager()
+
     class Meta:
         ordering = ["application__name", "-created_at"]
 
     def __str__(self) -> str:
         return f"{self.prefix}… ({self.application.name})"
 
+    def save(self, *args, **kwargs) -> None:
+        super().save(*args, **kwargs)
+        forget_tokens([self.token_hash])
+
+    def delete(self, *args, **kwargs):
+        deleted = super().delete(*args, **kwargs)
+        forget_tokens([self.token_hash])
+        return deleted
+
     def clean(self) -> None:
         if not isinstance(self.scopes, list) or not set(self.scopes) <= set(self.Scope.values):
             raise ValidationError(
                 {"scopes": f"A list of scopes among: {', '.join(self.Scope.values)}."}
             )
+
+    @staticmethod
+    def cache_key(digest: str) -> str:
+        """Where ``api.auth`` caches the token with this SHA-256 (shared by every process)."""
+        return f"registry:token:{digest}"
 
     @staticmethod
     def hash(raw: str) -> str:

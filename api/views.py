@@ -15,7 +15,6 @@ from rest_framework.exceptions import ValidationError
 from rest_framework.pagination import PageNumberPagination
 from rest_framework.permissions import AllowAny
 from rest_framework.response import Response
-from rest_framework.throttling import SimpleRateThrottle
 from rest_framework.views import APIView
 
 from learning.ingest import traces_ingest
@@ -47,25 +46,10 @@ from .serializers import (
     TraceIn,
     TraceIngestResult,
 )
+from .throttling import RuntimeThrottle
 
 logger = logging.getLogger(__name__)
 ERRORS = {code: ErrorSerializer for code in (400, 401, 403, 404, 429)}
-
-
-class RuntimeThrottle(SimpleRateThrottle):
-    """Per token (or per staff user); answers 429 with Retry-After."""
-
-    scope = "runtime"
-
-    def get_cache_key(self, request, view):
-        user = request.user
-        if isinstance(user, Runtime):
-            ident = f"token-{user.token.pk}"
-        elif user is not None and getattr(user, "is_authenticated", False):
-            ident = f"user-{user.pk}"
-        else:
-            ident = self.get_ident(request)
-        return f"throttle:{self.scope}:{ident}"
 
 
 class Pagination(PageNumberPagination):

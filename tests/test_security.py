@@ -5,6 +5,8 @@ from pathlib import Path
 
 import pytest
 
+from config.cache import redis_cache
+
 ROOT = Path(__file__).resolve().parent.parent
 
 
@@ -142,13 +144,7 @@ def test_reads_and_ingest_do_not_depend_on_the_broker(runtime_client_factory, se
     from learning.models import Trace
 
     client = runtime_client_factory("assistant")
-    settings.CACHES = {
-        "default": {
-            "BACKEND": "config.cache.ResilientRedisCache",
-            "LOCATION": "redis://127.0.0.1:1/0",  # nothing listens here
-            "OPTIONS": {"socket_connect_timeout": 0.2, "socket_timeout": 0.2},
-        }
-    }
+    settings.CACHES = {"default": redis_cache("redis://127.0.0.1:1/0")}  # nothing listens here
     caches._settings = None
     if hasattr(caches._connections, "default"):
         del caches._connections.default

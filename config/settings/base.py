@@ -9,9 +9,13 @@ filesystem transport under ``var/``: no server to install. ``DATABASE_URL`` and
 import os
 from datetime import timedelta
 from pathlib import Path
+from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
 import environ
 from django.core.exceptions import ImproperlyConfigured
+from redis.connection import parse_url
+
+from config.cache import redis_cache
 
 BASE_DIR = Path(__file__).resolve().parent.parent.parent
 VAR_DIR = Path(environ.Env().str("VAR_DIR", default=str(BASE_DIR / "var")))
@@ -153,15 +157,61 @@ STATIC_ROOT.mkdir(exist_ok=True)
 
 REDIS_URL = redis_url_from_env()
 
-if REDIS_URL:
-    CACHES = {
-        "default": {
-            "BACKEND": "config.cache.ResilientRedisCache",
-            "LOCATION": REDIS_URL,
-            # Fail fast when Redis is down: a cache miss costs less than a hung request.
-            "OPTIONS": {"socket_connect_timeout": 0.5, "socket_timeout": 0.5},
-        }
+
+def redis_place(name: str, url: str) -> dict:
+    """Where a Redis URL points (host, port or socket path, database); a bad URL names ``name``."""
+    try:
+        place = parse_url(url)
+    except ValueError as exc:
+        raise ImproperlyConfigured(f"{name}: cannot parse {url!r}: {exc}") from exc
+    database = urlsplit(url).path.strip("/") if not url.startswith("unix://") else ""
+    if database and not database.isdigit():  # redis-py would quietly use database 0
+        raise ImproperlyConfigured(f"{name}: the database must be a number, got {database!r}")
+    return {
+        "host": place.get("host"),
+        "port": place.get("port", 6379),
+        "path": place.get("path"),
+        "db": place.get("db", 0),
     }
+
+
+def cache_url_from_env(broker_url: str | None) -> str | None:
+    """CACHE_REDIS_URL, else the broker's Redis server with the next database number, else None.
+
+    The cache never shares the broker's database: clearing the cache flushes its database, and
+    the cache's keys would count against the broker's memory.
+    """
+    url = env_value("CACHE_REDIS_URL", env.str, "")
+    if url and not url.startswith(("redis://", "rediss://", "unix://")):
+        raise ImproperlyConfigured(f"CACHE_REDIS_URL: expected a redis:// URL, got {url!r}")
+    broker = redis_place("REDIS_URL", broker_url) if broker_url else None
+    if url:
+        cache = redis_place("CACHE_REDIS_URL", url)
+        if cache == broker:
+            raise ImproperlyConfigured(
+                "CACHE_REDIS_URL: names the broker's database (REDIS_URL); use another one"
+            )
+        return url
+    if broker is None:
+        return None
+    database = broker["db"] + 1
+    if database > 15:  # Redis has databases 0-15 unless configured otherwise
+        raise ImproperlyConfigured(
+            f"REDIS_URL: the cache would take database {database}; set CACHE_REDIS_URL"
+        )
+    parts = urlsplit(broker_url)
+    query = [(key, value) for key, value in parse_qsl(parts.query) if key != "db"]
+    if parts.scheme == "unix":  # the path is the socket's; the database goes in the query
+        query.append(("db", str(database)))
+        return f"{broker_url.split('?')[0]}?{urlencode(query)}"
+    return urlunsplit(parts._replace(path=f"/{database}", query=urlencode(query)))
+
+
+# The cache: Redis (django-redis, short timeouts, a circuit breaker; see config/cache.py) when
+# one is configured, else per-process memory.
+CACHE_REDIS_URL = cache_url_from_env(REDIS_URL)
+if CACHE_REDIS_URL:
+    CACHES = {"default": redis_cache(CACHE_REDIS_URL)}
 else:
     CACHES = {"default": {"BACKEND": "django.core.cache.backends.locmem.LocMemCache"}}
 

@@ -1,0 +1,111 @@
+"""Request throttling: a fixed-window counter per caller, counted atomically.
+
+DRF's ``SimpleRateThrottle`` reads a history, decides, then writes it back: two requests of one
+caller in flight at once both read the same history, so concurrent clients get past the limit.
+Here each request is one atomic increment (on Redis, one Lua script: one round trip), and the
+count it returns decides. A window starts with a caller's first request and lasts the rate's
+period; the requests refused in it count too, which changes nothing (the count is past the limit
+either way) and keeps the increment unconditional.
+
+Throttling protects the service, it is not a permission: when Redis is unreachable (its circuit
+breaker open, see ``config/cache.py``), requests are let through and this is logged once per
+outage.
+"""
+
+import logging
+import time
+
+from django.core.cache import caches
+from django_redis import get_redis_connection
+from django_redis.cache import RedisCache
+from redis.exceptions import RedisError
+from rest_framework.throttling import SimpleRateThrottle
+
+from .auth import Runtime
+
+logger = logging.getLogger(__name__)
+
+# One round trip: count, start the window's clock if it has none, say how long it has left.
+# Checking PTTL rather than "count == 1" also repairs a counter that somehow lost its expiry.
+WINDOW_HIT = """
+local count = redis.call('INCR', KEYS[1])
+local left = redis.call('PTTL', KEYS[1])
+if left < 0 then
+    redis.call('PEXPIRE', KEYS[1], ARGV[1])
+    left = tonumber(ARGV[1])
+end
+return {count, left}
+"""
+
+
+class RuntimeThrottle(SimpleRateThrottle):
+    """Per token (or per staff user, else per address); answers 429 with Retry-After."""
+
+    scope = "runtime"
+    cache_alias = "default"
+
+    def get_cache_key(self, request, view):
+        user = request.user
+        if isinstance(user, Runtime):
+            ident = f"token-{user.token.pk}"
+        elif user is not None and getattr(user, "is_authenticated", False):
+            ident = f"user-{user.pk}"
+        else:
+            ident = self.get_ident(request)
+        return f"throttle:{self.scope}:{ident}"
+
+    def allow_request(self, request, view) -> bool:
+        if self.rate is None:
+            return True
+        self.key = self.get_cache_key(request, view)
+        if self.key is None:
+            return True
+        hit = window_hit(self.cache_alias, self.key, self.duration)
+        if hit is None:
+            return True  # fail open: see the module's docstring
+        count, self.seconds_left = hit
+        return count <= self.num_requests
+
+    def wait(self) -> float:
+        return max(self.seconds_left, 1.0)
+
+
+def window_hit(alias: str, key: str, duration: int) -> tuple[int, float] | None:
+    """Count one request in ``key``'s window of ``duration`` seconds in cache ``alias``: the
+    count so far and the seconds until the window ends, or None when Redis is unreachable."""
+    cache = caches[alias]
+    if not isinstance(cache, RedisCache):
+        return cache_window_hit(cache, key, duration)
+    try:
+        count, left_ms = get_redis_connection(alias).register_script(WINDOW_HIT)(
+            keys=[cache.make_key(key)], args=[duration * 1000]
+        )
+    except RedisError as exc:
+        if not _outage["logged"]:
+            _outage["logged"] = True
+            logger.warning("throttling is off until Redis answers again: %s", exc)
+        return None
+    if _outage["logged"]:
+        _outage["logged"] = False
+        logger.warning("throttling is back on")
+    return int(count), int(left_ms) / 1000
+
+
+_outage = {"logged": False}
+
+
+def cache_window_hit(cache, key: str, duration: int) -> tuple[int, float]:
+    """Any other cache (the embedded default's local memory): ``add`` and ``incr`` are each
+    atomic there, and the window's end is kept beside the counter."""
+    now = time.time()
+    ends_key = f"{key}:ends"
+    while True:
+        if cache.add(key, 1, duration):
+            cache.set(ends_key, now + duration, duration)
+            return 1, float(duration)
+        try:
+            count = cache.incr(key)
+        except ValueError:  # the window ended between add and incr: open the next one
+            continue
+        ends = cache.get(ends_key, now + duration)
+        return count, max(ends - now, 0.0)

@@ -19,7 +19,7 @@ def visible_versions(application: Application | None) -> QuerySet[ContractVersio
         return versions
     if not application.all_tools:
         versions = versions.filter(tool__applications=application)
-    if application.max_risk_id is not None:
+    if application.max_risk is not None:
         versions = versions.filter(risk__rank__lte=application.max_risk.rank)
     if not application.all_permissions:
         for name in forbidden_permissions(application):

@@ -11,6 +11,7 @@ of them into one.
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from typing import Any
 
 MAX_VARIABLES = 200
@@ -82,7 +83,7 @@ def _arg_leaves(args: dict) -> dict[Any, set[str]]:
     return found
 
 
-def _entry(agg: dict, section: str, name: str, cap: int, fresh) -> dict | None:
+def _entry(agg: dict, section: str, name: str, cap: int, fresh: Callable[[], dict]) -> dict | None:
     """The counters of one variable or argument, created if there is room under the cap."""
     entries = agg[section]
     entry = entries.get(name)

@@ -14,12 +14,13 @@ import logging
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from itertools import islice
+from typing import Any
 
 from django.conf import settings
 from django.db import connection, transaction
 from django.utils import timezone
 
-from registry.models import Tool
+from registry.models import Application, Tool
 from registry.selectors import alias_map
 
 from .aggregates import aggregate_add, aggregate_merge, new_aggregate
@@ -41,7 +42,7 @@ class IngestResult:
 def traces_ingest(
     *,
     items: Iterable[tuple[int, object]],
-    application=None,
+    application: Application | None = None,
     batch_size: int | None = None,
 ) -> IngestResult:
     """Store valid traces in batches, skip duplicates of (trace_id, step), report the rest.
@@ -60,7 +61,7 @@ def traces_ingest(
         rows: dict[tuple[str, int], dict] = {}
         for index, item in batch:
             trace, errors = trace_parse(item, aliases=aliases)
-            if errors:
+            if trace is None:
                 result.rejected += [
                     {"index": index, "field": name, "reason": reason} for name, reason in errors
                 ]
@@ -123,7 +124,7 @@ TRACE_COLUMNS = [
 JSON_COLUMNS = {"args", "state_before", "state_after", "output"}
 
 
-def _copy_value(row: dict, column: str):
+def _copy_value(row: dict, column: str) -> Any:
     value = row.get(column)
     if value is None:
         return None

@@ -2,7 +2,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed-$(shell cksum pyproject.toml | cut -d' ' -f1)
 
-.PHONY: install run serve test test-fast lint format migrations-check benchmarks ci
+.PHONY: install run serve test test-fast lint imports typecheck format migrations-check benchmarks ci
 
 $(STAMP): pyproject.toml
 	test -x $(PY) || python3 -m venv $(VENV)
@@ -27,9 +27,19 @@ serve: install
 test: install
 	$(PY) -m pytest
 
-lint: install
+## ruff, the layers between apps, and the types of services, selectors and pure modules.
+lint: install imports typecheck
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/ruff format --check .
+
+## import-linter's contracts in pyproject.toml: apps import only the layers below them, pure
+## modules import no framework.
+imports: install
+	$(VENV)/bin/lint-imports
+
+## mypy with django-stubs over the files listed in pyproject.toml.
+typecheck: install
+	$(VENV)/bin/mypy
 
 format: install
 	$(VENV)/bin/ruff check --fix .

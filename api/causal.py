@@ -213,8 +213,8 @@ def _cheapest_labels(
     no_first_step = len(index.names)
     queue: list[tuple[Label, str, int]] = []
     tool_labels: dict[int, Label] = {}
-    for tool, missing in waiting.items():
-        if not missing:
+    for tool, unsettled in waiting.items():
+        if not unsettled:
             label = tool_labels[tool] = (1, risk[tool], latency[tool], tool, tool)
             queue.extend((label, variable, tool) for variable in produces[tool])
     heapq.heapify(queue)

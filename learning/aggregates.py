@@ -11,7 +11,7 @@ of them into one.
 from __future__ import annotations
 
 import math
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Any
 
 MAX_VARIABLES = 200
@@ -125,7 +125,7 @@ def _flow_targets(value: Any, leaves: dict[Any, str | list[str]]) -> set[str]:
     return targets
 
 
-def _entry(agg: dict, section: str, name: str, cap: int, fresh) -> dict | None:
+def _entry(agg: dict, section: str, name: str, cap: int, fresh: Callable[[], dict]) -> dict | None:
     """The counters of one variable or argument, created if there is room under the cap."""
     entries = agg[section]
     entry = entries.get(name)

@@ -23,7 +23,7 @@ import hashlib
 import json
 import math
 import re
-from collections import Counter
+from collections import defaultdict
 from collections.abc import Iterable
 from dataclasses import dataclass
 
@@ -206,7 +206,7 @@ def suggest_risk(
         risk = next(risk for risk in RISK_ORDER if verb in VERB_RISK[risk])
         return risk, 0.6
     pool = same_verb or candidates
-    votes: Counter = Counter()
+    votes: defaultdict[str, float] = defaultdict(float)
     # The closest few speak: many loosely related tools must not outvote a near twin.
     for tool in sorted(pool, key=lambda tool: -_similarity(own, tool["tokens"]))[:NEIGHBOURS]:
         votes[tool["risk"]] += _similarity(own, tool["tokens"]) or (0.01 if same_verb else 0)
@@ -214,6 +214,11 @@ def suggest_risk(
         return "medium", 0.0
     best = max(RISK_ORDER, key=lambda risk: (votes[risk], RISK_ORDER.index(risk)))
     return best, votes[best] / sum(votes.values())
+
+
+def _rank(ranks: dict[str, int], risk: str | None) -> int:
+    """A missing or unknown risk ranks below every level."""
+    return -1 if risk is None else ranks.get(risk, -1)
 
 
 def _similarity(own: set[str], other: set[str]) -> float:
@@ -261,8 +266,8 @@ def contract_drift(
     ranks = risk_rank or {risk: index for index, risk in enumerate(RISK_ORDER)}
     before_risk, after_risk = approved.get("risk"), inferred.get("risk")
     # A lower inferred risk is never drift: a person's label wins.
-    floor = max(ranks.get(before_risk, -1), ranks.get(baseline_risk, -1))
-    if ranks.get(after_risk, -1) > floor:
+    floor = max(_rank(ranks, before_risk), _rank(ranks, baseline_risk))
+    if _rank(ranks, after_risk) > floor:
         items.append(
             {
                 "field": "risk",

@@ -71,7 +71,7 @@ def traces_ingest(
         rows: dict[tuple[str, int], dict[str, Any]] = {}
         for index, item in batch:
             trace, errors = trace_parse(item, aliases=aliases)
-            if errors:
+            if trace is None:
                 result.rejected += [
                     {"index": index, "field": name, "reason": reason} for name, reason in errors
                 ]
@@ -187,7 +187,7 @@ TRACE_COLUMNS = [
 JSON_COLUMNS = {"args", "state_before", "state_after", "output"}
 
 
-def _copy_value(row: dict, column: str):
+def _copy_value(row: dict, column: str) -> Any:
     value = row.get(column)
     if value is None:
         return None

@@ -94,8 +94,8 @@ def tools_refresh(*, tool_names: list[str]) -> list[RefreshResult]:
             if stats is None:
                 continue
             tool = stats.tool
-            approved = tool.current_version if tool else None
-            if approved is not None:
+            approved = tool.current_version if tool is not None else None
+            if tool is not None and approved is not None:
                 approved.tool = tool  # document() reads its name: no query per tool
             risk = approved.risk if approved else None
             use_since = risk is not None and stats.traces_since_version >= risk.min_support
@@ -133,8 +133,13 @@ def tools_refresh(*, tool_names: list[str]) -> list[RefreshResult]:
                     baseline_risk=baseline,
                 )
                 if result.drift:
-                    _drift_record(tool=tool, approved=approved, inferred=inferred, stats=stats,
-                                  result=result)  # fmt: skip
+                    _drift_record(
+                        tool=approved.tool,
+                        approved=approved,
+                        inferred=inferred,
+                        stats=stats,
+                        result=result,
+                    )
         InferredContract.objects.bulk_create(
             inferred_rows,
             update_conflicts=True,

@@ -71,7 +71,7 @@ def trace_parse(
     ):
         errors.append(("duration_ms", "must be a non-negative number of milliseconds"))
     occurred_at = item.get("occurred_at")
-    when = now or datetime.now(UTC)
+    when: datetime | None = now or datetime.now(UTC)
     if occurred_at is not None:
         when = _parse_time(occurred_at)
         if when is None:

@@ -233,15 +233,15 @@ def _entry_errors(
         errors.append("rule: must be non-empty text (it is shown to the LLM)")
 
     kind = spec.get("kind")
-    known_kind = isinstance(kind, str) and kind in actions_by_kind
-    if not known_kind:
+    if not isinstance(kind, str) or kind not in actions_by_kind:
         errors.append(f"kind: must be one of {', '.join(actions_by_kind)}")
+        kind = None
 
     action = spec.get("action")
     if not isinstance(action, str) or action not in ACTIONS:
         errors.append(f"action: must be one of {', '.join(ACTIONS)}")
         action = None
-    elif known_kind and action not in actions_by_kind[kind]:
+    elif kind is not None and action not in actions_by_kind[kind]:
         allowed = ", ".join(actions_by_kind[kind])
         errors.append(f"action: {action!r} is not defined for {kind}; use one of {allowed}")
         action = None
@@ -249,7 +249,7 @@ def _entry_errors(
     params = spec.get("params")
     if not isinstance(params, Mapping):
         errors.append("params: must be an object")
-    elif known_kind:
+    elif kind is not None:
         errors.extend(param_checks[kind](params, action or ""))
     return errors
 
@@ -335,7 +335,8 @@ def _must_include_params(params: Mapping[str, Any], action: str) -> list[str]:
     tools = params.get("tools")
     tool_errors = _name_list_errors(tools, "tools", minimum=1, noun="tool name")
     errors += tool_errors
-    listed = set(tools) if not tool_errors else set()
+    named: list[str] = tools if isinstance(tools, list) and not tool_errors else []
+    listed = set(named)
     args = params.get("args")
     if args is not None:
         if not isinstance(args, Mapping):
@@ -348,7 +349,7 @@ def _must_include_params(params: Mapping[str, Any], action: str) -> list[str]:
                     errors.append(f"params.args.{tool}: must be an object of arguments")
     if action == "correct" and not tool_errors:
         given = args if isinstance(args, Mapping) else {}
-        missing = [tool for tool in tools if tool not in given]
+        missing = [tool for tool in named if tool not in given]
         if missing:
             errors.append(
                 "params.args: 'correct' appends a step, so it needs the arguments of every "

@@ -9,7 +9,7 @@ tickets, so two reviewers never deadlock.
 from dataclasses import dataclass, field
 from typing import Any
 
-from django.contrib.auth.models import AbstractBaseUser
+from django.contrib.auth.models import User
 from django.db import transaction
 from django.db.models import Max
 from django.utils import timezone
@@ -234,7 +234,7 @@ def _next_number(tool: Tool) -> int:
 def contract_version_create(
     *,
     document: ContractDocument,
-    author: AbstractBaseUser | None,
+    author: User | None,
     source: str = ContractVersion.Source.MANUAL,
 ) -> ContractVersion | None:
     """A new proposed version of a validated document, based on the tool's current version.

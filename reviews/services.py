@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from django.contrib.auth import get_user_model
-from django.contrib.auth.models import AbstractBaseUser, Group
+from django.contrib.auth.models import Group, User
 from django.core.mail import send_mail
 from django.db import IntegrityError, transaction
 from django.utils import timezone
@@ -37,7 +37,7 @@ logger = logging.getLogger(__name__)
 REVIEWERS_GROUP = "Reviewers"
 
 
-def is_reviewer(user: AbstractBaseUser) -> bool:
+def is_reviewer(user: User) -> bool:
     return user.is_active and user.groups.filter(name=REVIEWERS_GROUP).exists()
 
 
@@ -45,7 +45,7 @@ def is_reviewer(user: AbstractBaseUser) -> bool:
 def contract_propose(
     *,
     document: ContractDocument | dict[str, Any],
-    author: AbstractBaseUser | None,
+    author: User | None,
     source: str = ContractVersion.Source.MANUAL,
     context: RegistryContext | None = None,
     evidence: dict[str, Any] | None = None,
@@ -84,7 +84,7 @@ def ticket_diff(ticket: ReviewTicket) -> dict[str, Any]:
 
 
 @transaction.atomic
-def review_approve(*, ticket: ReviewTicket, reviewer: AbstractBaseUser) -> ContractVersion | None:
+def review_approve(*, ticket: ReviewTicket, reviewer: User) -> ContractVersion | None:
     """Record one approval; publish when the ticket has enough. Returns the published version."""
     if not is_reviewer(reviewer):
         raise ReviewError("Only members of the Reviewers group may approve.")
@@ -113,7 +113,7 @@ def review_approve(*, ticket: ReviewTicket, reviewer: AbstractBaseUser) -> Contr
 def contract_publish(
     *,
     ticket: ReviewTicket,
-    actor: AbstractBaseUser | None,
+    actor: User | None,
     action: str = AuditEntry.Action.PUBLISHED,
 ) -> ContractVersion:
     """Make the ticket's proposal the approved, current version, all or nothing."""
@@ -145,7 +145,7 @@ def contract_publish(
 
 
 @transaction.atomic
-def review_reject(*, ticket: ReviewTicket, reviewer: AbstractBaseUser, reason: str) -> ReviewTicket:
+def review_reject(*, ticket: ReviewTicket, reviewer: User, reason: str) -> ReviewTicket:
     if not is_reviewer(reviewer):
         raise ReviewError("Only members of the Reviewers group may reject.")
     if not reason.strip():
@@ -175,7 +175,7 @@ def review_reject(*, ticket: ReviewTicket, reviewer: AbstractBaseUser, reason: s
 
 
 @transaction.atomic
-def review_rebase(*, ticket: ReviewTicket, actor: AbstractBaseUser | None) -> ReviewTicket:
+def review_rebase(*, ticket: ReviewTicket, actor: User | None) -> ReviewTicket:
     """Re-propose the same content on top of the current approved version."""
     tool_lock(tool_id=ticket.tool_id)
     ticket = ReviewTicket.objects.select_for_update().get(pk=ticket.pk)
@@ -197,7 +197,7 @@ def review_rebase(*, ticket: ReviewTicket, actor: AbstractBaseUser | None) -> Re
     return ticket
 
 
-def review_comment(*, ticket: ReviewTicket, author: AbstractBaseUser, body: str) -> Comment:
+def review_comment(*, ticket: ReviewTicket, author: User, body: str) -> Comment:
     if not body.strip():
         raise ReviewError("A comment needs some text.")
     return Comment.objects.create(ticket=ticket, author=author, body=body.strip())
@@ -216,7 +216,7 @@ def inferred_change_may_auto_publish(ticket: ReviewTicket) -> bool:
 def audit_record(
     action: str,
     *,
-    actor: AbstractBaseUser | None,
+    actor: User | None,
     ticket: ReviewTicket | None,
     version: ContractVersion,
     before_hash: str | None = None,
@@ -289,9 +289,7 @@ class ImportResult:
 
 
 @transaction.atomic
-def registry_import(
-    *, data: Any, approve: bool = False, actor: AbstractBaseUser | None = None
-) -> ImportResult:
+def registry_import(*, data: Any, approve: bool = False, actor: User | None = None) -> ImportResult:
     """Import a registry file (or a bare list of contracts); nothing is written if anything fails.
 
     Without ``approve`` each new or changed contract becomes a proposal with a review ticket;

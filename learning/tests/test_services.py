@@ -191,6 +191,12 @@ def test_import_traces_is_idempotent(get_event, tmp_path, capsys):
     assert Trace.objects.count() == 30
 
 
+def test_export_contracts_prints_the_approved_contracts_as_a_json_list(get_event, capsys):
+    call_command("export_contracts")
+    documents = json.loads(capsys.readouterr().out)
+    assert [document["name"] for document in documents] == ["calendar.get_event"]
+
+
 def test_refresh_contracts_command_and_inferred_export(get_event, capsys):
     traces_ingest(items=enumerate(call(i) for i in range(40)))
     call_command("refresh_contracts", "--no-progress")

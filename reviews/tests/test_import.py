@@ -162,10 +162,3 @@ def test_the_command_reports_invalid_json(tmp_path):
     path.write_text("{not json")
     with pytest.raises(CommandError, match="not valid JSON"):
         call_command("import_tools", str(path))
-
-
-def test_export_contracts_prints_a_json_list(tmp_path, capsys):
-    registry_import(data=registry_file(contract()), approve=True)
-    call_command("export_contracts")
-    documents = json.loads(capsys.readouterr().out)
-    assert [document["name"] for document in documents] == ["calendar.find_events"]

@@ -181,7 +181,7 @@ def _evaluated_keys(validator: Any, instance: Mapping[str, Any], schema: Any) ->
             target = validator.evolve(schema=resolved.contents, _resolver=resolved.resolver)
             evaluated |= _evaluated_keys(target, instance, resolved.contents)
     properties = schema.get("properties")
-    if validator.is_type(properties, "object"):
+    if isinstance(properties, dict):
         evaluated |= properties.keys() & instance.keys()
     for keyword in ("additionalProperties", "unevaluatedProperties"):
         subschema = schema.get(keyword)

@@ -18,6 +18,7 @@ from typing import Any
 
 from django.conf import settings
 from django.db import connection, transaction
+from django.db.models import Q
 from django.utils import timezone
 
 from registry.models import Application, Tool
@@ -168,8 +169,11 @@ def _claim_inserted(
     rows: dict[tuple[str, int], dict[str, Any]], *, application_id: int | None
 ) -> list[dict[str, Any]]:
     """SQLite: the batch's rows still unfolded are the ones this transaction inserted."""
+    owner = (
+        Q(application__isnull=True) if application_id is None else Q(application_id=application_id)
+    )
     claimed = Trace.objects.select_for_update(skip_locked=True).filter(
-        application_id=application_id, aggregated=False, trace_id__in={key[0] for key in rows}
+        owner, aggregated=False, trace_id__in={key[0] for key in rows}
     )
     ids = {
         (trace_id, step): pk for pk, trace_id, step in claimed.values_list("pk", "trace_id", "step")

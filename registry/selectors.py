@@ -59,8 +59,9 @@ def visible_versions(application: Application | None) -> QuerySet[ContractVersio
         return versions
     if not application.all_tools:
         versions = versions.filter(tool__applications=application)
-    if application.max_risk_id is not None:
-        versions = versions.filter(risk__rank__lte=application.max_risk.rank)
+    ceiling = application.max_risk
+    if ceiling is not None:
+        versions = versions.filter(risk__rank__lte=ceiling.rank)
     if not application.all_permissions:
         for name in forbidden_permissions(application):
             # JSON text match on the quoted name: one SQL condition per forbidden permission,

@@ -15,6 +15,16 @@ def visible_versions(application: Application | None) -> QuerySet[ContractVersio
     versions = ContractVersion.objects.filter(
         status=ContractVersion.Status.APPROVED, tool__lifecycle=Tool.Lifecycle.ACTIVE
     ).select_related("tool", "risk")
+    return within_application(versions, application)
+
+
+def within_application(
+    versions: QuerySet[ContractVersion], application: Application | None
+) -> QuerySet[ContractVersion]:
+    """The versions the application may see, each judged on its own risk and permissions.
+
+    The one place these rules live: current contracts and their history obey the same ones.
+    """
     if application is None:
         return versions
     if not application.all_tools:
@@ -43,9 +53,13 @@ def forbidden_permissions(application: Application) -> list[str]:
     return names
 
 
-def version_history(version: ContractVersion) -> QuerySet[ContractVersion]:
-    return (
+def version_history(
+    version: ContractVersion, application: Application | None
+) -> QuerySet[ContractVersion]:
+    """The approved history of the version's tool, newest first, as the application may see it."""
+    history = (
         ContractVersion.objects.filter(tool_id=version.tool_id, approved_at__isnull=False)
         .select_related("tool", "risk")
         .order_by("-number")
     )
+    return within_application(history, application)

@@ -1,0 +1,102 @@
+"""The production shape, run for real: gunicorn under production settings on the test database.
+
+The server is started with the web service's own command from docker-compose.yml, and its
+healthcheck is that file's own command, so neither can drift from what is tested.
+"""
+
+import http.client
+import os
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+import yaml
+from django.db import connection
+
+pytestmark = pytest.mark.django_db(transaction=True, serialized_rollback=True)
+ROOT = Path(__file__).resolve().parent.parent
+COMPOSE = yaml.safe_load((ROOT / "docker-compose.yml").read_text())
+HOST = "registry.example.com"
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def database_url() -> str:
+    database = connection.settings_dict
+    if database["ENGINE"].endswith("postgresql"):
+        return (
+            f"postgres://{database['USER']}:{database['PASSWORD'] or ''}@{database['HOST']}:"
+            f"{database['PORT']}/{database['NAME']}"
+        )
+    return f"sqlite:///{database['NAME']}"
+
+
+def web_command(port: int) -> list[str]:
+    """The compose web command, bound to a free local port."""
+    command = list(COMPOSE["services"]["web"]["command"])
+    assert command[0] == "gunicorn"
+    bind = command.index("--bind")
+    command[bind + 1] = f"127.0.0.1:{port}"
+    # Every gunicorn of a user shares one default control socket: this one needs none.
+    return [sys.executable, "-m", *command, "--no-control-socket"]
+
+
+@pytest.fixture(scope="module")
+def server(django_db_setup, django_db_blocker, tmp_path_factory):
+    port = free_port()
+    env = {
+        **os.environ,
+        "DJANGO_SETTINGS_MODULE": "config.settings.production",
+        "SECRET_KEY": "a-long-random-production-secret-key-for-the-deployment-test-0123456789",
+        "ALLOWED_HOSTS": HOST,
+        "DATABASE_URL": database_url(),
+    }
+    process = subprocess.Popen(web_command(port), cwd=ROOT, env=env)
+    deadline = time.monotonic() + 60
+    while True:
+        assert process.poll() is None, "gunicorn exited"
+        try:
+            socket.create_connection(("127.0.0.1", port), timeout=1).close()
+            break
+        except OSError:
+            assert time.monotonic() < deadline, "gunicorn did not start"
+            time.sleep(0.2)
+    yield port, env
+    process.terminate()
+    try:
+        process.wait(20)
+    except subprocess.TimeoutExpired:
+        process.kill()
+
+
+def request(port: int, method: str, path: str, *, body=None, headers=None, chunked=False):
+    """One request as it arrives behind the TLS-terminating proxy; returns status and body."""
+    conn = http.client.HTTPConnection("127.0.0.1", port, timeout=60)
+    headers = {"Host": HOST, "X-Forwarded-Proto": "https", **(headers or {})}
+    conn.request(method, path, body=body, headers=headers, encode_chunked=chunked)
+    response = conn.getresponse()
+    content = response.read()
+    conn.close()
+    return response.status, content
+
+
+def in_pieces(data: bytes, size: int = 64 * 1024):
+    for start in range(0, len(data), size):
+        yield data[start : start + size]
+
+
+def test_the_compose_healthcheck_passes(server):
+    port, env = server
+    test = COMPOSE["services"]["web"]["healthcheck"]["test"]
+    assert test[0] == "CMD" and test[1] == "python"
+    command = [sys.executable, *[part.replace(":8000", f":{port}") for part in test[2:]]]
+    assert command != [sys.executable, *test[2:]], "the healthcheck calls the web port"
+    result = subprocess.run(command, env=env, capture_output=True, text=True, timeout=30)
+    assert result.returncode == 0, result.stderr

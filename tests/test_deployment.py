@@ -57,6 +57,8 @@ def server(django_db_setup, django_db_blocker, tmp_path_factory):
         "SECRET_KEY": "a-long-random-production-secret-key-for-the-deployment-test-0123456789",
         "ALLOWED_HOSTS": HOST,
         "DATABASE_URL": database_url(),
+        # An empty var/: nothing collected, as on a fresh checkout.
+        "VAR_DIR": str(tmp_path_factory.mktemp("var")),
     }
     process = subprocess.Popen(web_command(port), cwd=ROOT, env=env)
     deadline = time.monotonic() + 60
@@ -100,3 +102,18 @@ def test_the_compose_healthcheck_passes(server):
     assert command != [sys.executable, *test[2:]], "the healthcheck calls the web port"
     result = subprocess.run(command, env=env, capture_output=True, text=True, timeout=30)
     assert result.returncode == 0, result.stderr
+
+
+def test_it_serves_the_admin_styles_and_the_api_docs_assets(server):
+    port, _ = server
+    assert request(port, "GET", "/static/admin/css/base.css")[0] == 200
+    status, page = request(port, "GET", "/api/v1/docs/")
+    assert status == 200
+    assets = [
+        part.split('"')[0]
+        for part in page.decode().split('src="')[1:] + page.decode().split('href="')[1:]
+        if part.startswith("/static/")
+    ]
+    assert any("swagger-ui" in asset for asset in assets), page[:2000]
+    for asset in assets:
+        assert request(port, "GET", asset)[0] == 200, asset

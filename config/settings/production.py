@@ -21,4 +21,7 @@ SECURE_HSTS_PRELOAD = True
 SECURE_CONTENT_TYPE_NOSNIFF = True
 SECURE_REFERRER_POLICY = "same-origin"
 X_FRAME_OPTIONS = "DENY"
+# Static files (admin, API docs) are served by WhiteNoise from the installed packages, so the
+# server works however it is started, with no collectstatic step to forget or to go stale.
+WHITENOISE_USE_FINDERS = True
 EMAIL_BACKEND = env_value("EMAIL_BACKEND", env.str, "django.core.mail.backends.smtp.EmailBackend")

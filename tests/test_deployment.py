@@ -5,6 +5,8 @@ healthcheck is that file's own command, so neither can drift from what is tested
 """
 
 import http.client
+import io
+import json
 import os
 import socket
 import subprocess
@@ -16,10 +18,16 @@ import pytest
 import yaml
 from django.db import connection
 
+from api.errors import error_body
+from api.services import runtime_token_create
+from config.chunked import ChunkedBodyMiddleware
+from learning.models import Trace
+
 pytestmark = pytest.mark.django_db(transaction=True, serialized_rollback=True)
 ROOT = Path(__file__).resolve().parent.parent
 COMPOSE = yaml.safe_load((ROOT / "docker-compose.yml").read_text())
 HOST = "registry.example.com"
+LIMIT = 5 * 1024 * 1024
 
 
 def free_port() -> int:
@@ -57,6 +65,7 @@ def server(django_db_setup, django_db_blocker, tmp_path_factory):
         "SECRET_KEY": "a-long-random-production-secret-key-for-the-deployment-test-0123456789",
         "ALLOWED_HOSTS": HOST,
         "DATABASE_URL": database_url(),
+        "DATA_UPLOAD_MAX_MEMORY_SIZE": str(LIMIT),
         # An empty var/: nothing collected, as on a fresh checkout.
         "VAR_DIR": str(tmp_path_factory.mktemp("var")),
     }
@@ -117,3 +126,65 @@ def test_it_serves_the_admin_styles_and_the_api_docs_assets(server):
     assert any("swagger-ui" in asset for asset in assets), page[:2000]
     for asset in assets:
         assert request(port, "GET", asset)[0] == 200, asset
+
+
+def test_a_chunked_trace_batch_is_accepted(server):
+    port, _ = server
+    _, raw = runtime_token_create(application_name="assistant", scopes=["traces:write"])
+    traces = [
+        {
+            "trace_id": "chunked-1", "step": step, "tool": "calendar.find_events",
+            "args": {}, "status": "success", "state_before": {}, "state_after": {},
+            "output": None, "error": None, "duration_ms": 5,
+            "occurred_at": "2026-11-01T10:00:00Z",
+        }
+        for step in (1, 2, 3)
+    ]  # fmt: skip
+    status, content = request(
+        port,
+        "POST",
+        "/api/v1/traces/",
+        body=in_pieces(json.dumps(traces).encode(), size=100),
+        headers={"Authorization": f"Bearer {raw}", "Content-Type": "application/json"},
+        chunked=True,
+    )
+    assert status == 200, content
+    assert json.loads(content)["accepted"] == 3
+    assert Trace.objects.filter(trace_id="chunked-1").count() == 3
+
+
+def test_a_chunked_body_over_the_limit_gets_413(server):
+    port, _ = server
+    _, raw = runtime_token_create(application_name="assistant", scopes=["traces:write"])
+    status, content = request(
+        port,
+        "POST",
+        "/api/v1/traces/",
+        body=in_pieces(b"[" + b" " * (10 * 1024 * 1024) + b"]"),
+        headers={"Authorization": f"Bearer {raw}", "Content-Type": "application/json"},
+        chunked=True,
+    )
+    assert status == 413
+    assert json.loads(content) == error_body(413, f"The request body is larger than {LIMIT} bytes.")
+    assert not Trace.objects.exists()
+
+
+@pytest.mark.parametrize("size, status", [(LIMIT, "200 OK"), (LIMIT + 1, "413")])
+def test_the_limit_is_the_upload_limit_to_the_byte(settings, size, status):
+    settings.DATA_UPLOAD_MAX_MEMORY_SIZE = LIMIT
+    seen = {}
+
+    def application(environ, start_response):
+        seen["body"] = environ["wsgi.input"].read(int(environ["CONTENT_LENGTH"]))
+        start_response("200 OK", [])
+        return [b""]
+
+    environ = {
+        "HTTP_TRANSFER_ENCODING": "chunked",
+        "wsgi.input_terminated": True,
+        "wsgi.input": io.BytesIO(b"x" * size),
+    }
+    answered = []
+    ChunkedBodyMiddleware(application)(environ, lambda line, headers: answered.append(line))
+    assert answered[0].startswith(status)
+    assert len(seen.get("body", b"")) == (size if status == "200 OK" else 0)

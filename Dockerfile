@@ -9,7 +9,7 @@ COPY learning learning
 COPY api api
 COPY templates templates
 COPY manage.py ./
-RUN pip install --no-cache-dir . && python manage.py collectstatic --noinput --settings=config.settings.local
+RUN pip install --no-cache-dir .
 RUN useradd --create-home registry && chown -R registry /app
 USER registry
 EXPOSE 8000

@@ -37,7 +37,7 @@ class RuntimeTokenAdmin(admin.ModelAdmin):
         # A token is shown once at creation: `manage.py create_runtime_token` prints it.
         return False
 
-    @admin.action(description="Revoke selected tokens")
+    @admin.action(description="Revoke selected tokens", permissions=["change"])
     def revoke(self, request: HttpRequest, queryset: QuerySet[RuntimeToken]) -> None:
         count = runtime_tokens_revoke(tokens=queryset)
         self.message_user(request, f"Revoked {count} token(s).", messages.SUCCESS)

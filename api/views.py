@@ -122,7 +122,7 @@ class ToolVersionsView(ConditionalMixin, VisibleToolMixin, RuntimeView, generics
     serializer_class = ContractSerializer
 
     def read(self, request, name: str):
-        history = version_history(self.get_version())[:100]
+        history = version_history(self.get_version(), self.application)[:100]
         return Response(ContractSerializer(history, many=True).data)
 
 

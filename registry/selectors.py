@@ -55,6 +55,17 @@ def visible_versions(application: Application | None) -> QuerySet[ContractVersio
     versions = ContractVersion.objects.filter(
         status=ContractVersion.Status.APPROVED, tool__lifecycle=Tool.Lifecycle.ACTIVE
     ).select_related("tool", "risk")
+    return within_application(versions, application)
+
+
+def within_application(
+    versions: QuerySet[ContractVersion], application: Application | None
+) -> QuerySet[ContractVersion]:
+    """The versions the application may see, each judged on its own risk and permissions.
+
+    The one place these rules live: current contracts, their history and the traces an
+    application may report all obey them.
+    """
     if application is None:
         return versions
     if not application.all_tools:

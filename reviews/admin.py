@@ -105,6 +105,10 @@ class ReviewTicketAdmin(admin.ModelAdmin):
     def has_delete_permission(self, request, obj=None) -> bool:
         return False
 
+    def has_review_permission(self, request) -> bool:
+        """Every decision on a ticket, comments included, is for the Reviewers group alone."""
+        return is_reviewer(request.user)
+
     @admin.display(description="risk", ordering="proposed__risk__rank")
     def risk(self, obj: ReviewTicket) -> str:
         return obj.proposed.risk.name
@@ -117,7 +121,7 @@ class ReviewTicketAdmin(admin.ModelAdmin):
     def stale(self, obj: ReviewTicket) -> bool:
         return obj.needs_rebase
 
-    @admin.action(description="Approve selected tickets")
+    @admin.action(description="Approve selected tickets", permissions=["review"])
     def approve(self, request, queryset):
         published = recorded = 0
         for ticket in queryset.select_related("proposed"):
@@ -137,7 +141,7 @@ class ReviewTicketAdmin(admin.ModelAdmin):
                 request, f"Recorded {recorded} approval(s); more are needed.", messages.SUCCESS
             )
 
-    @admin.action(description="Reject selected tickets (asks for a reason)")
+    @admin.action(description="Reject selected tickets (asks for a reason)", permissions=["review"])
     def reject(self, request, queryset):
         form = RejectForm(request.POST if "reason" in request.POST else None)
         if form.is_bound and form.is_valid():
@@ -177,7 +181,7 @@ class ReviewTicketAdmin(admin.ModelAdmin):
 
     def decide_view(self, request, pk: int):
         """The buttons of the ticket page: approve, reject, rebase, comment."""
-        if request.method != "POST":
+        if request.method != "POST" or not self.has_review_permission(request):
             raise PermissionDenied
         ticket = get_object_or_404(ReviewTicket, pk=pk)
         decision = request.POST.get("decision")
@@ -221,7 +225,7 @@ class ReviewTicketAdmin(admin.ModelAdmin):
             "evidence_json": json.dumps(ticket.evidence, indent=2, ensure_ascii=False),
             "ticket": ticket,
             "approvals": ticket.approvals.select_related("reviewer"),
-            "can_decide": is_reviewer(request.user),
+            "can_decide": self.has_review_permission(request),
             "decide_url": reverse("admin:reviews_reviewticket_decide", args=[ticket.pk]),
             "show_save": False,
             "show_save_and_continue": False,

@@ -11,6 +11,8 @@ if len(SECRET_KEY) < 50:
 DEBUG = False
 SECURE_PROXY_SSL_HEADER = ("HTTP_X_FORWARDED_PROTO", "https")
 SECURE_SSL_REDIRECT = env_bool("SECURE_SSL_REDIRECT", True)
+# Healthchecks call the process itself over plain HTTP; the answer holds nothing secret.
+SECURE_REDIRECT_EXEMPT = [r"^api/v1/health/$"]
 SESSION_COOKIE_SECURE = True
 CSRF_COOKIE_SECURE = True
 SECURE_HSTS_SECONDS = env_value("SECURE_HSTS_SECONDS", env.int, 31536000)
@@ -19,4 +21,7 @@ SECURE_HSTS_PRELOAD = True
 SECURE_CONTENT_TYPE_NOSNIFF = True
 SECURE_REFERRER_POLICY = "same-origin"
 X_FRAME_OPTIONS = "DENY"
+# Static files (admin, API docs) are served by WhiteNoise from the installed packages, so the
+# server works however it is started, with no collectstatic step to forget or to go stale.
+WHITENOISE_USE_FINDERS = True
 EMAIL_BACKEND = env_value("EMAIL_BACKEND", env.str, "django.core.mail.backends.smtp.EmailBackend")

@@ -1,10 +1,16 @@
 import json
 
 import pytest
+from django.apps import apps
+from django.contrib.auth.models import Group
+from django.contrib.auth.models import Permission as AuthPermission
+from django.forms.models import model_to_dict
 from django.urls import reverse
 
-from registry.models import ContractVersion, Tool
+from api.services import runtime_token_create
+from registry.models import ContractVersion, RiskLevel, Tool
 from reviews.models import AuditEntry, ReviewTicket
+from reviews.services import review_approve
 from reviews.tests.factories import approved_tool, change_ticket
 
 pytestmark = pytest.mark.django_db
@@ -66,8 +72,6 @@ def test_adding_a_contract_opens_a_new_tool_ticket(client, published, proposer):
 
 
 def test_a_superseded_version_is_read_only(client, published, proposer, reviewer):
-    from reviews.services import review_approve
-
     review_approve(ticket=change_ticket(proposer), reviewer=reviewer)
     client.force_login(proposer)
     old = ContractVersion.objects.get(tool=published, number=1)
@@ -174,3 +178,146 @@ def test_the_ticket_page_flags_a_poisoned_description(client, published, propose
     html = client.get(reverse("admin:reviews_reviewticket_change", args=[ticket.pk])).content
     assert b"instruction_to_model" in html
     assert b"invisible_character" in html
+
+
+@pytest.fixture
+def staff_with_reviewer_permissions(outsider):
+    """Staff holding every model permission of the Reviewers group, but not in the group."""
+    outsider.user_permissions.set(Group.objects.get(name="Reviewers").permissions.all())
+    return outsider
+
+
+def stale_ticket(proposer, reviewer) -> ReviewTicket:
+    """An open ticket whose base was superseded by another publication: it needs a rebase."""
+    stale = change_ticket(proposer, description="One wording.")
+    sibling = change_ticket(proposer, description="Another wording.")
+    review_approve(ticket=sibling, reviewer=reviewer)
+    stale.refresh_from_db()
+    assert stale.needs_rebase
+    return stale
+
+
+@pytest.mark.parametrize(
+    "decision", [{"decision": "approve"}, {"decision": "reject", "reason": "No."},
+                 {"decision": "rebase"}, {"decision": "comment", "body": "Looks fine to me."}],
+    ids=lambda decision: decision["decision"],
+)  # fmt: skip
+def test_it_refuses_every_decision_of_a_non_reviewer(
+    client, published, proposer, reviewer, staff_with_reviewer_permissions, decision
+):
+    ticket = stale_ticket(proposer, reviewer) if decision["decision"] == "rebase" else None
+    ticket = ticket or change_ticket(proposer)
+    proposed_id = ticket.proposed_id
+    audit_count = AuditEntry.objects.count()
+    client.force_login(staff_with_reviewer_permissions)
+    response = client.post(reverse("admin:reviews_reviewticket_decide", args=[ticket.pk]), decision)
+    assert response.status_code == 403
+    ticket.refresh_from_db()
+    assert ticket.status == "open" and ticket.proposed_id == proposed_id
+    assert ticket.needs_rebase == (decision["decision"] == "rebase")
+    assert not ticket.comments.exists() and not ticket.approvals.exists()
+    assert AuditEntry.objects.count() == audit_count
+
+
+@pytest.mark.parametrize("action", ["approve", "reject"])
+def test_it_refuses_the_ticket_actions_of_a_non_reviewer(
+    client, published, proposer, staff_with_reviewer_permissions, action
+):
+    ticket = change_ticket(proposer)
+    client.force_login(staff_with_reviewer_permissions)
+    url = reverse("admin:reviews_reviewticket_changelist")
+    assert f'value="{action}"' not in client.get(url).content.decode()
+    data = {"action": action, "_selected_action": [ticket.pk], "reason": "No."}
+    response = client.post(url, data, follow=True)
+    assert response.status_code in (200, 403)
+    ticket.refresh_from_db()
+    assert ticket.status == "open" and not ticket.approvals.exists()
+
+
+def test_the_ticket_page_shows_a_non_reviewer_no_buttons(
+    client, published, proposer, reviewer, staff_with_reviewer_permissions
+):
+    ticket = stale_ticket(proposer, reviewer)
+    client.force_login(staff_with_reviewer_permissions)
+    page = client.get(reverse("admin:reviews_reviewticket_change", args=[ticket.pk]))
+    html = page.content.decode()
+    assert page.status_code == 200
+    assert 'data-field="description"' in html
+    assert reverse("admin:reviews_reviewticket_decide", args=[ticket.pk]) not in html
+    assert 'name="decision"' not in html
+
+
+def test_the_ticket_page_shows_a_reviewer_the_rebase_and_comment_buttons(
+    client, published, proposer, reviewer
+):
+    ticket = stale_ticket(proposer, reviewer)
+    client.force_login(reviewer)
+    html = client.get(reverse("admin:reviews_reviewticket_change", args=[ticket.pk])).content
+    assert b'id="rebase-button"' in html and b'value="comment"' in html
+
+
+def test_a_reviewer_may_comment_and_rebase(client, published, proposer, reviewer):
+    ticket = stale_ticket(proposer, reviewer)
+    client.force_login(reviewer)
+    decide = reverse("admin:reviews_reviewticket_decide", args=[ticket.pk])
+    assert client.post(decide, {"decision": "comment", "body": "Rebase please."}).status_code == 302
+    assert client.post(decide, {"decision": "rebase"}).status_code == 302
+    ticket.refresh_from_db()
+    assert not ticket.needs_rebase
+    assert ticket.comments.get().body == "Rebase please."
+
+
+def test_it_refuses_revoking_tokens_to_staff_who_may_only_view_them(client, outsider):
+    token, _ = runtime_token_create(application_name="assistant", scopes=["contracts:read"])
+    outsider.user_permissions.set(AuthPermission.objects.filter(codename="view_runtimetoken"))
+    client.force_login(outsider)
+    url = reverse("admin:api_runtimetoken_changelist")
+    assert 'value="revoke"' not in client.get(url).content.decode()
+    response = client.post(url, {"action": "revoke", "_selected_action": [token.pk]}, follow=True)
+    assert response.status_code in (200, 403)
+    token.refresh_from_db()
+    assert token.revoked_at is None
+
+
+@pytest.mark.parametrize(
+    "model", ["tool", "contractversion", "statevariable", "risklevel", "permission", "application"]
+)
+def test_registry_edits_need_the_model_permission(client, published, outsider, model):
+    """Without the Django permission, neither the form nor a post changes anything."""
+    versions, tickets = ContractVersion.objects.count(), ReviewTicket.objects.count()
+    client.force_login(outsider)
+    changelist = reverse(f"admin:registry_{model}_changelist")
+    assert client.get(changelist).status_code == 403
+    assert client.post(reverse(f"admin:registry_{model}_add"), {"name": "x"}).status_code == 403
+    obj = apps.get_model("registry", model).objects.first()
+    if obj is not None:
+        change = reverse(f"admin:registry_{model}_change", args=[obj.pk])
+        before = model_to_dict(obj)
+        assert client.post(change, {"name": "x", "description": "x"}).status_code == 403
+        obj.refresh_from_db()
+        assert model_to_dict(obj) == before
+    assert (ContractVersion.objects.count(), ReviewTicket.objects.count()) == (versions, tickets)
+
+
+def test_risk_levels_cannot_be_edited_in_the_list_without_the_permission(
+    client, published, staff_with_reviewer_permissions
+):
+    low = RiskLevel.objects.get(name="low")
+    client.force_login(staff_with_reviewer_permissions)
+    data = {
+        "form-TOTAL_FORMS": "1",
+        "form-INITIAL_FORMS": "1",
+        "form-0-id": low.pk,
+        "form-0-approvals_required": "5",
+        "form-0-min_support": "1",
+        "_save": "Save",
+    }
+    client.post(reverse("admin:registry_risklevel_changelist"), data)
+    low.refresh_from_db()
+    assert low.approvals_required == 1
+
+
+@pytest.mark.parametrize("model", ["trace", "toolstats", "inferredcontract", "driftreport"])
+def test_learning_records_are_closed_to_staff_without_permissions(client, outsider, model):
+    client.force_login(outsider)
+    assert client.get(reverse(f"admin:learning_{model}_changelist")).status_code == 403

@@ -1,0 +1,190 @@
+"""The production shape, run for real: gunicorn under production settings on the test database.
+
+The server is started with the web service's own command from docker-compose.yml, and its
+healthcheck is that file's own command, so neither can drift from what is tested.
+"""
+
+import http.client
+import io
+import json
+import os
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+import yaml
+from django.db import connection
+
+from api.errors import error_body
+from api.services import runtime_token_create
+from config.chunked import ChunkedBodyMiddleware
+from learning.models import Trace
+
+pytestmark = pytest.mark.django_db(transaction=True, serialized_rollback=True)
+ROOT = Path(__file__).resolve().parent.parent
+COMPOSE = yaml.safe_load((ROOT / "docker-compose.yml").read_text())
+HOST = "registry.example.com"
+LIMIT = 5 * 1024 * 1024
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def database_url() -> str:
+    database = connection.settings_dict
+    if database["ENGINE"].endswith("postgresql"):
+        return (
+            f"postgres://{database['USER']}:{database['PASSWORD'] or ''}@{database['HOST']}:"
+            f"{database['PORT']}/{database['NAME']}"
+        )
+    return f"sqlite:///{database['NAME']}"
+
+
+def web_command(port: int) -> list[str]:
+    """The compose web command, bound to a free local port."""
+    command = list(COMPOSE["services"]["web"]["command"])
+    assert command[0] == "gunicorn"
+    bind = command.index("--bind")
+    command[bind + 1] = f"127.0.0.1:{port}"
+    # Every gunicorn of a user shares one default control socket: this one needs none.
+    return [sys.executable, "-m", *command, "--no-control-socket"]
+
+
+@pytest.fixture(scope="module")
+def server(django_db_setup, django_db_blocker, tmp_path_factory):
+    port = free_port()
+    env = {
+        **os.environ,
+        "DJANGO_SETTINGS_MODULE": "config.settings.production",
+        "SECRET_KEY": "a-long-random-production-secret-key-for-the-deployment-test-0123456789",
+        "ALLOWED_HOSTS": HOST,
+        "DATABASE_URL": database_url(),
+        "DATA_UPLOAD_MAX_MEMORY_SIZE": str(LIMIT),
+        # An empty var/: nothing collected, as on a fresh checkout.
+        "VAR_DIR": str(tmp_path_factory.mktemp("var")),
+    }
+    process = subprocess.Popen(web_command(port), cwd=ROOT, env=env)
+    deadline = time.monotonic() + 60
+    while True:
+        assert process.poll() is None, "gunicorn exited"
+        try:
+            socket.create_connection(("127.0.0.1", port), timeout=1).close()
+            break
+        except OSError:
+            assert time.monotonic() < deadline, "gunicorn did not start"
+            time.sleep(0.2)
+    yield port, env
+    process.terminate()
+    try:
+        process.wait(20)
+    except subprocess.TimeoutExpired:
+        process.kill()
+
+
+def request(port: int, method: str, path: str, *, body=None, headers=None, chunked=False):
+    """One request as it arrives behind the TLS-terminating proxy; returns status and body."""
+    conn = http.client.HTTPConnection("127.0.0.1", port, timeout=60)
+    headers = {"Host": HOST, "X-Forwarded-Proto": "https", **(headers or {})}
+    conn.request(method, path, body=body, headers=headers, encode_chunked=chunked)
+    response = conn.getresponse()
+    content = response.read()
+    conn.close()
+    return response.status, content
+
+
+def in_pieces(data: bytes, size: int = 64 * 1024):
+    for start in range(0, len(data), size):
+        yield data[start : start + size]
+
+
+def test_the_compose_healthcheck_passes(server):
+    port, env = server
+    test = COMPOSE["services"]["web"]["healthcheck"]["test"]
+    assert test[0] == "CMD" and test[1] == "python"
+    command = [sys.executable, *[part.replace(":8000", f":{port}") for part in test[2:]]]
+    assert command != [sys.executable, *test[2:]], "the healthcheck calls the web port"
+    result = subprocess.run(command, env=env, capture_output=True, text=True, timeout=30)
+    assert result.returncode == 0, result.stderr
+
+
+def test_it_serves_the_admin_styles_and_the_api_docs_assets(server):
+    port, _ = server
+    assert request(port, "GET", "/static/admin/css/base.css")[0] == 200
+    status, page = request(port, "GET", "/api/v1/docs/")
+    assert status == 200
+    assets = [
+        part.split('"')[0]
+        for part in page.decode().split('src="')[1:] + page.decode().split('href="')[1:]
+        if part.startswith("/static/")
+    ]
+    assert any("swagger-ui" in asset for asset in assets), page[:2000]
+    for asset in assets:
+        assert request(port, "GET", asset)[0] == 200, asset
+
+
+def test_a_chunked_trace_batch_is_accepted(server):
+    port, _ = server
+    _, raw = runtime_token_create(application_name="assistant", scopes=["traces:write"])
+    traces = [
+        {
+            "trace_id": "chunked-1", "step": step, "tool": "calendar.find_events",
+            "args": {}, "status": "success", "state_before": {}, "state_after": {},
+            "output": None, "error": None, "duration_ms": 5,
+            "occurred_at": "2026-11-01T10:00:00Z",
+        }
+        for step in (1, 2, 3)
+    ]  # fmt: skip
+    status, content = request(
+        port,
+        "POST",
+        "/api/v1/traces/",
+        body=in_pieces(json.dumps(traces).encode(), size=100),
+        headers={"Authorization": f"Bearer {raw}", "Content-Type": "application/json"},
+        chunked=True,
+    )
+    assert status == 200, content
+    assert json.loads(content)["accepted"] == 3
+    assert Trace.objects.filter(trace_id="chunked-1").count() == 3
+
+
+def test_a_chunked_body_over_the_limit_gets_413(server):
+    port, _ = server
+    _, raw = runtime_token_create(application_name="assistant", scopes=["traces:write"])
+    status, content = request(
+        port,
+        "POST",
+        "/api/v1/traces/",
+        body=in_pieces(b"[" + b" " * (10 * 1024 * 1024) + b"]"),
+        headers={"Authorization": f"Bearer {raw}", "Content-Type": "application/json"},
+        chunked=True,
+    )
+    assert status == 413
+    assert json.loads(content) == error_body(413, f"The request body is larger than {LIMIT} bytes.")
+    assert not Trace.objects.exists()
+
+
+@pytest.mark.parametrize("size, status", [(LIMIT, "200 OK"), (LIMIT + 1, "413")])
+def test_the_limit_is_the_upload_limit_to_the_byte(settings, size, status):
+    settings.DATA_UPLOAD_MAX_MEMORY_SIZE = LIMIT
+    seen = {}
+
+    def application(environ, start_response):
+        seen["body"] = environ["wsgi.input"].read(int(environ["CONTENT_LENGTH"]))
+        start_response("200 OK", [])
+        return [b""]
+
+    environ = {
+        "HTTP_TRANSFER_ENCODING": "chunked",
+        "wsgi.input_terminated": True,
+        "wsgi.input": io.BytesIO(b"x" * size),
+    }
+    answered = []
+    ChunkedBodyMiddleware(application)(environ, lambda line, headers: answered.append(line))
+    assert answered[0].startswith(status)
+    assert len(seen.get("body", b"")) == (size if status == "200 OK" else 0)

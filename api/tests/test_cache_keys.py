@@ -1,0 +1,49 @@
+"""Only what changes a body makes a new ETag or cache entry: junk in a URL makes neither."""
+
+import pytest
+from django.core.cache import cache
+
+pytestmark = pytest.mark.django_db
+
+
+def cached_bodies() -> int:
+    if hasattr(cache, "keys"):  # django-redis
+        return len(cache.keys("registry:response:*"))
+    return len([key for key in cache._cache if "registry:response:" in key])  # locmem's store
+
+
+@pytest.mark.parametrize(
+    "url",
+    ["/api/v1/tools/", "/api/v1/tools/calendar.find_events/", "/api/v1/revision/",
+     "/api/v1/export/openai/", "/api/v1/export/mcp/"],
+)  # fmt: skip
+def test_an_unknown_query_parameter_is_refused_and_cached_nowhere(runtime, settings, url):
+    before = cached_bodies()
+    response = runtime.get(url, {"cachebuster": "1", "zz": "2"})
+    assert response.status_code == 400
+    body = response.json()["error"]
+    assert "unknown parameter(s): cachebuster, zz" in body["fields"]["query"][0]
+    assert cached_bodies() == before
+
+
+def test_a_read_caches_its_body_once(runtime):
+    before = cached_bodies()
+    runtime.get("/api/v1/tools/", {"risk": "low"})
+    runtime.get("/api/v1/tools/", {"risk": "low"})
+    assert cached_bodies() == before + 1
+
+
+def test_known_parameters_in_any_order_share_one_tag(runtime):
+    first = runtime.get("/api/v1/tools/?risk=low&page_size=10")
+    second = runtime.get("/api/v1/tools/?page_size=10&risk=low")
+    other = runtime.get("/api/v1/tools/?risk=high&page_size=10")
+    assert first.status_code == second.status_code == other.status_code == 200
+    assert first["ETag"] == second["ETag"] != other["ETag"]
+
+
+def test_strict_is_known_to_the_openai_export_only(runtime):
+    openai = runtime.get("/api/v1/export/openai/", {"strict": "true"})
+    assert openai.status_code == 200, openai.content
+    anthropic = runtime.get("/api/v1/export/anthropic/", {"strict": "true"})
+    assert anthropic.status_code == 400
+    assert "unknown parameter(s): strict" in anthropic.json()["error"]["fields"]["query"][0]

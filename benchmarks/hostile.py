@@ -1,0 +1,942 @@
+"""Hostile requests against gunicorn under production settings: what each costs and answers.
+
+    .venv/bin/python benchmarks/hostile.py
+
+Starts gunicorn (2 sync workers, ``config.settings.production``) on a fresh PostgreSQL database
+(``registry_hostile``) with the demo registry, a runtime token for ``assistant`` (every tool)
+and one for ``kiosk`` (low risk, ``read`` only, four tools), then sends each class of hostile
+request, bounded in count and time:
+
+1. trace bodies of about 100 KB shaped to multiply work (a long key over a long list, nesting
+   at the parser's limit, many keys, many small leaves, many small traces): a worker's peak
+   memory grows by at most 10 times the body;
+2. numbers out of range (``1e999``, integers of 5,000 digits) and unstorable text inside mixed
+   batches: 200, each bad item rejected by index, every good item stored;
+3. unpaired surrogates and NULs in plan and filter bodies, tool paths and query strings: a 400
+   or 404, never a 5xx;
+4. a tool whose input schema nests anyOf/$ref 30 levels deep, slipped into the database past
+   validation: plan checks answer 422 within 5 s, no worker is killed, and ``GET tools/``
+   keeps answering while two such checks run at once;
+5. a low-privilege application reports 60 traces of a high-risk tool it cannot see (with an
+   argument the contract lacks) and 3,000 distinct unregistered names: at most its allowance
+   of names is kept, and the high-risk tool's statistics and drift reports do not move;
+6. 3,000 ``GET tools/`` with junk query parameters: each a 400, and the cache database
+   (Redis database 8) gains no keys;
+7. a second gunicorn with ``API_THROTTLE_RATE=600/min`` and a private redis-server: 8 threads
+   get at most 600 requests through;
+8. that private Redis SIGSTOPped for 10 s while reads go on: each still answers 200, the
+   slowest within 1 s.
+
+Each class prints one row: requests, statuses seen, the slowest answer, the workers' peak RSS
+during the class (VmHWM, reset at the class's start) and its growth over their RSS at the
+class's start, and good items of mixed batches that were not stored. The exit status is 1 if
+any expectation failed; each failure is named. The shared Redis is only written in databases
+7 (broker) and 8 (cache).
+"""
+
+from __future__ import annotations
+
+import http.client
+import json
+import os
+import secrets
+import signal
+import socket
+import statistics
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from collections import Counter
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+DATABASE = "registry_hostile"
+SHARED_REDIS = "redis://127.0.0.1:6379"
+BROKER_DB, CACHE_DB = 7, 8
+HOSTILE_TOOL = "hostile.combinatorial"
+HIGH_RISK_TOOL = "payments.charge_card"
+KIOSK_TOOLS = ["calendar.find_events", "documents.search", "documents.read", "mail.search_messages"]
+BODY = 100_000
+THROTTLE_LIMIT = 600
+RESULTS: list[tuple[str, bool, str]] = []
+ROWS: list[Row] = []
+
+
+def record(name: str, held: bool, detail: str) -> None:
+    RESULTS.append((name, held, detail))
+    print(f"  [{'held' if held else 'FAILED'}] {name}: {detail}", flush=True)
+
+
+def free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]
+
+
+def redis_cli(*args: str, port: int = 6379) -> str:
+    command = ["redis-cli", "-h", "127.0.0.1", "-p", str(port), *args]
+    return subprocess.run(command, capture_output=True, text=True, check=True).stdout.strip()
+
+
+def used_memory(port: int = 6379) -> int:
+    for line in redis_cli("info", "memory", port=port).splitlines():
+        if line.startswith("used_memory:"):
+            return int(line.split(":")[1])
+    return 0
+
+
+def proc_kb(pid: int, name: str) -> int:
+    try:
+        for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+            if line.startswith(name + ":"):
+                return int(line.split()[1])
+    except OSError:
+        pass
+    return 0
+
+
+@dataclass
+class Answer:
+    status: int
+    body: bytes
+    seconds: float
+    retry_after: str | None = None
+
+    def json(self):
+        try:
+            return json.loads(self.body)
+        except ValueError:
+            return None
+
+
+class Server:
+    """gunicorn as docker-compose runs it (2 sync workers, 30 s timeout), on a free port."""
+
+    def __init__(self, env: dict[str, str], log: Path):
+        self.env = env
+        self.log = log
+        self.port = free_port()
+        self.process: subprocess.Popen | None = None
+
+    def start(self) -> None:
+        command = [
+            sys.executable, "-m", "gunicorn", "config.wsgi:application", "--workers", "2",
+            "--bind", f"127.0.0.1:{self.port}", "--timeout", "30", "--log-level", "warning",
+        ]  # fmt: skip
+        with self.log.open("ab") as log:
+            self.process = subprocess.Popen(
+                command, cwd=ROOT, env=self.env, stdout=log, stderr=subprocess.STDOUT
+            )
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline:
+            if self.request("GET", "health/").status == 200 and len(self.workers()) == 2:
+                return
+            time.sleep(0.2)
+        raise RuntimeError(f"gunicorn did not start; see {self.log}")
+
+    def workers(self) -> list[int]:
+        if self.process is None:
+            return []
+        master = self.process.pid
+        try:
+            children = Path(f"/proc/{master}/task/{master}/children").read_text().split()
+        except OSError:
+            return []
+        return sorted(int(pid) for pid in children)
+
+    def memory_reset(self) -> dict[int, int]:
+        """Reset each worker's peak RSS to its current RSS (kB), which is returned."""
+        start = {}
+        for pid in self.workers():
+            try:
+                Path(f"/proc/{pid}/clear_refs").write_text("5")
+            except OSError:
+                pass  # the peak then counts from the worker's start: an overestimate
+            start[pid] = proc_kb(pid, "VmRSS")
+        return start
+
+    def peaks(self) -> dict[int, int]:
+        """Each worker's peak RSS (kB) since its last reset."""
+        return {pid: proc_kb(pid, "VmHWM") for pid in self.workers()}
+
+    def request(
+        self,
+        method: str,
+        path: str,
+        token: str | None = None,
+        body: bytes | None = None,
+        timeout: float = 30.0,
+    ) -> Answer:
+        headers = {}
+        if token:
+            headers["Authorization"] = f"Bearer {token}"
+        if body is not None:
+            headers["Content-Type"] = "application/json"
+        connection = http.client.HTTPConnection("127.0.0.1", self.port, timeout=timeout)
+        started = time.perf_counter()
+        try:
+            connection.request(method, "/api/v1/" + path, body=body, headers=headers)
+            response = connection.getresponse()
+            data = response.read()
+            return Answer(
+                response.status,
+                data,
+                time.perf_counter() - started,
+                response.getheader("Retry-After"),
+            )
+        except (OSError, http.client.HTTPException):
+            return Answer(0, b"", time.perf_counter() - started)
+        finally:
+            connection.close()
+
+    def stop(self) -> None:
+        if self.process and self.process.poll() is None:
+            self.process.terminate()
+            try:
+                self.process.wait(20)
+            except subprocess.TimeoutExpired:
+                self.process.kill()
+                self.process.wait()
+
+
+@dataclass
+class Row:
+    """One class of hostile requests: what was sent, what came back, what it cost."""
+
+    name: str
+    server: Server
+    tried: int = 0
+    statuses: Counter = field(default_factory=Counter)
+    worst: float = 0.0
+    lost: int | None = None
+    peak_kb: int = 0
+    growth_kb: int = 0
+    highs: dict[int, int] = field(default_factory=dict)
+    lock: threading.Lock = field(default_factory=threading.Lock)
+
+    def __post_init__(self) -> None:
+        self.number = len(ROWS) + 1
+        self.start = self.server.memory_reset()
+        ROWS.append(self)
+        print(f"\n{self.number}. {self.name}", flush=True)
+
+    def send(self, method: str, path: str, token: str, body: bytes | None = None) -> Answer:
+        answer = self.server.request(method, path, token, body)
+        with self.lock:
+            self.tried += 1
+            self.statuses[answer.status] += 1
+            self.worst = max(self.worst, answer.seconds)
+        return answer
+
+    def note(self) -> dict[int, int]:
+        """Fold the workers' peaks into the class's; return them."""
+        peaks = self.server.peaks()
+        for pid, high in peaks.items():
+            self.highs[pid] = max(self.highs.get(pid, 0), high)
+        return peaks
+
+    def reset(self) -> dict[int, int]:
+        """Start measuring one request: the peaks so far are kept, then reset."""
+        self.note()
+        return self.server.memory_reset()
+
+    def finish(self) -> None:
+        self.note()
+        self.peak_kb = max(self.highs.values(), default=0)
+        self.growth_kb = max(
+            (high - self.start.get(pid, 0) for pid, high in self.highs.items()), default=0
+        )
+
+    def cells(self) -> list[str]:
+        statuses = ", ".join(f"{code}×{count:,}" for code, count in sorted(self.statuses.items()))
+        return [
+            f"{self.number}. {self.name}",
+            f"{self.tried:,}",
+            statuses,
+            f"{self.worst * 1000:,.0f}",
+            f"{self.peak_kb / 1024:.1f}",
+            f"{self.growth_kb / 1024:+.1f}",
+            "-" if self.lost is None else str(self.lost),
+        ]
+
+
+def now_iso() -> str:
+    return datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def trace(trace_id: str, step: int = 0, tool: str = "calendar.find_events", **fields) -> dict:
+    item = {
+        "trace_id": trace_id, "step": step, "tool": tool, "args": {"event_query": "team sync"},
+        "status": "success", "state_before": {}, "state_after": {}, "occurred_at": now_iso(),
+    }  # fmt: skip
+    item.update(fields)
+    return item
+
+
+# Values JSON can spell but Python's json cannot write: each sentinel string is replaced, with
+# its quotes, by the raw text.
+RAW = {
+    "@@inf@@": "1e999",
+    "@@-inf@@": "-1e999",
+    "@@digits5000@@": "9" * 5000,
+    "@@digits4300@@": "9" * 4300,
+    "@@max@@": "1.7976931348623157e308",
+    "@@tiny@@": "1e-999",
+    "@@step@@": "1" + "0" * 30,
+}
+
+
+def encode(value, **raw_values: str) -> bytes:
+    """``value`` as JSON, each sentinel replaced by its raw text (``deep=`` fills "@@deep@@")."""
+    text = json.dumps(value)
+    extra = {f"@@{name}@@": raw for name, raw in raw_values.items()}
+    for sentinel, raw in {**RAW, **extra}.items():
+        text = text.replace(f'"{sentinel}"', raw)
+    return text.encode()
+
+
+def nested(depth: int, key: str) -> str:
+    """Objects nested ``depth`` deep, as JSON text (json.dumps would recurse past its limit)."""
+    return f'{{"{key}": ' * depth + "{}" + "}" * depth
+
+
+def stored_count(trace_ids: Iterable[str]) -> int:
+    from learning.models import Trace
+
+    return Trace.objects.filter(trace_id__in=list(trace_ids)).count()
+
+
+def in_threads(count: int, work: Callable[[int], None]) -> float:
+    threads = [threading.Thread(target=work, args=(index,)) for index in range(count)]
+    started = time.monotonic()
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    return time.monotonic() - started
+
+
+def class_bodies(server: Server, token: str) -> None:
+    row = Row("about 100 KB trace bodies shaped to multiply work", server)
+    # The parser refuses what its recursion cannot read; find the deepest body it reads.
+    low, high = 1, 20_000
+    while low < high:
+        depth = (low + high + 1) // 2
+        body = encode([trace(f"probe-{depth}", args="@@deep@@")], deep=nested(depth, "k"))
+        answer = row.send("POST", "traces/", token, body)
+        low, high = (depth, high) if answer.status != 400 else (low, depth - 1)
+    limit = low
+    print(f"   the parser reads nesting up to {limit} levels (one more: 400)")
+    deep = nested(limit, "k" * max(BODY // limit - 6, 1))
+    shapes: dict[str, Callable[[str], list[dict]]] = {
+        "a long key over a long list": lambda tid: [trace(tid, args={"k" * 50_000: [1] * 25_000})],
+        f"long keys nested {limit} deep": lambda tid: [trace(tid, args="@@deep@@")],
+        "many keys": lambda tid: [trace(tid, args={f"k{i}": i for i in range(8_000)})],
+        "many small leaves": lambda tid: [trace(tid, args={"a": list(range(1000, 17_000))})],
+        "many small traces": lambda tid: [
+            {"trace_id": tid, "step": step, "tool": "documents.read", "status": "success"}
+            for step in range(1000)
+        ],
+    }
+    sent_ids: list[str] = []
+    good, answered = 0, 0
+    for label, make in shapes.items():
+        growths, size, statuses = [], 0, Counter()
+        for repeat in range(5):
+            trace_id = f"shape-{label[:20]}-{repeat}"
+            items = make(trace_id)
+            body = encode(items, deep=deep)
+            size = len(body)
+            start = row.reset()
+            answer = row.send("POST", "traces/", token, body)
+            growth = max((high - start.get(pid, 0) for pid, high in row.note().items()), default=0)
+            statuses[answer.status] += 1
+            growths.append(growth * 1024)
+            sent_ids.append(trace_id)
+            good += len(items)
+            if answer.status == 200:
+                answered += answer.json()["accepted"]
+        worst_ratio = max(growths) / size
+        print(
+            f"   {label}: {size / 1000:.0f} KB, statuses {dict(statuses)}, peak growth per "
+            f"request {', '.join(f'{g / 1e6:.2f}' for g in growths)} MB; the worst "
+            f"{worst_ratio:.1f} × the body"
+        )
+        record(
+            f"1. {label}: 200, memory growth ≤ 10 × the body",
+            statuses == Counter({200: 5}) and worst_ratio <= 10,
+            f"{dict(statuses)}, worst growth {worst_ratio:.1f} × {size / 1000:.0f} KB",
+        )
+    row.lost = good - stored_count(sent_ids)
+    row.finish()
+    record(
+        "1. no 5xx, every accepted item stored",
+        not any(code >= 500 or code == 0 for code in row.statuses) and row.lost == 0,
+        f"{answered:,} of {good:,} accepted, {row.lost} lost, statuses {dict(row.statuses)}",
+    )
+
+
+BAD_ITEMS: dict[str, dict] = {
+    "1e999 in args": {"args": {"amount": "@@inf@@"}},
+    "-1e999 in state_after": {"state_after": {"total": "@@-inf@@"}},
+    "a 5,000-digit integer in args": {"args": {"n": "@@digits5000@@"}},
+    "1e999 deep in output": {"output": {"rows": [1, 2, {"x": "@@inf@@"}]}},
+    "duration_ms 1e999": {"duration_ms": "@@inf@@"},
+    "duration_ms 1e308": {"duration_ms": 1e308},
+    "step 10^30": {"step": "@@step@@"},
+    "a NUL in a tool name": {"tool": "calendar.find\x00events"},
+    "a NUL in an argument": {"args": {"q": "a\x00b"}},
+    "an unpaired surrogate in a key": {"state_before": {"\ud800x": 1}},
+    "occurred_at in year 99999": {"occurred_at": "99999-01-01T00:00:00Z"},
+}
+GOOD_ITEMS: dict[str, dict] = {
+    "plain": {},
+    "a 4,300-digit integer": {"args": {"n": "@@digits4300@@"}},
+    "the largest float, 1e-999 and -0.0": {
+        "args": {"max": "@@max@@", "tiny": "@@tiny@@", "zero": -0.0}
+    },
+    "an emoji (a surrogate pair)": {"args": {"q": "\U0001f600"}},
+}
+
+
+def class_numbers(server: Server, token: str) -> None:
+    row = Row("numbers out of range and unstorable text in mixed batches", server)
+    good_ids: list[str] = []
+    bad_ids: list[str] = []
+    mismatches: list[str] = []
+    kinds = [(True, name, fields) for name, fields in GOOD_ITEMS.items()] + [
+        (False, name, fields) for name, fields in BAD_ITEMS.items()
+    ]
+    for batch in range(12):
+        items, bad_indexes, goods = [], set(), 0
+        for index in range(40):
+            is_good, _, fields = kinds[(batch * 7 + index) % len(kinds)]
+            trace_id = f"mixed-{batch}-{index}"
+            items.append(trace(trace_id, **fields))
+            if is_good:
+                good_ids.append(trace_id)
+                goods += 1
+            else:
+                bad_ids.append(trace_id)
+                bad_indexes.add(index)
+        answer = row.send("POST", "traces/", token, encode(items))
+        body = answer.json() or {}
+        rejected = {problem["index"] for problem in body.get("problems", [])}
+        if answer.status != 200 or body.get("accepted") != goods or rejected != bad_indexes:
+            mismatches.append(
+                f"batch {batch}: {answer.status}, accepted {body.get('accepted')} of {goods}, "
+                f"rejected {sorted(rejected ^ bad_indexes)[:5]} differ"
+            )
+    row.lost = len(good_ids) - stored_count(good_ids)
+    wrongly_stored = stored_count(bad_ids)
+    row.finish()
+    print(f"   {len(good_ids)} good and {len(bad_ids)} bad items in {row.tried} batches")
+    for line in mismatches[:5]:
+        print(f"   {line}")
+    record(
+        "2. 200, bad items rejected by index, good ones all stored",
+        row.statuses == Counter({200: row.tried}) and not mismatches and row.lost == 0,
+        f"statuses {dict(row.statuses)}, {row.lost} good lost, {wrongly_stored} bad stored, "
+        f"{len(mismatches)} batches answered otherwise",
+    )
+
+
+def plan(tool: str, args: dict | None = None) -> dict:
+    return {"plan": [{"tool": tool, "args": args or {}}]}
+
+
+def class_text(server: Server, token: str) -> None:
+    row = Row("unpaired surrogates and NULs in bodies, paths and queries", server)
+    cases: list[tuple[str, str, str, bytes | None, set[int]]] = [
+        ("plan: surrogate tool name", "POST", "plans/validate/", encode(plan("\ud800")), {400}),
+        ("plan: surrogate in an argument", "POST", "plans/validate/",
+         encode(plan("calendar.find_events", {"event_query": "a\udfffb"})), {400}),
+        ("plan: reversed pair as a key", "POST", "plans/validate/",
+         encode(plan("calendar.find_events", {"\udc00\ud800": 1})), {400}),
+        ("plan: NUL in a tool name", "POST", "plans/validate/",
+         encode(plan("calendar.find_events\x00")), {400}),
+        ("plan: NUL in state", "POST", "plans/validate/",
+         encode({**plan("calendar.find_events"), "state": {"a\x00": 1}}), {400}),
+        ("plan: surrogate as UTF-8 bytes", "POST", "plans/validate/",
+         b'{"plan": [{"tool": "\xed\xa0\x80", "args": {}}]}', {400}),
+        ("filter: surrogate in state", "POST", "filter/",
+         encode({"state": ["\ud800"], "goal": ["event_updated"]}), {400}),
+        ("filter: NUL in goal", "POST", "filter/",
+         encode({"state": ["event_query"], "goal": ["event\x00updated"]}), {400}),
+        ("path: NUL in a tool name", "GET", "tools/a%00b/", None, {404}),
+        ("path: NUL after a real name", "GET", "tools/calendar.find_events%00/", None, {404}),
+        ("path: NUL in versions", "GET", "tools/calendar.find_events%00/versions/", None, {404}),
+        ("path: surrogate bytes", "GET", "tools/%ED%A0%80/", None, {404}),
+        ("path: overlong NUL", "GET", "tools/%C0%80/", None, {404}),
+        ("query: NUL in search", "GET", "tools/?search=a%00b", None, {400}),
+        ("query: NUL in domain", "GET", "tools/?domain=%00", None, {400}),
+        ("query: NUL in risk", "GET", "tools/?risk=%00", None, {400}),
+        ("query: NUL in max_risk", "GET", "tools/?max_risk=x%00", None, {400}),
+        ("query: NUL in permission", "GET", "export/mcp/?permission=%00", None, {400}),
+        ("query: NUL in a parameter's name", "GET", "tools/?se%00arch=x", None, {400}),
+        ("query: NUL in page", "GET", "tools/?page=1%00", None, {400, 404}),
+    ]  # fmt: skip
+    wrong = []
+    for _ in range(5):
+        for label, method, path, body, expected in cases:
+            answer = row.send(method, path, token, body)
+            if answer.status not in expected:
+                wrong.append(f"{label} → {answer.status}")
+    row.finish()
+    for line in sorted(set(wrong)):
+        print(f"   {line}")
+    record(
+        "3. 400 or 404, never a 5xx",
+        not wrong,
+        f"{len(cases)} cases × 5, statuses {dict(row.statuses)}",
+    )
+
+
+def combinatorial_schema() -> dict:
+    definitions: dict[str, dict] = {"d0": {"type": "string"}}
+    for level in range(1, 31):
+        below = {"$ref": f"#/$defs/d{level - 1}"}
+        definitions[f"d{level}"] = {"anyOf": [below, below]}
+    return {
+        "type": "object",
+        "$defs": definitions,
+        "properties": {"query": {"$ref": "#/$defs/d30"}},
+    }
+
+
+def slip_in_hostile_tool() -> None:
+    """Write a tool straight to the database, as a row stored before validation existed."""
+    from django.db import transaction
+    from django.utils import timezone
+
+    from registry.models import ContractVersion, RiskLevel, Tool
+    from registry.revision import revision_bump
+
+    with transaction.atomic():
+        tool = Tool.objects.create(name=HOSTILE_TOOL)
+        version = ContractVersion.objects.create(
+            tool=tool,
+            number=1,
+            description="Search with a query.",
+            input_schema=combinatorial_schema(),
+            risk=RiskLevel.objects.get(name="low"),
+            permissions=["read"],
+            status=ContractVersion.Status.APPROVED,
+            source=ContractVersion.Source.IMPORT,
+            approved_at=timezone.now(),
+        )
+        tool.current_version = version
+        tool.save(update_fields=["current_version"])
+        revision_bump()
+    time.sleep(1.5)  # REVISION_LOCAL_SECONDS: the workers' copy of the revision expires
+
+
+def class_schemas(server: Server, token: str) -> None:
+    row = Row("combinatorial schemas (anyOf/$ref 30 deep) in plan checks", server)
+    slip_in_hostile_tool()
+    before = server.workers()
+    hostile = encode(plan(HOSTILE_TOOL, {"query": 2024}))
+    alone = [row.send("POST", "plans/validate/", token, hostile) for _ in range(5)]
+    codes = {(a.json() or {}).get("error", {}).get("code") for a in alone}
+    reads: list[Answer] = []
+    checks: list[Answer] = []
+    done = threading.Event()
+
+    def reader() -> None:
+        while not done.is_set():
+            reads.append(row.send("GET", "tools/?page_size=5", token))
+            time.sleep(0.02)
+
+    def checker(_: int) -> None:
+        for _ in range(4):
+            checks.append(row.send("POST", "plans/validate/", token, hostile))
+
+    reading = threading.Thread(target=reader)
+    reading.start()
+    time.sleep(0.2)
+    in_threads(2, checker)
+    done.set()
+    reading.join()
+    after = server.workers()
+    row.finish()
+    worst_check = max(a.seconds for a in alone + checks)
+    worst_read = max(a.seconds for a in reads)
+    print(
+        f"   alone: {[a.status for a in alone]} codes {sorted(map(str, codes))}, slowest "
+        f"{max(a.seconds for a in alone):.2f} s; two at once: {Counter(a.status for a in checks)}"
+        f"; GET tools/ meanwhile: {Counter(a.status for a in reads)}, slowest {worst_read:.2f} s"
+    )
+    record(
+        "4. 422 within 5 s, no worker killed, reads keep answering",
+        all(a.status == 422 for a in alone + checks)
+        and codes == {"schema_too_costly"}
+        and worst_check <= 5
+        and before == after
+        and reads
+        and all(a.status == 200 for a in reads)
+        and worst_read <= 5,
+        f"slowest check {worst_check:.2f} s, slowest read {worst_read:.2f} s, "
+        f"workers {'unchanged' if before == after else f'{before} → {after}'}",
+    )
+
+
+def high_risk_footprint() -> dict:
+    from learning.models import DriftReport, ToolStats
+    from reviews.models import ReviewTicket
+
+    stats = ToolStats.objects.filter(tool_name=HIGH_RISK_TOOL).first()
+    return {
+        "traces_total": stats.traces_total if stats else 0,
+        "traces_since_version": stats.traces_since_version if stats else 0,
+        "aggregate": json.dumps(stats.aggregate, sort_keys=True) if stats else None,
+        "drift_reports": DriftReport.objects.filter(tool__name=HIGH_RISK_TOOL).count(),
+        "tickets": ReviewTicket.objects.filter(tool__name=HIGH_RISK_TOOL).count(),
+    }
+
+
+def class_cross_application(server: Server, kiosk: str) -> None:
+    from learning.models import Trace
+    from learning.services import tools_refresh
+    from registry.models import Application
+
+    row = Row("a low-privilege application reporting what it cannot see", server)
+    application = Application.objects.get(name="kiosk")
+    allowance = application.unknown_tool_names
+    before = high_risk_footprint()
+    hidden = row.send("GET", f"tools/{HIGH_RISK_TOOL}/", kiosk)
+    args = {"customer_id": "c1", "invoice_id": "i1", "idempotency_key": "k", "extra_argument": 1}
+    high = [trace("kiosk-high", step, tool=HIGH_RISK_TOOL, args=args) for step in range(60)]
+    first = row.send("POST", "traces/", kiosk, encode(high)).json() or {}
+    names = [f"unknown.tool_{index:05}" for index in range(3000)]
+    rejected_unknown = accepted_unknown = 0
+    statuses = Counter()
+    for start in range(0, len(names), 1000):
+        batch = [trace(f"kiosk-{name}", tool=name) for name in names[start : start + 1000]]
+        answer = row.send("POST", "traces/", kiosk, encode(batch))
+        statuses[answer.status] += 1
+        body = answer.json() or {}
+        accepted_unknown += body.get("accepted", 0)
+        rejected_unknown += body.get("rejected", 0)
+    # What a refresh would make of it: the high-risk tool's learning must not see these traces.
+    tools_refresh(tool_names=[HIGH_RISK_TOOL])
+    after = high_risk_footprint()
+    row.finish()
+    kept = Trace.objects.filter(application=application, unknown_tool=True)
+    kept_names = kept.values_list("tool_name", flat=True).distinct().count()
+    attached = Trace.objects.filter(application=application, tool__isnull=False).count()
+    print(
+        f"   GET tools/{HIGH_RISK_TOOL}/ → {hidden.status}; its 60 traces: accepted "
+        f"{first.get('accepted')}, rejected {first.get('rejected')}; 3,000 unknown names: "
+        f"accepted {accepted_unknown}, rejected {rejected_unknown} past the allowance"
+    )
+    print(
+        f"   stored as unknown: {kept.count()} traces under {kept_names} names (allowance "
+        f"{allowance}); attached to a registered tool: {attached}; {HIGH_RISK_TOOL} "
+        f"{'moved: ' + str(before) + ' → ' + str(after) if before != after else 'did not move'}"
+    )
+    record(
+        "5. the hidden tool stays hidden and its learning does not move",
+        hidden.status == 404
+        and first.get("accepted") == 60
+        and statuses == Counter({200: 3})
+        and kept_names <= allowance
+        and accepted_unknown == allowance - 1
+        and rejected_unknown == len(names) - (allowance - 1)
+        and attached == 0
+        and before == after,
+        f"{kept.count()} traces kept under {kept_names} names, {rejected_unknown:,} refused, "
+        f"stats and drift of {HIGH_RISK_TOOL} {'unchanged' if before == after else 'CHANGED'}",
+    )
+
+
+def class_cache_junk(server: Server, token: str) -> None:
+    row = Row("GET tools/ with junk query parameters", server)
+    for _ in range(3):  # the cache holds the token, the revision and a rendered body already
+        row.send("GET", "tools/?page_size=5", token)
+    keys_before = int(redis_cli("-n", str(CACHE_DB), "dbsize"))
+    memory_before = used_memory()
+    total = 3000
+
+    def sender(worker: int) -> None:
+        for index in range(worker, total, 4):
+            junk = secrets.token_hex(8)
+            query = f"junk_{index}={junk}" if index % 2 else f"page_size=5&{junk}=1&search=x"
+            row.send("GET", f"tools/?{query}", token)
+
+    seconds = in_threads(4, sender)
+    keys_after = int(redis_cli("-n", str(CACHE_DB), "dbsize"))
+    memory_after = used_memory()
+    row.finish()
+    print(
+        f"   {total:,} in {seconds:.1f} s; cache database {CACHE_DB}: {keys_before} → "
+        f"{keys_after} keys; the shared server's used_memory {memory_before / 1e6:.2f} → "
+        f"{memory_after / 1e6:.2f} MB"
+    )
+    record(
+        "6. junk parameters: 400, no cache growth",
+        row.statuses[400] == total and keys_after - keys_before <= 2,
+        f"statuses {dict(row.statuses)}, {keys_after - keys_before:+} keys",
+    )
+
+
+class PrivateRedis:
+    """A redis-server of this run alone, so it can be stopped without touching anyone else's."""
+
+    def __init__(self, folder: str):
+        self.port = free_port()
+        self.process = subprocess.Popen(
+            [
+                "redis-server",
+                "--port",
+                str(self.port),
+                "--bind",
+                "127.0.0.1",
+                "--save",
+                "",
+                "--appendonly",
+                "no",
+                "--dir",
+                folder,
+            ],  # fmt: skip
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )
+        deadline = time.monotonic() + 10
+        while time.monotonic() < deadline:
+            try:
+                if redis_cli("ping", port=self.port) == "PONG":
+                    return
+            except subprocess.CalledProcessError:
+                pass
+            time.sleep(0.1)
+        raise RuntimeError("the private redis-server did not start")
+
+    def url(self, database: int) -> str:
+        return f"redis://127.0.0.1:{self.port}/{database}"
+
+    def stop(self) -> None:
+        if self.process.poll() is None:
+            os.kill(self.process.pid, signal.SIGCONT)
+            self.process.terminate()
+            self.process.wait(10)
+
+
+def class_throttle(server: Server, token: str) -> None:
+    row = Row(f"throttling at {THROTTLE_LIMIT}/min from 8 threads", server)
+
+    refused_without_retry_after: list[Answer] = []
+
+    def sender(_: int) -> None:
+        for _ in range(150):
+            answer = row.send("GET", "revision/", token)
+            if answer.status == 429 and not answer.retry_after:
+                refused_without_retry_after.append(answer)
+
+    seconds = in_threads(8, sender)
+    row.finish()
+    through = row.statuses[200]
+    print(
+        f"   {row.tried:,} requests in {seconds:.1f} s: {through} through, "
+        f"{row.statuses[429]} refused with 429 (limit {THROTTLE_LIMIT} a minute), "
+        f"{len(refused_without_retry_after)} of them without Retry-After"
+    )
+    record(
+        "7. no more than the limit gets through; each refusal says when to retry",
+        seconds < 60
+        and through <= THROTTLE_LIMIT
+        and through + row.statuses[429] == row.tried
+        and not refused_without_retry_after,
+        f"{through} of {row.tried:,} through in {seconds:.1f} s, limit {THROTTLE_LIMIT}",
+    )
+
+
+def class_hung_redis(server: Server, token: str, redis: PrivateRedis) -> None:
+    row = Row("reads while the cache's Redis is SIGSTOPped for 10 s", server)
+    for _ in range(5):
+        row.send("GET", "tools/?page_size=5", token)
+    phases: dict[str, list[Answer]] = {"before": [], "stopped": [], "after": []}
+    phase = {"now": "before"}
+    done = threading.Event()
+
+    def reader(worker: int) -> None:
+        paths = ["tools/?page_size=5", "tools/calendar.find_events/"]
+        while not done.is_set():
+            current = phase["now"]
+            answer = row.send("GET", paths[worker % 2], token)
+            phases[current].append(answer)
+            time.sleep(0.08)  # paced: the token's own throttle allows 600 a minute
+
+    threads = [threading.Thread(target=reader, args=(index,)) for index in range(2)]
+    for thread in threads:
+        thread.start()
+    time.sleep(1)
+    os.kill(redis.process.pid, signal.SIGSTOP)
+    phase["now"] = "stopped"
+    try:
+        time.sleep(10)
+    finally:
+        phase["now"] = "after"
+        os.kill(redis.process.pid, signal.SIGCONT)
+    time.sleep(2)
+    done.set()
+    for thread in threads:
+        thread.join()
+    row.finish()
+    stopped = phases["stopped"]
+    latencies = [a.seconds for a in stopped] or [0.0]
+    print(
+        f"   during the stop: {len(stopped)} reads, {Counter(a.status for a in stopped)}, "
+        f"median {statistics.median(latencies) * 1000:.0f} ms, worst {max(latencies) * 1000:.0f}"
+        f" ms; after SIGCONT: {Counter(a.status for a in phases['after'])}"
+    )
+    record(
+        "8. a hung Redis slows reads by at most a second and fails none",
+        stopped
+        and all(a.status == 200 for a in stopped + phases["after"])
+        and max(latencies) <= 1.0,
+        f"{len(stopped)} reads during the stop, worst {max(latencies) * 1000:.0f} ms",
+    )
+
+
+def print_table() -> None:
+    header = ["class", "requests", "statuses", "worst ms", "peak RSS MiB", "growth MiB", "lost"]
+    print("\n| " + " | ".join(header) + " |")
+    print("|" + "---|" * len(header))
+    for row in ROWS:
+        print("| " + " | ".join(row.cells()) + " |")
+
+
+def server_env(**overrides: str) -> dict[str, str]:
+    env = dict(os.environ)
+    env.update(
+        {
+            "DJANGO_SETTINGS_MODULE": "config.settings.production",
+            "SECRET_KEY": secrets.token_urlsafe(64),
+            "ALLOWED_HOSTS": "127.0.0.1",
+            "SECURE_SSL_REDIRECT": "false",
+            "LOG_LEVEL": "WARNING",
+            **overrides,
+        }
+    )
+    return env
+
+
+def log_findings(log: Path) -> dict[str, int]:
+    text = log.read_text(errors="replace")
+    return {
+        marker: text.count(marker)
+        for marker in ("WORKER TIMEOUT", "was sent SIGKILL", "Traceback", "Internal Server Error")
+    }
+
+
+def setup() -> tuple[str, str, str, str]:
+    from benchmarks import database
+
+    database.django_on_fresh_database(
+        DATABASE,
+        REDIS_URL=f"{SHARED_REDIS}/{BROKER_DB}",
+        CACHE_REDIS_URL=f"{SHARED_REDIS}/{CACHE_DB}",
+        API_THROTTLE_RATE="1000000/min",
+    )
+    for number in (BROKER_DB, CACHE_DB):
+        redis_cli("-n", str(number), "flushdb")
+    from django.core.management import call_command
+
+    from api.services import runtime_token_create
+    from registry.models import Application, Permission, RiskLevel, Tool
+
+    call_command("import_tools", str(ROOT / "demo" / "registry.json"), "--approve", verbosity=0)
+    scopes = ["contracts:read", "traces:write"]
+    _, assistant = runtime_token_create(application_name="assistant", scopes=scopes)
+    kiosk = Application(name="kiosk", max_risk=RiskLevel.objects.get(name="low"))
+    kiosk.full_clean()
+    kiosk.save()
+    kiosk.allowed_permissions.set(Permission.objects.filter(name="read"))
+    kiosk.enabled_tools.set(Tool.objects.filter(name__in=KIOSK_TOOLS))
+    _, kiosk_token = runtime_token_create(application_name="kiosk", scopes=scopes)
+    # Throttling counts per token: the throttled and the hung-cache classes get their own.
+    _, throttled = runtime_token_create(application_name="assistant", scopes=scopes)
+    _, hung = runtime_token_create(application_name="assistant", scopes=scopes)
+    return assistant, kiosk_token, throttled, hung
+
+
+def main() -> None:
+    started = time.monotonic()
+    assistant, kiosk, throttled, hung = setup()
+    folder = tempfile.mkdtemp(prefix="hostile-")
+    logs = [Path(folder) / "gunicorn-shared.log", Path(folder) / "gunicorn-private.log"]
+    server = Server(server_env(), logs[0])
+    private_redis: PrivateRedis | None = None
+    second: Server | None = None
+    try:
+        server.start()
+        for _ in range(5):  # the first requests import and connect: not the hostile ones' cost
+            server.request("GET", "tools/?page_size=5", assistant)
+            server.request("POST", "traces/", assistant, encode([trace("warm-up")]))
+        rss = [proc_kb(pid, "VmRSS") / 1024 for pid in server.workers()]
+        print(f"gunicorn on :{server.port}, workers' RSS after warm-up {rss} MiB")
+        class_bodies(server, assistant)
+        class_numbers(server, assistant)
+        class_text(server, assistant)
+        class_schemas(server, assistant)
+        class_cross_application(server, kiosk)
+        class_cache_junk(server, assistant)
+        server.stop()
+
+        private_redis = PrivateRedis(folder)
+        second = Server(
+            server_env(
+                REDIS_URL=private_redis.url(0),
+                CACHE_REDIS_URL=private_redis.url(1),
+                API_THROTTLE_RATE=f"{THROTTLE_LIMIT}/min",
+            ),
+            logs[1],
+        )
+        second.start()
+        print(f"\ngunicorn on :{second.port} with a private Redis on :{private_redis.port}")
+        class_throttle(second, throttled)
+        class_hung_redis(second, hung, private_redis)
+    finally:
+        server.stop()
+        if second:
+            second.stop()
+        if private_redis:
+            private_redis.stop()
+
+    findings = Counter()
+    for log in logs:
+        if log.exists():
+            findings.update(log_findings(log))
+    print_table()
+    tried = sum(row.tried for row in ROWS)
+    statuses = sum((row.statuses for row in ROWS), Counter())
+    print(
+        f"\ntotals: {tried:,} requests, statuses "
+        f"{', '.join(f'{code}×{count:,}' for code, count in sorted(statuses.items()))}; "
+        f"gunicorn logs: {findings['WORKER TIMEOUT']} worker timeouts, "
+        f"{findings['Internal Server Error']} internal server errors, "
+        f"{findings['Traceback']} tracebacks; {time.monotonic() - started:.0f} s in all"
+    )
+    record(
+        "no 5xx, no worker timeout, no traceback in the logs",
+        not any(code >= 500 or code == 0 for code in statuses)
+        and not findings["WORKER TIMEOUT"]
+        and not findings["was sent SIGKILL"]
+        and not findings["Traceback"],
+        f"logs in {folder}",
+    )
+    failed = [name for name, held, _ in RESULTS if not held]
+    print(f"\n{len(RESULTS) - len(failed)} of {len(RESULTS)} expectations held")
+    for name in failed:
+        print(f"  FAILED {name}")
+    sys.exit(1 if failed else 0)
+
+
+if __name__ == "__main__":
+    main()

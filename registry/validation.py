@@ -202,7 +202,8 @@ def unstorable_text(value: Any, path: str = "") -> str | None:
         return f"{path or '(value)'}: {reason}"
     trail: list[str | int] = []  # the keys and indexes leading to the innermost open container
     pending: list[Iterator[tuple[Any, Any]]] = []
-    if isinstance(value, Mapping | list):
+    # JSON values are dicts and lists: exact type checks, cheaper than an ABC's, on the hot path.
+    if isinstance(value, dict | list):
         pending.append(_children(value))
     while pending:
         pair = next(pending[-1], None)
@@ -214,7 +215,7 @@ def unstorable_text(value: Any, path: str = "") -> str | None:
         key, item = pair
         if isinstance(key, str) and (reason := _unstorable_value(key)):
             return f"{_spelt(path, trail) or '(value)'}: {reason}"
-        if isinstance(item, Mapping | list):
+        if isinstance(item, dict | list):
             trail.append(key)
             pending.append(_children(item))
         elif reason := _unstorable_value(item):
@@ -231,16 +232,17 @@ def _unstorable_value(item: Any) -> str | None:
     if isinstance(item, str):
         if "\x00" in item:
             return "contains a NUL character (\\u0000)"
-        # Searched rather than encoded: encoding would copy every string.
-        if _SURROGATE.search(item):
+        # Searched rather than encoded: encoding would copy every string. An ASCII string (most
+        # of them; isascii is a flag read) holds no surrogate.
+        if not item.isascii() and _SURROGATE.search(item):
             return "contains an unpaired surrogate (invalid Unicode)"
     elif isinstance(item, float) and not math.isfinite(item):
         return "is a number out of range"
     return None
 
 
-def _children(container: Mapping | list) -> Iterator[tuple[Any, Any]]:
-    return iter(container.items()) if isinstance(container, Mapping) else enumerate(container)
+def _children(container: dict[Any, Any] | list[Any]) -> Iterator[tuple[Any, Any]]:
+    return iter(container.items()) if isinstance(container, dict) else enumerate(container)
 
 
 def _spelt(path: str, trail: list[str | int]) -> str:

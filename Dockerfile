@@ -7,6 +7,7 @@ COPY registry registry
 COPY reviews reviews
 COPY learning learning
 COPY api api
+COPY demo demo
 COPY templates templates
 COPY manage.py ./
 RUN pip install --no-cache-dir .

@@ -8,6 +8,7 @@ import http.client
 import io
 import json
 import os
+import re
 import socket
 import subprocess
 import sys
@@ -16,6 +17,7 @@ from pathlib import Path
 
 import pytest
 import yaml
+from django.conf import settings
 from django.db import connection
 
 from api.errors import error_body
@@ -188,3 +190,10 @@ def test_the_limit_is_the_upload_limit_to_the_byte(settings, size, status):
     ChunkedBodyMiddleware(application)(environ, lambda line, headers: answered.append(line))
     assert answered[0].startswith(status)
     assert len(seen.get("body", b"")) == (size if status == "200 OK" else 0)
+
+
+def test_the_image_holds_every_local_app():
+    """The Dockerfile copies sources folder by folder: a new app must be among them."""
+    copied = set(re.findall(r"^COPY (\S+) ", (ROOT / "Dockerfile").read_text(), re.MULTILINE))
+    local = {app for app in settings.INSTALLED_APPS if (ROOT / app).is_dir()}
+    assert local and local <= copied, f"not copied into the image: {sorted(local - copied)}"

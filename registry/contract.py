@@ -101,8 +101,6 @@ KNOWN_KEYS = frozenset(FIELDS_BY_NAME) | BOOKKEEPING_KEYS
 PROPOSAL_KEYS = frozenset(FIELDS_BY_NAME)
 # The fields ContractVersion stores in columns of their own name.
 STORED_FIELDS: tuple[str, ...] = tuple(field.name for field in FIELDS if field.stored)
-# Required by DESIGN.md; the rest are optional.
-REQUIRED_KEYS = frozenset({"name", "description", "input_schema", "requires", "produces", "risk"})
 
 COST_KEYS = frozenset(Cost.__annotations__)
 LIMIT_KEYS = frozenset(ResourceLimits.__annotations__)

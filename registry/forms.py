@@ -28,6 +28,10 @@ class PrettyJSONField(forms.JSONField):
         return json.dumps(value, indent=2, ensure_ascii=False, sort_keys=False)
 
 
+# The document's ``name`` and ``status`` are the form's ``tool_name`` and ``lifecycle``.
+FORM_NAMES = {"name": "tool_name", "status": "lifecycle"}
+
+
 class ContractForm(forms.ModelForm):
     """Edits build a contract document; the review service decides what becomes of it."""
 
@@ -66,6 +70,6 @@ class ContractForm(forms.ModelForm):
             contract_validate(document=self.document())
         except ContractInvalid as exc:
             for field, reasons in exc.errors.items():
-                target = {"name": "tool_name", "status": "lifecycle"}.get(field, field)
+                target = FORM_NAMES.get(field, field)
                 self.add_error(target if target in self.fields else None, reasons)
         return cleaned

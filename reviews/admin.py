@@ -13,7 +13,8 @@ from django.utils import timezone
 from django.utils.html import format_html
 
 from registry.admin import JSON_OVERRIDES
-from registry.forms import ContractForm
+from registry.contract import FIELDS
+from registry.forms import FORM_NAMES, ContractForm
 from registry.models import ContractVersion
 
 from .models import AuditEntry, Comment, ReviewError, ReviewTicket
@@ -286,10 +287,12 @@ class ContractVersionAdmin(admin.ModelAdmin):
     ]
 
     def get_fieldsets(self, request, obj=None):
-        contract = ["tool_name", "description", "risk", "lifecycle", "input_schema",
-                    "output_schema", "requires", "produces", "effects", "permissions", "cost",
-                    "invariants", "config_params", "dependencies", "resource_limits"]  # fmt: skip
-        fieldsets = [(None, {"fields": contract})]
+        # The contract's fields, grouped as the one table of contract fields says; the form
+        # names the document's ``name`` and ``status`` ``tool_name`` and ``lifecycle``.
+        groups: dict[str, list[str]] = {}
+        for field in FIELDS:
+            groups.setdefault(field.group, []).append(FORM_NAMES.get(field.name, field.name))
+        fieldsets: list = [(group, {"fields": names}) for group, names in groups.items()]
         if obj is not None:
             fieldsets.append(("Record", {"fields": self.readonly_fields}))
         return fieldsets

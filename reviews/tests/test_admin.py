@@ -307,3 +307,14 @@ def test_risk_levels_cannot_be_edited_in_the_list_without_the_permission(
 def test_learning_records_are_closed_to_staff_without_permissions(client, outsider, model):
     client.force_login(outsider)
     assert client.get(reverse(f"admin:learning_{model}_changelist")).status_code == 403
+
+
+def test_the_contract_form_shows_every_field_of_the_document_once():
+    from django.contrib import admin
+
+    from registry.forms import ContractForm
+    from reviews.admin import ContractVersionAdmin
+
+    fieldsets = ContractVersionAdmin(ContractVersion, admin.site).get_fieldsets(None)
+    shown = [name for _, options in fieldsets for name in options["fields"]]
+    assert sorted(shown) == sorted({*ContractForm.Meta.fields, "tool_name"})

@@ -7,9 +7,9 @@ application may report, too); the API's reads use it from here.
 from django.db.models import QuerySet
 
 from registry.models import Application, ContractVersion
-from registry.selectors import forbidden_permissions, visible_versions, within_application
+from registry.selectors import visible_versions, within_application
 
-__all__ = ["forbidden_permissions", "version_history", "visible_versions"]
+__all__ = ["version_history", "visible_versions"]
 
 
 def version_history(

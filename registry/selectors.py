@@ -95,8 +95,6 @@ def forbidden_permissions(application: Application) -> list[str]:
     return names
 
 
-def tool_names_visible(application: Application | None) -> set[str]:
-    """Names of the tools the application may see (None: an operator, who sees every tool)."""
-    if application is None:
-        return set(Tool.objects.values_list("name", flat=True))
+def tool_names_visible(application: Application) -> set[str]:
+    """Names of the tools the application may see."""
     return set(visible_versions(application).values_list("tool__name", flat=True))

@@ -12,12 +12,15 @@ breaker open, see ``config/cache.py``), requests are let through and this is log
 outage.
 """
 
+import functools
 import logging
 import time
 
 from django.core.cache import caches
 from django_redis import get_redis_connection
 from django_redis.cache import RedisCache
+from redis import Redis
+from redis.commands.core import Script
 from redis.exceptions import RedisError
 from rest_framework.throttling import SimpleRateThrottle
 
@@ -77,7 +80,7 @@ def window_hit(alias: str, key: str, duration: int) -> tuple[int, float] | None:
     if not isinstance(cache, RedisCache):
         return cache_window_hit(cache, key, duration)
     try:
-        count, left_ms = get_redis_connection(alias).register_script(WINDOW_HIT)(
+        count, left_ms = _window_script(get_redis_connection(alias))(
             keys=[cache.make_key(key)], args=[duration * 1000]
         )
     except RedisError as exc:
@@ -92,6 +95,13 @@ def window_hit(alias: str, key: str, duration: int) -> tuple[int, float] | None:
 
 
 _outage = {"logged": False}
+
+
+@functools.cache
+def _window_script(client: Redis) -> Script:
+    """The script bound to one client, made once: it hashes its source, which every request
+    need not do again (django-redis keeps one client per cache and process)."""
+    return client.register_script(WINDOW_HIT)
 
 
 def cache_window_hit(cache, key: str, duration: int) -> tuple[int, float]:

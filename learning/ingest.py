@@ -11,8 +11,9 @@ from __future__ import annotations
 
 import json
 import logging
-from collections.abc import Iterable
+from collections.abc import Collection, Iterable, Iterator
 from dataclasses import dataclass, field
+from datetime import datetime
 from itertools import islice
 from typing import Any
 
@@ -192,11 +193,63 @@ TRACE_COLUMNS = [
 JSON_COLUMNS = {"args", "state_before", "state_after", "output"}
 
 
-def _copy_value(row: dict, column: str) -> Any:
-    value = row.get(column)
+# A JSON value of at most this many nodes is encoded in one piece by the C encoder, which holds
+# a string per node until it joins them: 60 bytes or so for each "1, " of a long list.
+SMALL_JSON_NODES = 256
+COPY_CHUNK = 1 << 16  # characters sent to COPY at a time, at most
+COPY_PIECES = 1024  # or pieces
+_STREAMING_ENCODER = json.JSONEncoder(check_circular=False)
+_COPY_ESCAPES = str.maketrans({"\\": "\\\\", "\n": "\\n", "\r": "\\r", "\t": "\\t"})
+
+
+def _copy_pieces(row: dict) -> Iterator[str]:
+    """One row in COPY's text format, in pieces: a line, unless a JSON value is large.
+
+    A large JSON value is encoded as a stream, so storing a trace holds a bounded amount of
+    memory besides the trace itself: a 50,000-character key over a 25,000-item list took 15
+    times its size to encode in one piece.
+    """
+    line: list[str] = []
+    for column in TRACE_COLUMNS:
+        value = row.get(column)
+        if column in JSON_COLUMNS and value is not None and not _json_is_small(value):
+            yield "\t".join([*line, ""])  # the columns before it, and a tab
+            for chunk in _STREAMING_ENCODER.iterencode(value):
+                yield chunk.replace("\\", "\\\\")
+            line = [""]  # the tab after it
+        else:
+            line.append(_copy_text(column, value))
+    yield "\t".join(line) + "\n"
+
+
+def _copy_text(column: str, value: Any) -> str:
     if value is None:
-        return None
-    return json.dumps(value) if column in JSON_COLUMNS else value
+        return "\\N"
+    if column in JSON_COLUMNS:
+        return json.dumps(value).replace("\\", "\\\\")  # JSON has no tab or line break left
+    if isinstance(value, bool):
+        return "t" if value else "f"
+    if isinstance(value, datetime):
+        return value.isoformat()
+    return str(value).translate(_COPY_ESCAPES)
+
+
+def _json_is_small(value: Any) -> bool:
+    """Whether ``value`` has at most ``SMALL_JSON_NODES`` nodes (counting stops there)."""
+    pending, nodes = [value], 1
+    while pending:
+        item = pending.pop()
+        if isinstance(item, dict):
+            children: Collection[Any] = item.values()
+        elif isinstance(item, list):
+            children = item
+        else:
+            continue
+        nodes += len(children)
+        if nodes > SMALL_JSON_NODES:
+            return False
+        pending.extend(children)
+    return True
 
 
 def _insert_returning(rows: list[dict]) -> list[dict]:
@@ -213,9 +266,19 @@ def _insert_returning(rows: list[dict]) -> list[dict]:
             f"AS SELECT {columns} FROM learning_trace WITH NO DATA"
         )
         with cursor.cursor.copy(f"COPY learning_trace_incoming ({columns}) FROM STDIN") as copy:
+            # Pieces are sent by count as well as by size: a streamed value yields pieces of a
+            # few characters, each a 50-byte string while it waits.
+            pending: list[str] = []
+            size = 0
             for row in rows:
                 row["received_at"], row["aggregated"] = now, True
-                copy.write_row([_copy_value(row, column) for column in TRACE_COLUMNS])
+                for piece in _copy_pieces(row):
+                    pending.append(piece)
+                    size += len(piece)
+                    if size >= COPY_CHUNK or len(pending) >= COPY_PIECES:
+                        copy.write("".join(pending))
+                        pending, size = [], 0
+            copy.write("".join(pending))
         cursor.execute(
             f"INSERT INTO learning_trace ({columns}) SELECT {columns} "
             "FROM learning_trace_incoming ON CONFLICT DO NOTHING "

@@ -156,18 +156,20 @@ def latency_drift(
         return None
     p95 = aggregate_percentile(since, 95)
     before_timed = sum((baseline.get("durations") or {}).values())
+    reference: dict[str, Any]
     if declared_p95:
-        reference = {"source": "declared", "latency_ms_p95": float(declared_p95)}
+        expected = float(declared_p95)
+        reference = {"source": "declared", "latency_ms_p95": expected}
     elif before_timed >= max(min_support, 1):
+        expected = aggregate_percentile(baseline, 95) or 0.0
         reference = {
             "source": f"observed before v{baseline.get('version')} was published",
-            "latency_ms_p95": aggregate_percentile(baseline, 95),
+            "latency_ms_p95": expected,
             "total": before_timed,
         }
     else:
         return None
-    limit = reference["latency_ms_p95"] * LATENCY_GROWTH
-    if p95 is None or p95 <= limit:
+    if p95 is None or p95 <= expected * LATENCY_GROWTH:
         return None
     return _item(
         "latency_ms_p95",

@@ -27,7 +27,7 @@ from registry.selectors import alias_map, tool_names_visible
 from .aggregates import aggregate_add, aggregate_merge, new_aggregate
 from .baselines import baseline_snapshot
 from .models import ToolStats, Trace
-from .outputs import output_checker
+from .outputs import output_batch_budget, output_checker
 from .traces import trace_parse
 
 logger = logging.getLogger(__name__)
@@ -263,7 +263,16 @@ def _fold(by_tool: dict[str, list[dict]], *, received_at: str | None) -> None:
     ``received_at`` names the key holding when each trace arrived; None means "just now", which
     is after the current version's approval by construction.
     """
-    for stats in (rows := stats_locked(sorted(by_tool))):
+    rows = stats_locked(sorted(by_tool))
+    with output_batch_budget():
+        _fold_into(rows, by_tool, received_at=received_at)
+    stats_write(rows)
+
+
+def _fold_into(
+    rows: list[ToolStats], by_tool: dict[str, list[dict]], *, received_at: str | None
+) -> None:
+    for stats in rows:
         since = stats.since_version
         traces = by_tool[stats.tool_name]
         delta_all, delta_since, since_count = new_aggregate(), new_aggregate(), 0
@@ -288,7 +297,6 @@ def _fold(by_tool: dict[str, list[dict]], *, received_at: str | None) -> None:
         stats.traces_total += len(traces)
         stats.traces_since_version += since_count
         stats.dirty = True
-    stats_write(rows)
 
 
 def output_check_for(version: ContractVersion | None) -> Callable[[dict[str, Any]], None] | None:

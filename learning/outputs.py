@@ -14,6 +14,8 @@ successful trace:
   ``output.refund_status (enum)``; list positions collapse to ``[]`` and paths are cut to
   ``MAX_PATH_PARTS`` parts, so a thousand bad rows count under one path and the number of
   distinct paths stays small. At most ``MAX_ERRORS_PER_OUTPUT`` violations are read per output.
+- The outputs of one ingest batch share ``OUTPUT_BATCH_WORK_BUDGET`` (``output_batch_budget``);
+  once it is spent, the batch's remaining outputs are counted unchecked.
 
 ``output_schema_proposal`` turns the outputs seen (``learning/aggregates.py`` counts their
 top-level keys and JSON types) into the schema a drift ticket proposes: the approved schema
@@ -22,6 +24,7 @@ with each failing or undeclared property replaced by what the outputs show.
 
 from __future__ import annotations
 
+import contextlib
 import copy
 import functools
 import itertools
@@ -40,9 +43,12 @@ from registry.jsonschema_re2 import (
     work_budget,
 )
 
-# An ordinary output needs tens of evaluations; 5,000 lets a list of some hundred rows be
-# checked, and keeps the worst output under about 0.1 s of a worker's time.
+# An ordinary output needs tens of evaluations (an evaluation costs 3-15 microseconds); 5,000
+# lets a list of some hundred rows be checked and keeps the worst output under about 0.1 s.
 OUTPUT_WORK_BUDGET = 5_000
+# All outputs of one ingest batch together (2,000 ordinary traces need about 100,000): a batch
+# of hostile outputs costs a few seconds at most; outputs past it are counted unchecked.
+OUTPUT_BATCH_WORK_BUDGET = 500_000
 MAX_ERRORS_PER_OUTPUT = 10
 MAX_PATH_PARTS = 6
 MAX_PART_LENGTH = 40
@@ -84,14 +90,24 @@ def output_checker(
                 errors = list(
                     itertools.islice(validator.iter_errors(output), MAX_ERRORS_PER_OUTPUT)
                 )
-        except WorkBudgetExceeded:
-            return {"paths": [], "missing": missing, "unchecked": "too costly to check"}
+        except WorkBudgetExceeded as exc:
+            reason = (
+                "too costly to check"
+                if exc.evaluations == OUTPUT_WORK_BUDGET
+                else "the batch's checking budget was spent"
+            )
+            return {"paths": [], "missing": missing, "unchecked": reason}
         except (UnsupportedPattern, Unresolvable, RecursionError) as exc:
             return {"paths": [], "missing": missing, "unchecked": f"cannot check: {exc}"[:200]}
         paths = sorted({failing_path(error.absolute_path, error.validator) for error in errors})
         return {"paths": paths, "missing": missing, "unchecked": ""}
 
     return check
+
+
+def output_batch_budget() -> contextlib.AbstractContextManager[None]:
+    """Bound the output checks of one ingest batch together (see OUTPUT_BATCH_WORK_BUDGET)."""
+    return work_budget(OUTPUT_BATCH_WORK_BUDGET)
 
 
 def failing_path(parts: Iterable[Any], keyword: Any) -> str:

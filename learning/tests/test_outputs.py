@@ -109,3 +109,15 @@ def test_the_proposed_output_schema_follows_what_outputs_show():
     assert properties["receipt_url"] == {"type": "string"}
     assert proposal["required"] == ["refund_id"]
     assert SCHEMA["properties"]["refund_id"]["type"] == "string"  # the approved one untouched
+
+
+def test_once_the_batch_budget_is_spent_the_remaining_outputs_are_unchecked():
+    from registry.jsonschema_re2 import work_budget
+
+    checker = output_checker(schema=SCHEMA, produces=[])
+    with work_budget(40):  # as output_batch_budget does for a whole ingest batch
+        results = [
+            checker({"refund_id": "re_1", "refund_status": "pending"}, {}) for _ in range(20)
+        ]
+    assert results[0] == {"paths": [], "missing": [], "unchecked": ""}
+    assert results[-1]["unchecked"] == "the batch's checking budget was spent"

@@ -48,7 +48,7 @@ invalid call and should plan again. Besides declared ids, ``invariant`` can be o
 
 The input schema is hostile data (anyone who can propose a contract writes it): no ``$ref`` is
 ever fetched (only references inside the schema resolve; anything else is a violation), and it
-is checked by ``api/jsonschema_re2.py``: every regular expression (``pattern``,
+is checked by ``registry/jsonschema_re2.py``: every regular expression (``pattern``,
 ``patternProperties``) runs on RE2, which matches in linear time, so ``(a+)+$`` cannot stall a
 worker, and a pattern RE2 cannot compile (look-arounds, back-references) is a violation rather
 than a fallback to a backtracking engine. Checking one step's args may evaluate at most
@@ -71,17 +71,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from jsonschema.exceptions import SchemaError
-from referencing import Registry
-from referencing.exceptions import NoSuchResource, Unresolvable
+from referencing.exceptions import Unresolvable
 
-from api.jsonschema_re2 import (
-    UnsupportedPattern,
-    WorkBudgetExceeded,
-    canonical_json,
-    linear_validator,
-    short_repr,
-    work_budget,
-)
 from registry.invariants import (
     ACTION_RESULTS,
     PLAN_INVARIANT_KINDS,
@@ -89,6 +80,15 @@ from registry.invariants import (
     invariant_errors,
     policy_rule_errors,
     resolve_config,
+)
+from registry.jsonschema_re2 import (
+    NO_RETRIEVAL,
+    UnsupportedPattern,
+    WorkBudgetExceeded,
+    canonical_json,
+    linear_validator,
+    short_repr,
+    work_budget,
 )
 
 Violation = dict[str, Any]
@@ -432,17 +432,6 @@ class SchemaTooCostly(Exception):
             f"{where} ({tool}): {what} within {evaluations:,} keyword evaluations; "
             "the schema is too complex to check"
         )
-
-
-def _refuse_retrieval(uri: str) -> Any:
-    # A schema is written by whoever proposes a contract: following a $ref out of it would let
-    # them make this server fetch URLs or read files.
-    # referencing declares its attrs classes through a decorator mypy does not read.
-    raise NoSuchResource(ref=uri)  # type: ignore[call-arg]
-
-
-# referencing declares its attrs classes through a decorator mypy does not read.
-NO_RETRIEVAL: Registry = Registry(retrieve=_refuse_retrieval)  # type: ignore[call-arg]
 
 
 @functools.lru_cache(maxsize=256)

@@ -21,6 +21,8 @@ MAX_EXAMPLES = 5
 BUCKET_BASE = 1.15
 MIN_FLOW_LENGTH = 3  # a value shorter than this ("ok", "1") matches too much to prove a flow
 MAX_SOURCES = 50
+MAX_OUTPUT_PATHS = 50  # distinct failing output paths counted; later ones under OTHER_PATHS
+OTHER_PATHS = "(other paths)"
 OPERATOR = "operator"
 TYPES = ("string", "integer", "number", "boolean", "array", "object", "null")
 
@@ -35,6 +37,28 @@ def new_aggregate() -> dict:
         "durations": {},
         "overflow": 0,
         "sources": {},
+        # Evidence a reviewer can follow: a few trace ids per application, of errors and of the
+        # slowest calls ([duration_ms, trace_id], slowest first).
+        "source_examples": {},
+        "error_examples": [],
+        "slowest": [],
+        "outputs": new_outputs(),
+    }
+
+
+def new_outputs() -> dict:
+    """Output checks against the approved contract (``learning/outputs.py``), counted per
+    failing path and per produced variable missing from ``state_after``; ``keys`` and ``roots``
+    describe the outputs seen, for proposing an output schema that matches them."""
+    return {
+        "checked": 0,
+        "failed": 0,
+        "unchecked": 0,
+        "paths": {},
+        "missing": {},
+        "examples": [],
+        "keys": {},
+        "roots": {},
     }
 
 
@@ -154,8 +178,59 @@ def _new_arg() -> dict:
 
 
 def _example(entry: dict, trace_id: Any) -> None:
-    if len(entry["examples"]) < MAX_EXAMPLES and trace_id not in entry["examples"]:
-        entry["examples"].append(trace_id)
+    _remember(entry["examples"], trace_id)
+
+
+def _remember(examples: list, trace_id: Any) -> None:
+    if len(examples) < MAX_EXAMPLES and trace_id not in examples:
+        examples.append(trace_id)
+
+
+def _slow(agg: dict, duration: float, trace_id: Any) -> None:
+    slowest = agg.setdefault("slowest", [])
+    if len(slowest) >= MAX_EXAMPLES and duration <= slowest[-1][0]:
+        return
+    if any(seen == trace_id for _, seen in slowest):
+        return
+    slowest.append([duration, trace_id])
+    slowest.sort(key=lambda pair: -pair[0])
+    del slowest[MAX_EXAMPLES:]
+
+
+def _count_output(agg: dict, check: dict, output: Any, trace_id: Any) -> None:
+    """Fold one output check: ``{"paths": [...], "missing": [...], "unchecked": reason}``."""
+    outputs = agg.setdefault("outputs", new_outputs())
+    if check.get("unchecked"):
+        outputs["unchecked"] += 1
+        return
+    outputs["checked"] += 1
+    root = json_type(output)
+    outputs["roots"][root] = outputs["roots"].get(root, 0) + 1
+    if isinstance(output, dict):
+        for key, value in output.items():
+            entry = outputs["keys"].get(key)
+            if entry is None:
+                if len(outputs["keys"]) >= MAX_ARGS:
+                    continue
+                entry = outputs["keys"][key] = {"count": 0, "types": {}}
+            entry["count"] += 1
+            kind = json_type(value)
+            entry["types"][kind] = entry["types"].get(kind, 0) + 1
+    paths, missing = check.get("paths") or [], check.get("missing") or []
+    if not (paths or missing):
+        return
+    outputs["failed"] += 1
+    _remember(outputs["examples"], trace_id)
+    for path in paths:
+        _count_path(outputs["paths"], path, 1)
+    for name in missing:
+        outputs["missing"][name] = outputs["missing"].get(name, 0) + 1
+
+
+def _count_path(paths: dict, path: str, count: int) -> None:
+    if path not in paths and len(paths) >= MAX_OUTPUT_PATHS:
+        path = OTHER_PATHS
+    paths[path] = paths.get(path, 0) + count
 
 
 def aggregate_add(agg: dict, trace: dict) -> None:
@@ -167,6 +242,11 @@ def aggregate_add(agg: dict, trace: dict) -> None:
     after = trace.get("state_after") or {}
     args = trace.get("args") or {}
     trace_id = trace.get("trace_id")
+    if not success:
+        _remember(agg.setdefault("error_examples", []), trace_id)
+    check = trace.get("output_check")
+    if success and check is not None:
+        _count_output(agg, check, trace.get("output"), trace_id)
 
     for name, value in args.items():
         entry = _arg(agg, name)
@@ -197,12 +277,14 @@ def aggregate_add(agg: dict, trace: dict) -> None:
                 entry["added_ok"] += 1
                 _example(entry, trace_id)
 
-    _count_source(agg, trace.get("application_id"))
+    source = _count_source(agg, trace.get("application_id"))
+    _remember(agg.setdefault("source_examples", {}).setdefault(source, []), trace_id)
 
     duration = trace.get("duration_ms")
     if isinstance(duration, int | float) and not isinstance(duration, bool) and duration >= 0:
         bucket = str(int(math.log(max(duration, 1), BUCKET_BASE)))
         agg["durations"][bucket] = agg["durations"].get(bucket, 0) + 1
+        _slow(agg, duration, trace_id)
 
 
 def aggregate_merge(into: dict, other: dict) -> None:
@@ -230,16 +312,51 @@ def aggregate_merge(into: dict, other: dict) -> None:
         into["durations"][bucket] = into["durations"].get(bucket, 0) + count
     for source, count in other.get("sources", {}).items():
         _count_source(into, source, count)
+    for source, trace_ids in other.get("source_examples", {}).items():
+        key = source if source in into["sources"] else "other"
+        examples = into.setdefault("source_examples", {}).setdefault(key, [])
+        for trace_id in trace_ids:
+            _remember(examples, trace_id)
+    for trace_id in other.get("error_examples", []):
+        _remember(into.setdefault("error_examples", []), trace_id)
+    for duration, trace_id in other.get("slowest", []):
+        _slow(into, duration, trace_id)
+    _merge_outputs(into.setdefault("outputs", new_outputs()), other.get("outputs"))
 
 
-def _count_source(agg: dict, application_id: Any, count: int = 1) -> None:
+def _merge_outputs(into: dict, other: dict | None) -> None:
+    if not other:
+        return
+    for key in ("checked", "failed", "unchecked"):
+        into[key] += other.get(key, 0)
+    for path, count in other.get("paths", {}).items():
+        _count_path(into["paths"], path, count)
+    for name, count in other.get("missing", {}).items():
+        into["missing"][name] = into["missing"].get(name, 0) + count
+    for trace_id in other.get("examples", []):
+        _remember(into["examples"], trace_id)
+    for root, count in other.get("roots", {}).items():
+        into["roots"][root] = into["roots"].get(root, 0) + count
+    for key, entry in other.get("keys", {}).items():
+        target = into["keys"].get(key)
+        if target is None:
+            if len(into["keys"]) >= MAX_ARGS:
+                continue
+            target = into["keys"][key] = {"count": 0, "types": {}}
+        target["count"] += entry["count"]
+        for kind, count in entry["types"].items():
+            target["types"][kind] = target["types"].get(kind, 0) + count
+
+
+def _count_source(agg: dict, application_id: Any, count: int = 1) -> str:
     """How many traces each application reported (``operator``: imports naming none); bounded:
-    past MAX_SOURCES applications the rest count under ``other``."""
+    past MAX_SOURCES applications the rest count under ``other``. Returns the key counted."""
     sources = agg.setdefault("sources", {})
     key = OPERATOR if application_id in (None, OPERATOR) else str(application_id)
     if key not in sources and len(sources) >= MAX_SOURCES:
         key = "other"
     sources[key] = sources.get(key, 0) + count
+    return key
 
 
 def aggregate_percentile(agg: dict, q: float) -> float | None:

@@ -28,6 +28,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 
 from .aggregates import aggregate_percentile
+from .outputs import output_schema_proposal
 
 
 @dataclass(frozen=True)
@@ -36,7 +37,6 @@ class Thresholds:
     flow_ratio: float = 0.8
     failure_ratio: float = 0.5
     min_count: int = 3
-    error_rate_jump: float = 0.15
 
 
 VERB_RISK = {
@@ -230,14 +230,14 @@ def contract_drift(
     approved: dict,
     inferred: dict,
     risk_rank: dict[str, int] | None = None,
-    error_rate_jump: float = Thresholds.error_rate_jump,
     baseline_risk: str | None = None,
 ) -> list[dict]:
     """What the tool now does differently from its approved contract.
 
     ``baseline_risk`` is the suggestion for the approved contract itself: a risk suggested from
     the same words is no change in behaviour, so only a suggestion above both it and the
-    approved label counts as drift.
+    approved label counts as drift. How well it does it (error rate, latency, outputs) is
+    judged against baselines in ``learning/baselines.py``.
     """
     items = []
     for key in ("requires", "produces"):
@@ -252,17 +252,6 @@ def contract_drift(
                 }
             )
     items += _schema_drift(approved.get("input_schema") or {}, inferred.get("input_schema") or {})
-    approved_rate = (approved.get("cost") or {}).get("error_rate") or 0.0
-    observed_rate = (inferred.get("cost") or {}).get("error_rate") or 0.0
-    if observed_rate - approved_rate > error_rate_jump:
-        items.append(
-            {
-                "field": "error_rate",
-                "added": [],
-                "removed": [],
-                "detail": f"error rate {observed_rate:.2f}, approved {approved_rate:.2f}",
-            }
-        )
     ranks = risk_rank or {risk: index for index, risk in enumerate(RISK_ORDER)}
     before_risk, after_risk = approved.get("risk"), inferred.get("risk")
     # A lower inferred risk is never drift: a person's label wins.
@@ -335,8 +324,11 @@ def drift_fingerprint(tool: str, items: list[dict]) -> str:
     return hashlib.sha256(json.dumps([tool, essence]).encode()).hexdigest()
 
 
-def apply_drift(approved: dict, inferred: dict, items: list[dict]) -> dict:
-    """The approved contract with each drifted field taken from the inferred one."""
+def apply_drift(
+    approved: dict, inferred: dict, items: list[dict], *, outputs: dict | None = None
+) -> dict:
+    """The approved contract with each drifted field taken from the inferred one; an output
+    drift proposes the output schema the ``outputs`` seen since the version match."""
     proposal = json.loads(json.dumps(approved))
     fields = {item["field"] for item in items}
     for key in ("requires", "produces", "risk"):
@@ -352,7 +344,9 @@ def apply_drift(approved: dict, inferred: dict, items: list[dict]) -> dict:
             arg for arg in schema.get("required", []) if arg in inferred["input_schema"]["required"]
         ]
         proposal["input_schema"] = schema
-    if "error_rate" in fields:
+    if fields & {"error_rate", "latency_ms_p95"}:
         observed = {key: value for key, value in inferred["cost"].items() if value is not None}
         proposal["cost"] = {**(proposal.get("cost") or {}), **observed}
+    if "output" in fields and outputs:
+        proposal["output_schema"] = output_schema_proposal(proposal.get("output_schema"), outputs)
     return proposal

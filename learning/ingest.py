@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import json
 import logging
-from collections.abc import Collection, Iterable, Iterator
+from collections.abc import Callable, Collection, Iterable, Iterator
 from dataclasses import dataclass, field
 from datetime import datetime
 from itertools import islice
@@ -22,18 +22,20 @@ from django.db import connection, transaction
 from django.db.models import Q
 from django.utils import timezone
 
-from registry.models import Application, Tool
+from registry.models import Application, ContractVersion, Tool
 from registry.selectors import alias_map, tool_names_visible
 
 from .aggregates import aggregate_add, aggregate_merge, new_aggregate
+from .baselines import baseline_snapshot
 from .models import ToolStats, Trace
+from .outputs import output_batch_budget, output_checker
 from .traces import trace_parse
 
 logger = logging.getLogger(__name__)
 FOLD_BATCH = 5000
 TRACE_FIELDS = [
     "trace_id", "step", "status", "args", "state_before", "state_after", "duration_ms",
-    "application_id",
+    "application_id", "output",
 ]  # fmt: skip
 
 
@@ -64,7 +66,11 @@ def traces_ingest(
     """
     batch_size = batch_size or settings.TRACE_BATCH_SIZE
     aliases = alias_map()
-    tools = dict(Tool.objects.values_list("name", "pk"))
+    tools, approved = {}, set()
+    for name, pk, current in Tool.objects.values_list("name", "pk", "current_version_id"):
+        tools[name] = pk
+        if current is not None:
+            approved.add(name)
     # An operator's import is trusted with every tool: the names just read are its visible set.
     visible = set(tools) if application is None else tool_names_visible(application)
     result = IngestResult()
@@ -91,8 +97,9 @@ def traces_ingest(
                 "tool_id": tools.get(trace["tool"]) if known else None,
                 "unknown_tool": not known,
                 # A registered tool the application may not see: kept like an unknown name,
-                # never folded into that tool's learning.
-                "foldable": known or trace["tool"] not in tools,
+                # never folded into that tool's learning. A name with no approved version (a
+                # shadow tool, perhaps proposed already) is folded like an unknown one.
+                "foldable": known or trace["tool"] not in approved,
                 "error": trace["error"] or "",
                 "application_id": application_id,
             }
@@ -292,10 +299,10 @@ def _insert_returning(rows: list[dict]) -> list[dict]:
 def tool_fold(*, tool_name: str) -> int:
     """Fold traces still pending (an ingest interrupted mid-way); return how many.
 
-    Traces of a registered tool from an application that could not see it are claimed but
-    never folded into its learning.
+    Traces of a registered (approved) tool from an application that could not see it are
+    claimed but never folded into its learning.
     """
-    registered = Tool.objects.filter(name=tool_name).exists()
+    registered = Tool.objects.filter(name=tool_name, current_version__isnull=False).exists()
     folded = 0
     while True:
         with transaction.atomic():
@@ -319,20 +326,31 @@ def _fold(by_tool: dict[str, list[dict]], *, received_at: str | None) -> None:
     ``received_at`` names the key holding when each trace arrived; None means "just now", which
     is after the current version's approval by construction.
     """
-    for stats in (rows := stats_locked(sorted(by_tool))):
+    rows = stats_locked(sorted(by_tool))
+    with output_batch_budget():
+        _fold_into(rows, by_tool, received_at=received_at)
+    stats_write(rows)
+
+
+def _fold_into(
+    rows: list[ToolStats], by_tool: dict[str, list[dict]], *, received_at: str | None
+) -> None:
+    for stats in rows:
         since = stats.since_version
         traces = by_tool[stats.tool_name]
         delta_all, delta_since, since_count = new_aggregate(), new_aggregate(), 0
+        check = output_check_for(since)
         for trace in traces:
-            aggregate_add(delta_all, trace)
             # Drift is judged only on what the tool did after its current version was approved;
             # a trace received just now always is (so the same delta serves both, below).
-            if (
-                since is not None
-                and received_at is not None
-                and since.approved_at
-                and (trace[received_at] >= since.approved_at)
-            ):
+            after_approval = since is not None and (
+                received_at is None
+                or bool(since.approved_at and trace[received_at] >= since.approved_at)
+            )
+            if check is not None and after_approval:
+                check(trace)
+            aggregate_add(delta_all, trace)
+            if after_approval and received_at is not None:
                 aggregate_add(delta_since, trace)
                 since_count += 1
         if since is not None and received_at is None:
@@ -342,7 +360,23 @@ def _fold(by_tool: dict[str, list[dict]], *, received_at: str | None) -> None:
         stats.traces_total += len(traces)
         stats.traces_since_version += since_count
         stats.dirty = True
-    stats_write(rows)
+
+
+def output_check_for(version: ContractVersion | None) -> Callable[[dict[str, Any]], None] | None:
+    """Checks a successful trace's output against ``version``'s output contract (its
+    ``output_schema`` and ``produces``) and leaves the result on the trace as ``output_check``,
+    for the aggregates to count by failing path; None when the version promises nothing."""
+    if version is None:
+        return None
+    checker = output_checker(schema=version.output_schema, produces=version.produces)
+    if checker is None:
+        return None
+
+    def check(trace: dict[str, Any]) -> None:
+        if trace.get("status") == "success":
+            trace["output_check"] = checker(trace.get("output"), trace.get("state_after") or {})
+
+    return check
 
 
 def stats_write(rows: list[ToolStats]) -> None:
@@ -414,7 +448,17 @@ def stats_locked(tool_names: list[str]) -> list[ToolStats]:
         ):
             stats.tool = tool
             stats.since_version = current
-            stats.aggregate_since_version = new_aggregate()
+            stats.aggregate = stats.aggregate or new_aggregate()
+            stats.aggregate_since_version = since_version_aggregate(stats.aggregate, current)
             stats.traces_since_version = 0
         stats.aggregate = stats.aggregate or new_aggregate()
     return rows
+
+
+def since_version_aggregate(before: dict[str, Any], version: ContractVersion | None) -> dict:
+    """A fresh since-version aggregate holding the baseline of what came before ``version``: the
+    error and duration counts of every trace folded before it was published (what
+    ``learning/baselines.py`` compares against when the contract declares no cost)."""
+    fresh = new_aggregate()
+    fresh["baseline"] = baseline_snapshot(before, version=version.number if version else None)
+    return fresh

@@ -8,6 +8,7 @@ opened (or updated) by ``reviews.services.drift_ticket_open_or_update``.
 from __future__ import annotations
 
 import logging
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from datetime import timedelta
 from typing import Any
@@ -18,10 +19,12 @@ from django.db.models import Exists, F, OuterRef
 from django.utils import timezone
 
 from registry.contract import proposal_of
-from registry.models import Application, ContractVersion, Tool
+from registry.models import Application, ContractVersion, RiskLevel, Tool
 from registry.selectors import registry_context, risk_ranks
-from reviews.services import drift_ticket_open_or_update
+from registry.validation import VARIABLE_NAME, ContractInvalid
+from reviews.services import drift_ticket_open_or_update, new_tool_proposal_open_or_update
 
+from .baselines import behaviour_drift
 from .inference import (
     apply_drift,
     contract_drift,
@@ -49,8 +52,8 @@ class RefreshResult:
     tool_name: str
     folded: int = 0
     inferred: dict | None = None
-    drift: list[dict] = field(default_factory=list)
-    ticket_id: int | None = None
+    drift: list[dict] = field(default_factory=list)  # report-only items included
+    ticket_id: int | None = None  # a drift ticket, or the new-tool proposal of a shadow tool
     published: bool = False
 
 
@@ -63,6 +66,7 @@ def tools_refresh(*, tool_names: list[str]) -> list[RefreshResult]:
     """Infer and judge drift for many tools with a handful of queries per chunk."""
     ranks = risk_ranks()
     labelled = prepare_labels(_labelled_tools())
+    lowest = RiskLevel.objects.order_by("rank").first()
     results = []
     for start in range(0, len(tool_names), REFRESH_CHUNK):
         chunk = tool_names[start : start + REFRESH_CHUNK]
@@ -131,6 +135,11 @@ def tools_refresh(*, tool_names: list[str]) -> list[RefreshResult]:
                     inferred=inferred,
                     risk_rank=ranks,
                     baseline_risk=baseline,
+                ) + behaviour_drift(
+                    approved=approved_document,
+                    since=stats.aggregate_since_version,
+                    min_support=approved.risk.min_support,
+                    latency_is_drift=approved.risk.ticket_on_latency,
                 )
                 if result.drift:
                     _drift_record(
@@ -139,6 +148,13 @@ def tools_refresh(*, tool_names: list[str]) -> list[RefreshResult]:
                         inferred=inferred,
                         stats=stats,
                         result=result,
+                    )
+            elif approved is None and lowest is not None:
+                # A name with no approved contract, with as many traces as the least any tool
+                # is judged on (the lowest risk level's min_support), is a shadow tool.
+                if stats.traces_total >= lowest.min_support:
+                    result.ticket_id = _shadow_tool_propose(
+                        name=name, stats=stats, inferred=inferred, labelled=labelled, support=lowest
                     )
         InferredContract.objects.bulk_create(
             inferred_rows,
@@ -178,7 +194,10 @@ def _drift_record(
 ) -> None:
     items = result.drift
     # The base version is part of the fingerprint: the same drift after a new approval is new.
+    # The report covers every item; the ticket only those that may open one, so a report-only
+    # item coming and going never opens a second ticket for the same drift.
     fingerprint = drift_fingerprint(f"{tool.name}@v{approved.number}", items)
+    ticketed = [item for item in items if not item.get("report_only")]
     evidence = {
         "base_version": approved.number,
         "traces_since_version": stats.traces_since_version,
@@ -196,15 +215,22 @@ def _drift_record(
             evidence=evidence, updated_at=timezone.now()
         )
     risk = approved.risk
-    if not (risk.ticket_on_drift or risk.auto_approve_inferred):
+    if not ticketed or not (risk.ticket_on_drift or risk.auto_approve_inferred):
         return
-    proposal = _proposal(apply_drift(approved.document(), inferred, items), evidence)
+    outputs = stats.aggregate_since_version.get("outputs")
+    proposal = _proposal(
+        apply_drift(approved.document(), inferred, ticketed, outputs=outputs), evidence
+    )
     drift = drift_ticket_open_or_update(
-        tool=tool, base=approved, document=proposal, evidence=evidence, fingerprint=fingerprint
+        tool=tool,
+        base=approved,
+        document=proposal,
+        evidence=evidence,
+        fingerprint=drift_fingerprint(f"{tool.name}@v{approved.number}", ticketed),
     )
     if drift is None:
         return
-    reports = DriftReport.objects.filter(fingerprint=fingerprint)
+    reports = DriftReport.objects.filter(pk=report.pk)
     reports.update(ticket=drift.ticket)
     if drift.published:
         reports.update(auto_published=True)
@@ -215,13 +241,97 @@ def _drift_record(
 def _sources(aggregate: dict[str, Any]) -> dict[str, int]:
     """Which applications' traces (by name) showed the behaviour, with how many each."""
     counts = aggregate.get("sources") or {}
-    ids = [int(key) for key in counts if key.isdigit()]
-    names = dict(Application.objects.filter(pk__in=ids).values_list("pk", "name"))
+    names = _application_names(counts)
     named: dict[str, int] = {}
     for key, count in counts.items():
-        name = names.get(int(key), f"application #{key}") if key.isdigit() else key
-        named[name] = named.get(name, 0) + count
+        named[names[key]] = named.get(names[key], 0) + count
     return dict(sorted(named.items()))
+
+
+def _source_examples(aggregate: dict[str, Any]) -> dict[str, list[Any]]:
+    """A few trace ids per application (by name): where a reviewer finds the traces."""
+    examples = aggregate.get("source_examples") or {}
+    names = _application_names(examples)
+    return {names[key]: list(trace_ids) for key, trace_ids in sorted(examples.items())}
+
+
+def _application_names(keys: Iterable[str]) -> dict[str, str]:
+    """Aggregate source keys (application ids, ``operator``, ``other``) to what people read."""
+    keys = list(keys)
+    ids = [int(key) for key in keys if key.isdigit()]
+    names = dict(Application.objects.filter(pk__in=ids).values_list("pk", "name"))
+    return {
+        key: names.get(int(key), f"application #{key}") if key.isdigit() else key for key in keys
+    }
+
+
+SHADOW_DESCRIPTION = (
+    "Inferred from the traces of a tool no one registered: what it requires, produces and "
+    "accepts is what its calls showed. Describe what it does before approving it."
+)
+
+
+def _shadow_tool_propose(
+    *,
+    name: str,
+    stats: ToolStats,
+    inferred: dict[str, Any],
+    labelled: list[dict],
+    support: RiskLevel,
+) -> int | None:
+    """A shadow tool (traces of a name with no approved contract, at least the lowest risk
+    level's ``min_support`` of them) becomes one ``new_tool`` proposal; returns its ticket id.
+
+    One proposal per name, inferred from every application's traces of it; the evidence names
+    each application with its count and example trace ids, so a reviewer sees who reported
+    what (only reviewers see proposals; runtimes never do). Once approved the tool is visible
+    to applications by their usual rules.
+    """
+    aggregate = stats.aggregate
+    risk, risk_evidence = _risk_suggestion(
+        name=name, produces=inferred["produces"], labelled=labelled
+    )
+    evidence: dict[str, Any] = {
+        "shadow_tool": name,
+        "support": aggregate.get("total", 0),
+        "min_support": support.min_support,
+        "applications": _sources(aggregate),
+        "examples": _source_examples(aggregate),
+        "risk": risk_evidence,
+        "inferred": {
+            key: inferred.get(key) for key in ("requires", "produces", "input_schema", "cost")
+        },
+    }
+    document = {
+        "name": name,
+        "description": SHADOW_DESCRIPTION,
+        "input_schema": inferred["input_schema"],
+        "requires": inferred["requires"],
+        "produces": inferred["produces"],
+        "risk": risk,
+        "cost": {key: value for key, value in inferred["cost"].items() if value is not None},
+    }
+    proposal = _proposal(document, evidence)
+    try:
+        outcome = new_tool_proposal_open_or_update(document=proposal, evidence=evidence)
+    except ContractInvalid as exc:
+        logger.warning("the shadow tool %r cannot be proposed: %s", name, exc)
+        return None
+    return outcome.ticket.pk if outcome is not None else None
+
+
+def _risk_suggestion(
+    *, name: str, produces: list[str], labelled: list[dict]
+) -> tuple[str, dict[str, Any]]:
+    """The one place a shadow tool's risk is suggested, with the evidence shown to reviewers."""
+    risk, confidence = suggest_risk(
+        name=name, description="", produces=produces, permissions=[], labelled=labelled
+    )
+    return risk, {
+        "suggested": risk,
+        "confidence": round(confidence, 3),
+        "basis": "the labels reviewers gave similar tools, and the action word of its name",
+    }
 
 
 def _report_get_or_create(
@@ -242,13 +352,20 @@ def _report_get_or_create(
 
 
 def _proposal(document: dict[str, Any], evidence: dict[str, Any]) -> dict[str, Any]:
-    """Keep the proposal a valid contract: variables outside the vocabulary go to the evidence."""
+    """Keep the proposal a valid contract: variables outside the vocabulary go to the evidence
+    (``unknown_variables``: approving the ticket adds them; ``unusable_variables``: names that
+    cannot be variables, listed so a reviewer can map them to an alias)."""
     context = registry_context()
     for key in ("requires", "produces"):
         known = [name for name in document.get(key, []) if context.canonical(name)]
         unknown = sorted(set(document.get(key, [])) - set(known))
-        if unknown:
-            evidence.setdefault("unknown_variables", {})[key] = unknown
+        usable = [name for name in unknown if VARIABLE_NAME.match(name) and len(name) <= 100]
+        if usable:
+            evidence.setdefault("unknown_variables", {})[key] = usable
+        if len(usable) < len(unknown):
+            evidence.setdefault("unusable_variables", {})[key] = [
+                name[:100] for name in unknown if name not in usable
+            ]
         document[key] = known
     document["effects"] = {
         var: meta

@@ -35,12 +35,14 @@ class RiskLevelAdmin(admin.ModelAdmin):
         "rank",
         "approvals_required",
         "ticket_on_drift",
+        "ticket_on_latency",
         "auto_approve_inferred",
         "min_support",
     ]
     list_editable = [
         "approvals_required",
         "ticket_on_drift",
+        "ticket_on_latency",
         "auto_approve_inferred",
         "min_support",
     ]

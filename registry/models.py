@@ -55,6 +55,11 @@ class RiskLevel(models.Model):
     ticket_on_drift = models.BooleanField(
         default=False, help_text="Open a review ticket when a tool's behaviour drifts."
     )
+    ticket_on_latency = models.BooleanField(
+        default=False,
+        help_text="p95 latency growth past the documented factor is drift at this level (ticketed "
+        "where drift is); otherwise it is only reported.",
+    )
     auto_approve_inferred = models.BooleanField(
         default=False, help_text="A clean inferred change to a tool at this level publishes alone."
     )

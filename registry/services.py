@@ -6,6 +6,7 @@ serialises version numbering and publishing per tool. Locks are always taken too
 tickets, so two reviewers never deadlock.
 """
 
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -226,6 +227,39 @@ def tool_lock(*, tool_id: int) -> Tool:
     return Tool.objects.select_for_update(no_key=True).get(pk=tool_id)
 
 
+def tool_lock_or_create(*, name: str) -> Tool:
+    """The tool row of ``name`` (created without a version if missing), locked like
+    ``tool_lock``: two workers proposing the same new tool queue here."""
+    tool, _ = Tool.objects.get_or_create(name=name)
+    return tool_lock(tool_id=tool.pk)
+
+
+@transaction.atomic
+def state_variables_add(*, names: Iterable[str], description: str) -> dict[str, str]:
+    """Each name mapped to its canonical variable, created when the vocabulary lacks it.
+
+    A name that is already a variable or an alias maps to that variable; a name that cannot be
+    a variable (not a valid variable name, too long) is left out of the answer.
+    """
+    context = registry_context()
+    added: dict[str, str] = {}
+    for name in names:
+        canonical = context.canonical(name)
+        if canonical is None:
+            if not VARIABLE_NAME.match(name) or len(name) > MAX_VARIABLE_NAME:
+                continue
+            variable = StateVariable(name=name, description=description)
+            variable.full_clean()
+            variable.save()
+            context.variables.add(name)
+            canonical = name
+        added[name] = canonical
+    return added
+
+
+MAX_VARIABLE_NAME = 100  # StateVariable.name's max_length
+
+
 def _next_number(tool: Tool) -> int:
     return int(tool.versions.aggregate(n=Max("number"))["n"] or 0) + 1
 
@@ -276,6 +310,26 @@ def contract_version_rebase(*, version: ContractVersion) -> ContractVersion:
     rebased.save()
     ContractVersion.objects.filter(pk=version.pk).update(status=ContractVersion.Status.SUPERSEDED)
     return rebased
+
+
+@transaction.atomic
+def contract_version_replace(
+    *, version: ContractVersion, document: ContractDocument
+) -> ContractVersion:
+    """A proposal's content replaced: a new proposed version of ``document`` (same author and
+    source) on the tool's current version, and the old proposal superseded."""
+    tool_lock(tool_id=version.tool_id)
+    claimed = ContractVersion.objects.filter(
+        pk=version.pk, status=ContractVersion.Status.PROPOSED
+    ).update(status=ContractVersion.Status.SUPERSEDED)
+    if claimed != 1:
+        raise PublishError("its version is no longer a proposal")
+    replacement = contract_version_create(
+        document=document, author=version.author, source=version.source
+    )
+    if replacement is None:
+        raise PublishError("the new content equals the approved version")
+    return replacement
 
 
 @transaction.atomic

@@ -121,6 +121,7 @@ class AuditEntry(models.Model):
         AUTO_PUBLISHED = "auto_published", "published automatically"
         REBASED = "rebased"
         DRIFT_UPDATED = "drift_updated", "drift evidence updated"
+        PROPOSAL_UPDATED = "proposal_updated", "inferred proposal updated"
 
     actor = models.ForeignKey(
         settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.PROTECT

@@ -5,18 +5,20 @@ one-approved-version constraint backs them up, so two reviewers or a retried req
 publish twice.
 """
 
+import hashlib
 import logging
 from dataclasses import dataclass, field
 from typing import Any
 
 from django.contrib.auth import get_user_model
 from django.contrib.auth.models import Group, User
+from django.core.exceptions import ValidationError
 from django.core.mail import send_mail
 from django.db import IntegrityError, transaction
 from django.utils import timezone
 
-from registry.contract import ContractDocument
-from registry.models import ContractVersion, RiskLevel, Tool
+from registry.contract import ContractDocument, proposal_of, with_defaults
+from registry.models import ContractVersion, RiskLevel, Tool, contract_hash
 from registry.services import (
     PublishError,
     applications_save,
@@ -24,8 +26,11 @@ from registry.services import (
     contract_version_create,
     contract_version_publish,
     contract_version_rebase,
+    contract_version_replace,
     registry_file_check,
+    state_variables_add,
     tool_lock,
+    tool_lock_or_create,
     vocabulary_save,
 )
 from registry.validation import ContractInvalid, RegistryContext
@@ -106,7 +111,55 @@ def review_approve(*, ticket: ReviewTicket, reviewer: User) -> ContractVersion |
     audit_record(AuditEntry.Action.APPROVED, actor=reviewer, ticket=ticket, version=ticket.proposed)
     if ticket.approvals.count() < ticket.approvals_required:
         return None
+    vocabulary_adopt(ticket=ticket, reviewer=reviewer)
     return contract_publish(ticket=ticket, actor=reviewer)
+
+
+def vocabulary_adopt(*, ticket: ReviewTicket, reviewer: User) -> list[str]:
+    """The vocabulary grows only through a person: approving an inferred proposal adds the
+    state variables its evidence lists as missing (``unknown_variables``) and puts them in the
+    contract's ``requires``/``produces``, in the approval's transaction. Returns the names added.
+    """
+    unknown = (ticket.evidence or {}).get("unknown_variables")
+    if ticket.proposed.source != ContractVersion.Source.INFERRED or not isinstance(unknown, dict):
+        return []
+    wanted = {
+        key: [name for name in unknown.get(key) or [] if isinstance(name, str)]
+        for key in ("requires", "produces")
+    }
+    names = sorted(set(wanted["requires"]) | set(wanted["produces"]))
+    if not names:
+        return []
+    try:
+        canonical = state_variables_add(
+            names=names,
+            description=f"Added on approving ticket #{ticket.pk} ({ticket.tool.name}): "
+            "its traces showed it.",
+        )
+    except ValidationError as exc:
+        raise ReviewError(f"The vocabulary cannot take these variables: {exc}.") from None
+    if not canonical:
+        return []
+    document = ticket.proposed.document()
+    for key in ("requires", "produces"):
+        extra = [canonical[name] for name in wanted[key] if name in canonical]
+        document[key] = list(dict.fromkeys([*document[key], *extra]))
+    try:
+        normalised = contract_validate(document=proposal_of(document))
+        version = contract_version_replace(version=ticket.proposed, document=normalised)
+    except (ContractInvalid, PublishError) as exc:
+        raise ReviewError(f"Ticket #{ticket.pk} cannot take the new variables: {exc}.") from None
+    ticket.proposed = version
+    ticket.save(update_fields=["proposed", "updated_at"])
+    added = sorted(set(canonical.values()))
+    audit_record(
+        AuditEntry.Action.PROPOSAL_UPDATED,
+        actor=reviewer,
+        ticket=ticket,
+        version=version,
+        detail={"vocabulary_added": added},
+    )
+    return added
 
 
 @transaction.atomic
@@ -379,3 +432,81 @@ def drift_ticket_open_or_update(
         contract_publish(ticket=ticket, actor=None, action=AuditEntry.Action.AUTO_PUBLISHED)
         published = True
     return DriftTicket(ticket=ticket, created=created, published=published)
+
+
+@dataclass
+class NewToolProposal:
+    ticket: ReviewTicket
+    created: bool
+    updated: bool
+
+
+def new_tool_fingerprint(name: str) -> str:
+    """One inferred new-tool proposal per tool name, whichever worker sees it first."""
+    return hashlib.sha256(f"new_tool:{name}".encode()).hexdigest()
+
+
+@transaction.atomic
+def new_tool_proposal_open_or_update(
+    *, document: dict[str, Any], evidence: dict[str, Any]
+) -> NewToolProposal | None:
+    """The one inferred proposal of an unregistered tool: opened once (a ``new_tool`` ticket,
+    never published without people), then kept up to date while it is open.
+
+    Idempotent on the name's fingerprint (unique on tickets) under the tool's row lock, so reruns
+    and racing workers find the same ticket. New traces always update the evidence; they replace
+    the proposed version (clearing approvals given to the old one, audited) only when the
+    contract says something else, not when only its cost figures moved. A decided ticket stays
+    decided: a rejected proposal is not opened again. None when the tool has an approved version
+    or a proposal of someone else is open. Raises ContractInvalid (nothing written) when the
+    document is not a valid contract.
+    """
+    normalised = contract_validate(document=document)
+    fingerprint = new_tool_fingerprint(normalised["name"])
+    tool = tool_lock_or_create(name=normalised["name"])
+    if tool.current_version_id is not None:
+        return None
+    ticket = ReviewTicket.objects.select_for_update().filter(fingerprint=fingerprint).first()
+    if ticket is None:
+        if ReviewTicket.objects.filter(tool=tool, status=ReviewTicket.Status.OPEN).exists():
+            return None
+        ticket = contract_propose(
+            document=normalised,
+            author=None,
+            source=ContractVersion.Source.INFERRED,
+            evidence=evidence,
+            fingerprint=fingerprint,
+            kind=ReviewTicket.Kind.NEW_TOOL,
+        )
+        if ticket is None:  # cannot happen without an approved version; never half-written
+            return None
+        return NewToolProposal(ticket=ticket, created=True, updated=False)
+    if ticket.status != ReviewTicket.Status.OPEN:
+        return NewToolProposal(ticket=ticket, created=False, updated=False)
+    updated = not _same_but_cost(ticket.proposed, normalised)
+    if updated:
+        version = contract_version_replace(version=ticket.proposed, document=normalised)
+        ticket.approvals.all().delete()  # they approved the old content
+        ticket.proposed = version
+        ticket.approvals_required = version.risk.approvals_required
+        ticket.evidence = evidence
+        ticket.save(update_fields=["proposed", "approvals_required", "evidence", "updated_at"])
+        audit_record(
+            AuditEntry.Action.PROPOSAL_UPDATED,
+            actor=None,
+            ticket=ticket,
+            version=version,
+            detail={"support": evidence.get("support")},
+        )
+    elif ticket.evidence != evidence:
+        ReviewTicket.objects.filter(pk=ticket.pk).update(evidence=evidence)
+        ticket.evidence = evidence
+    return NewToolProposal(ticket=ticket, created=False, updated=updated)
+
+
+def _same_but_cost(version: ContractVersion, document: ContractDocument) -> bool:
+    """Whether ``document`` says what ``version`` says, its cost figures aside."""
+    current = {key: value for key, value in version.document().items() if key != "cost"}
+    filled = with_defaults(document)
+    proposed = {key: filled.get(key) for key in current}
+    return contract_hash(current) == contract_hash(proposed)

@@ -131,3 +131,34 @@ def test_reviewers_racing_on_sibling_tickets_never_deadlock(
     assert sum(isinstance(o, ContractVersion) for o in outcomes) == 1
     tool = Tool.objects.get(name="calendar.find_events")
     assert ContractVersion.objects.filter(tool=tool, status="approved").count() == 1
+
+
+def test_two_workers_refreshing_a_shadow_tool_at_once_open_one_proposal(vocabulary):
+    from django.utils import timezone
+
+    from learning.ingest import traces_ingest
+    from learning.services import tools_refresh
+    from registry.models import Application
+
+    assistant = Application.objects.create(name="assistant", all_tools=True)
+    traces = [
+        {
+            "trace_id": "run", "step": step, "tool": "crm.lookup_account",
+            "args": {"customer_email": f"c{step}@partner.example"}, "status": "success",
+            "state_before": {"customer_email": f"c{step}@partner.example"},
+            "state_after": {"customer_email": f"c{step}@partner.example", "account_id": f"a{step}"},
+            "duration_ms": 90, "occurred_at": timezone.now().isoformat(),
+        }
+        for step in range(40)
+    ]  # fmt: skip
+    assert traces_ingest(items=enumerate(traces), application=assistant).accepted == 40
+
+    outcomes = run_together(
+        *[(lambda: tools_refresh(tool_names=["crm.lookup_account"])) for _ in range(3)]
+    )
+
+    assert all(isinstance(outcome, list) for outcome in outcomes), outcomes
+    ticket = ReviewTicket.objects.get(kind="new_tool", tool__name="crm.lookup_account")
+    assert {outcome[0].ticket_id for outcome in outcomes} == {ticket.pk}
+    assert Tool.objects.filter(name="crm.lookup_account").count() == 1
+    assert ContractVersion.objects.filter(tool__name="crm.lookup_account").count() == 1

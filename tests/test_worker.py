@@ -98,6 +98,30 @@ def test_the_periodic_refresh_opens_exactly_one_drift_ticket(worker, runtime_cli
     assert ReviewTicket.objects.filter(kind="drift").count() == 1
     assert settings.CELERY_TASK_ALWAYS_EAGER is False
 
+    # A shadow tool reaches support, and a high-risk tool's outputs stop matching its contract.
+    shadow = [t for t in traces if t["tool"] == "crm.lookup_account"]
+    charges = [t for t in traces if t["tool"] == "payments.charge_card" and t["output"]]
+    more = [{**t, "trace_id": f"more-{t['trace_id']}"} for t in shadow[:10]]
+    more += [
+        {**t, "trace_id": f"bad-{t['trace_id']}", "output": {**t["output"], "charge_status": "??"}}
+        for t in charges
+    ]
+    response = client.post("/api/v1/traces/", _jsonable(more), format="json")
+    assert response.status_code == 200, response.content
+    refresh_contracts.delay()
+    refresh_contracts.delay()  # twice at once: still one proposal, one ticket
+    assert wait_for(lambda: ReviewTicket.objects.filter(kind="new_tool", status="open").exists())
+    assert wait_for(lambda: ReviewTicket.objects.filter(kind="drift").count() == 2)
+    time.sleep(3)
+    proposal = ReviewTicket.objects.get(kind="new_tool", status="open")
+    assert proposal.tool.name == "crm.lookup_account" and proposal.tool.current_version is None
+    assert proposal.evidence["applications"] == {"assistant": len(shadow) + 10}
+    output = ReviewTicket.objects.get(kind="drift", tool__name="payments.charge_card")
+    item = next(item for item in output.evidence["drift"] if item["field"] == "output")
+    assert item["detail"].startswith("output no longer matches its contract")
+    assert item["observed"]["paths"] == {"output.charge_status (enum)": len(charges)}
+    assert ReviewTicket.objects.filter(kind="new_tool", status="open").count() == 1
+
 
 def _jsonable(traces: list[dict]) -> list[dict]:
     return [

@@ -178,9 +178,14 @@ def test_merging_equals_folding_everything_at_once():
         for item in traces:
             aggregate_add(left if rng.random() < 0.5 else right, item)
         aggregate_merge(left, right)
-        assert {k: v for k, v in left.items() if k != "variables"} == {
-            k: v for k, v in whole.items() if k != "variables"
+        # Examples are a few of many: which few depends on the order traces arrive in.
+        examples = {"variables", "source_examples", "error_examples"}
+        assert {k: v for k, v in left.items() if k not in examples} == {
+            k: v for k, v in whole.items() if k not in examples
         }
+        errors = {item["trace_id"] for item in traces if item["status"] == "error"}
+        assert len(left["error_examples"]) == 5 and set(left["error_examples"]) <= errors
+        assert len(left["source_examples"]["operator"]) == 5
         for name, entry in whole["variables"].items():
             assert {k: v for k, v in left["variables"][name].items() if k != "examples"} == {
                 k: v for k, v in entry.items() if k != "examples"
@@ -248,7 +253,7 @@ def test_no_drift_when_behaviour_matches():
     assert contract_drift(approved=APPROVED, inferred=inferred()) == []
 
 
-def test_drift_in_requires_produces_schema_and_error_rate():
+def test_drift_in_requires_produces_and_schema():
     items = contract_drift(
         approved=APPROVED,
         inferred=inferred(
@@ -267,7 +272,9 @@ def test_drift_in_requires_produces_schema_and_error_rate():
     )
     fields = [item["field"] for item in items]
     assert fields.count("input_schema") == 3  # unknown argument, type conflict, required dropped
-    assert {"requires", "produces", "error_rate"} <= set(fields)
+    assert {"requires", "produces"} <= set(fields)
+    # How well the tool does is judged against a baseline elsewhere (learning/baselines.py).
+    assert "error_rate" not in fields
     requires = next(item for item in items if item["field"] == "requires")
     assert requires["added"] == ["approval_code"] and requires["removed"] == []
 

@@ -15,7 +15,8 @@ from jsonschema import Draft202012Validator
 from jsonschema.exceptions import SchemaError
 from packaging.requirements import Requirement
 
-from api.jsonschema_re2 import (
+from registry.jsonschema_re2 import (
+    NO_RETRIEVAL,
     REPLACED_KEYWORDS,
     LinearValidator,
     UnsupportedPattern,
@@ -23,7 +24,6 @@ from api.jsonschema_re2 import (
     linear_validator,
     work_budget,
 )
-from api.planning import NO_RETRIEVAL
 
 JSONSCHEMA = version("jsonschema")
 PYPROJECT = Path(__file__).resolve().parents[2] / "pyproject.toml"
@@ -42,7 +42,7 @@ def test_the_installed_jsonschema_is_in_the_range_the_shim_was_checked_on():
 
     assert pinned.specifier.contains(JSONSCHEMA), (
         f"jsonschema {JSONSCHEMA} is installed but pyproject.toml pins {pinned.specifier}: "
-        "run api/tests/test_jsonschema_re2.py against it before widening the range"
+        "run registry/tests/test_jsonschema_re2.py against it before widening the range"
     )
 
 
@@ -51,7 +51,7 @@ def test_every_keyword_the_shim_replaces_still_exists_in_jsonschema():
 
     assert not missing, (
         f"jsonschema {JSONSCHEMA}: Draft202012Validator.VALIDATORS no longer has {missing}; "
-        "the shim in api/jsonschema_re2.py must be updated"
+        "the shim in registry/jsonschema_re2.py must be updated"
     )
 
 
@@ -78,7 +78,8 @@ def test_the_private_resolver_the_shim_follows_refs_with_is_still_there():
     except (AttributeError, TypeError) as exc:
         pytest.fail(
             f"jsonschema {JSONSCHEMA}: validator._resolver.lookup / evolve(_resolver=...) "
-            f"changed ({exc}); unevaluatedProperties in api/jsonschema_re2.py follows $ref with it"
+            f"changed ({exc}); unevaluatedProperties in registry/jsonschema_re2.py follows $ref "
+            "with it"
         )
     assert resolved.contents == {"type": "string"}
 

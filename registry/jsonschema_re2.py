@@ -17,7 +17,7 @@ It is built on jsonschema's extension API: ``validators.extend`` over ``Draft202
 with keyword functions taking the place of entries in its ``VALIDATORS`` table, and the
 validator methods ``descend``, ``evolve``, ``is_valid`` and ``is_type``. One private name
 remains: ``unevaluatedProperties`` follows ``$ref`` through ``validator._resolver.lookup``,
-as jsonschema's own keyword does. ``api/tests/test_jsonschema_re2.py`` checks all of it against
+as jsonschema's own keyword does. ``registry/tests/test_jsonschema_re2.py`` checks all of it against
 the installed jsonschema and names its version when something moved; pyproject.toml pins the
 range it was checked on.
 """
@@ -36,6 +36,7 @@ import re2
 from jsonschema import Draft202012Validator, validators
 from jsonschema.exceptions import SchemaError, ValidationError
 from referencing import Registry
+from referencing.exceptions import NoSuchResource
 
 Keyword = Callable[[Any, Any, Any, Any], Any]
 
@@ -364,7 +365,19 @@ def _nested_dialect(schema: Any) -> list[str | int] | None:
     return None
 
 
-# --- helpers shared with plan validation ----------------------------------------------------
+def _refuse_retrieval(uri: str) -> Any:
+    # A schema is written by whoever proposes a contract: following a $ref out of it would let
+    # them make this server fetch URLs or read files.
+    # referencing declares its attrs classes through a decorator mypy does not read.
+    raise NoSuchResource(ref=uri)  # type: ignore[call-arg]
+
+
+# Pass as ``registry=`` to ``linear_validator``: only references inside the schema resolve.
+# referencing declares its attrs classes through a decorator mypy does not read.
+NO_RETRIEVAL: Registry = Registry(retrieve=_refuse_retrieval)  # type: ignore[call-arg]
+
+
+# --- helpers shared with plan validation and output checks ---------------------------------
 
 
 def canonical_json(value: Any) -> str:

@@ -119,13 +119,13 @@ def tools_refresh(*, tool_names: list[str]) -> list[RefreshResult]:
             )
             if approved is not None and use_since:
                 approved_document = approved.document()
-                baseline, _ = suggest_risk(
+                baseline = suggest_risk(
                     name=name,
                     description=approved.description,
                     produces=approved.produces,
                     permissions=approved.permissions,
                     labelled=labelled,
-                )
+                ).risk
                 result.drift = contract_drift(
                     approved=approved_document,
                     inferred=inferred,
@@ -190,6 +190,9 @@ def _drift_record(
             for key in ("requires", "produces", "risk", "input_schema", "cost")
         },
     }
+    if any(item["field"] == "risk" for item in items):
+        # Why the higher risk is suggested, for the ticket page (learning.risk).
+        evidence["risk_evidence"] = (inferred.get("evidence") or {}).get("risk", [])
     report, created = _report_get_or_create(tool, approved, fingerprint, items, evidence)
     if not created:
         DriftReport.objects.filter(pk=report.pk).update(

@@ -27,12 +27,12 @@ from __future__ import annotations
 
 import re
 from collections import defaultdict
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from functools import cache
 from typing import NamedTuple
 
-from .lexicon import ACTION_NOUN_FILES, WordNet, wordnet
+from .lexicon import ACTION_NOUN_FILES, Synset, WordNet, wordnet
 
 RISK_ORDER = ("low", "medium", "high")
 FLOOR = "medium"
@@ -72,6 +72,7 @@ SEEDS: dict[str, tuple[str, ...]] = {
     "external": (
         "send.v.02",  # cause to be taken, directed or transmitted to another place
         "send.v.03",  # mail, post
+        "send.v.04",  # transport, ship (goods sent on, forwarded)
         "send.v.06",  # transfer (information) off to someone
         "email.v.01",  # communicate electronically on the computer
         "export.v.02",  # transfer electronic data out
@@ -218,7 +219,7 @@ def lexicon_build(wn: WordNet, seeds: dict[str, tuple[str, ...]] = SEEDS) -> Lex
     return lexicon
 
 
-def _add_synset(lexicon: Lexicon, wn: WordNet, synset, danger: str, via: str) -> None:  # type: ignore[no-untyped-def]
+def _add_synset(lexicon: Lexicon, wn: WordNet, synset: Synset, danger: str, via: str) -> None:
     for lemma in synset.words:
         senses = wn.senses(lemma, "v")
         # A word counts only where this sense is one of its most frequent.
@@ -274,8 +275,12 @@ def danger_evidence(
 
     # The name: its last dotted part is the action ("payments.refund"); the rest is a domain.
     action = words(name.rsplit(".", 1)[-1])
+    # Verb-first names put the action first ("send_invoice"); noun-first names, whose first
+    # word is no verb, put it last ("invoiceSend", "account_deletion").
+    noun_first = bool(action) and not lex.is_verb_like(action[0], first=True)
     for index, word in enumerate(action):
-        if lex.is_verb_like(word, first=index == 0):
+        last = index == len(action) - 1
+        if lex.is_verb_like(word, first=index == 0) or (noun_first and last and len(action) > 1):
             note("verb", word, lex.verb(word))
         if index == len(action) - 1 or all(w.isdigit() for w in action[index + 1 :]):
             note("verb", word, lex.noun(word))  # noun-first names: "account_deletion"
@@ -303,7 +308,8 @@ def danger_evidence(
     return found
 
 
-def note_phrases(lex: Lexicon, text: list[str], note) -> None:  # type: ignore[no-untyped-def]
+def note_phrases(lex: Lexicon, text: list[str], note: Callable[[str, list[Sense]], None]) -> None:
+    """Multi-word verbs (\"wipe out\") as consecutive words."""
     for parts, senses in lex.phrases.items():
         size = len(parts)
         for start in range(len(text) - size + 1):

@@ -74,6 +74,7 @@ def run_inference_benchmark(data_dir: Path = DATA_DIR) -> dict:
     registry = {tool["name"]: tool for tool in tools}
     aggregates = gold_traces(registry, tasks)
     scores: dict[str, dict] = {}
+    risks: list[tuple[str, str, str]] = []
     for tool in tools:
         labelled = [
             {"name": other["name"], "description": other["description"], "risk": other["risk"],
@@ -94,6 +95,7 @@ def run_inference_benchmark(data_dir: Path = DATA_DIR) -> dict:
         requires_f1 = set_f1(tool["requires"], inferred["requires"])
         produces_f1 = set_f1(tool["produces"], inferred["produces"])
         risk_ok = float(inferred["risk"] == tool["risk"])
+        risks.append((tool["risk"], inferred["risk"], tool["name"]))
         scores[tool["name"]] = {
             "requires_f1": requires_f1,
             "produces_f1": produces_f1,
@@ -108,12 +110,34 @@ def run_inference_benchmark(data_dir: Path = DATA_DIR) -> dict:
         "paper_traced": _mean(paper, traced),
         "ours_all": _mean(scores, list(registry)),
         "paper_all": _mean(paper, list(registry)),
+        "risk": risks,
         "misses": {
             name: score
             for name, score in scores.items()
             if name in traced and score["exact_match"] < 1
         },
     }
+
+
+RISKS = ("low", "medium", "high")
+
+
+def print_risk_report(title: str, pairs: list[tuple[str, str, str]]) -> dict:
+    """Accuracy, a confusion matrix (rows: the label, columns: the suggestion) and the
+    count of high-risk tools suggested low, the error a reviewer cannot afford."""
+    matrix = {gold: dict.fromkeys(RISKS, 0) for gold in RISKS}
+    for gold, suggested, _ in pairs:
+        matrix[gold][suggested] += 1
+    accuracy = sum(gold == suggested for gold, suggested, _ in pairs) / len(pairs)
+    high_low = [name for gold, suggested, name in pairs if gold == "high" and suggested == "low"]
+    under = [name for gold, suggested, name in pairs if RISKS.index(suggested) < RISKS.index(gold)]
+    print(f"{title}: accuracy {accuracy:.3f} over {len(pairs)} tools")
+    print("  " + "label / suggested".ljust(20) + "".join(f"{risk:>8}" for risk in RISKS))
+    for gold in RISKS:
+        print(f"  {gold:20}" + "".join(f"{matrix[gold][risk]:>8}" for risk in RISKS))
+    print(f"  high-risk tools suggested low: {len(high_low)} {high_low}")
+    print(f"  under-rated (any level): {len(under)} {under}")
+    return {"accuracy": accuracy, "matrix": matrix, "high_as_low": high_low, "under": under}
 
 
 def _paper_scores(data_dir: Path) -> dict[str, dict]:
@@ -148,6 +172,8 @@ def main() -> None:
         )
     for name, score in result["misses"].items():
         print(f"  not exact: {name} {score}")
+    print()
+    print_risk_report("Contract2Tool risk, all 100 tools, leave-one-out labels", result["risk"])
     try:
         from benchmarks.contract2tool_filter import main as filter_main
     except ImportError:  # pragma: no cover - the filter ships with the project

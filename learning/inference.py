@@ -11,9 +11,10 @@ After Contract2Tool (arXiv 2606.07904, section IV), but deterministic:
   that is merely always there (a user id, a locale) never flows and is present in failures too,
   so it is not a precondition; a variable feeding an argument sent only sometimes is optional.
 - ``input_schema``: observed argument names and JSON types; ``required`` = always sent.
-- ``risk``: a suggestion from the labels people gave other tools in this registry (naive
-  Bayes over name, description, effects and permission tokens) and from verbs; a person's
-  label always wins over it.
+- ``risk``: a suggestion that never under-rates danger (``learning.risk``): words of danger
+  in the name, description, effects and permissions found through WordNet, and the labels
+  people gave similar tools in this registry; its evidence is returned under
+  ``evidence.risk``. A person's label always wins over it.
 - ``cost``: latency p50/p95 from the duration histogram and the error rate.
 """
 
@@ -22,13 +23,12 @@ from __future__ import annotations
 import hashlib
 import json
 import math
-import re
-from collections import defaultdict
 from collections.abc import Iterable
 from dataclasses import dataclass
 
 from .aggregates import aggregate_percentile
 from .outputs import output_schema_proposal
+from .risk import RISK_ORDER, prepare_labels, suggest_risk
 
 
 @dataclass(frozen=True)
@@ -39,27 +39,7 @@ class Thresholds:
     min_count: int = 3
 
 
-VERB_RISK = {
-    "high": {"delete", "update", "remove", "destroy", "send", "forward", "share", "transfer", "pay",
-             "charge", "refund", "grant", "revoke", "reset", "patch", "execute", "wire",
-             "purge", "publish", "post"},
-    "medium": {"create", "write", "rename", "archive", "label", "invite", "draft",
-               "edit", "move", "upload", "add", "set", "schedule", "book", "complete", "read"},
-    "low": {"search", "find", "get", "list", "lookup", "summarize", "extract", "check",
-            "calculate", "convert", "compute", "fetch", "inspect", "run", "geocode", "forecast"},
-}  # fmt: skip
-RISK_ORDER = ("low", "medium", "high")
-KNOWN_VERBS = set().union(*VERB_RISK.values())
-NEIGHBOURS = 3
-TOKEN = re.compile(r"[a-z]+")
-
-
-def tokens(*texts: str) -> list[str]:
-    words = []
-    for text in texts:
-        for word in TOKEN.findall(text.lower().replace("_", " ").replace(".", " ")):
-            words.append(word[:-1] if word.endswith("s") and len(word) > 4 else word)
-    return words
+__all__ = ["RISK_ORDER", "prepare_labels", "suggest_risk"]  # the risk part lives in .risk
 
 
 def infer_contract(
@@ -95,7 +75,7 @@ def infer_contract(
         if (flows and entry["flows"] >= thresholds.min_count) or gate:
             requires.append(var)
     schema = _schema(aggregate, input_schema, total)
-    risk, risk_confidence = suggest_risk(
+    risk, risk_confidence, risk_evidence = suggest_risk(
         name=name, description=description, produces=produces, permissions=list(permissions),
         labelled=labelled,
     )  # fmt: skip
@@ -122,6 +102,9 @@ def infer_contract(
             "risk": round(risk_confidence, 3),
             "cost": round(evidence, 3),
         },
+        # Why each suggestion was made, for the reviewer: the risk's words, effects,
+        # permissions and neighbours (learning.risk.danger_evidence).
+        "evidence": {"risk": risk_evidence},
     }
 
 
@@ -154,75 +137,9 @@ def _schema(aggregate: dict, declared: dict | None, total: int) -> dict:
     return {"type": "object", "properties": properties, "required": required}
 
 
-def name_verb(name: str) -> str | None:
-    """The action word of a tool name: ``calendar.find_events`` -> ``find``."""
-    for word in tokens(name.rsplit(".", 1)[-1]):
-        if word in KNOWN_VERBS:
-            return word
-    return None
-
-
-def prepare_labels(labelled: Iterable[dict]) -> list[dict]:
-    """Tokenise the labelled tools once, for many suggestions (a refresh of a whole registry)."""
-    prepared = []
-    for tool in labelled:
-        if tool.get("risk") not in RISK_ORDER:
-            continue
-        if "tokens" in tool and "verb" in tool:  # prepared already
-            prepared.append(tool)
-            continue
-        words = tool.get("tokens")
-        if words is None:
-            words = set(
-                tokens(tool.get("name", ""), tool.get("description", ""),
-                       *(tool.get("produces") or []), *(tool.get("permissions") or []))
-            )  # fmt: skip
-        prepared.append(
-            {"name": tool.get("name", ""), "risk": tool["risk"], "tokens": words,
-             "verb": name_verb(tool.get("name", ""))}
-        )  # fmt: skip
-    return prepared
-
-
-def suggest_risk(
-    *, name: str, description: str, produces: list[str], permissions: list[str],
-    labelled: Iterable[dict],
-) -> tuple[str, float]:  # fmt: skip
-    """Learn from the labels people gave, verb first.
-
-    1. Tools with the same action word vote: the closest few (Jaccard of name, description,
-       effect and permission tokens), so that in a registry where reviewers label reads of
-       mail "medium" a new mail read is suggested "medium".
-    2. No such tool: the verb table (delete/send/pay/update... high; create/write... medium).
-    3. No known verb: the most similar labelled tools vote; with none, "medium".
-    Ties go to the higher risk: a suggestion errs on the side of review. The tool's own label,
-    if ``labelled`` holds it, is ignored.
-    """
-    verb = name_verb(name)
-    own = set(tokens(name, description, *produces, *permissions))
-    candidates = [tool for tool in prepare_labels(labelled) if tool["name"] != name]
-    same_verb = [tool for tool in candidates if verb and tool["verb"] == verb]
-    if not same_verb and verb:
-        risk = next(risk for risk in RISK_ORDER if verb in VERB_RISK[risk])
-        return risk, 0.6
-    pool = same_verb or candidates
-    votes: defaultdict[str, float] = defaultdict(float)
-    # The closest few speak: many loosely related tools must not outvote a near twin.
-    for tool in sorted(pool, key=lambda tool: -_similarity(own, tool["tokens"]))[:NEIGHBOURS]:
-        votes[tool["risk"]] += _similarity(own, tool["tokens"]) or (0.01 if same_verb else 0)
-    if not sum(votes.values()):
-        return "medium", 0.0
-    best = max(RISK_ORDER, key=lambda risk: (votes[risk], RISK_ORDER.index(risk)))
-    return best, votes[best] / sum(votes.values())
-
-
 def _rank(ranks: dict[str, int], risk: str | None) -> int:
     """A missing or unknown risk ranks below every level."""
     return -1 if risk is None else ranks.get(risk, -1)
-
-
-def _similarity(own: set[str], other: set[str]) -> float:
-    return len(own & other) / len(own | other) if own | other else 0.0
 
 
 def contract_drift(

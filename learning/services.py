@@ -123,13 +123,13 @@ def tools_refresh(*, tool_names: list[str]) -> list[RefreshResult]:
             )
             if approved is not None and use_since:
                 approved_document = approved.document()
-                baseline, _ = suggest_risk(
+                baseline = suggest_risk(
                     name=name,
                     description=approved.description,
                     produces=approved.produces,
                     permissions=approved.permissions,
                     labelled=labelled,
-                )
+                ).risk
                 result.drift = contract_drift(
                     approved=approved_document,
                     inferred=inferred,
@@ -209,6 +209,9 @@ def _drift_record(
             for key in ("requires", "produces", "risk", "input_schema", "cost")
         },
     }
+    if any(item["field"] == "risk" for item in items):
+        # Why the higher risk is suggested, for the ticket page (learning.risk).
+        evidence["risk_evidence"] = (inferred.get("evidence") or {}).get("risk", [])
     report, created = _report_get_or_create(tool, approved, fingerprint, items, evidence)
     if not created:
         DriftReport.objects.filter(pk=report.pk).update(
@@ -298,6 +301,7 @@ def _shadow_tool_propose(
         "applications": _sources(aggregate),
         "examples": _source_examples(aggregate),
         "risk": risk_evidence,
+        "risk_evidence": risk_evidence["evidence"],  # as drift tickets carry it
         "inferred": {
             key: inferred.get(key) for key in ("requires", "produces", "input_schema", "cost")
         },
@@ -324,13 +328,13 @@ def _risk_suggestion(
     *, name: str, produces: list[str], labelled: list[dict]
 ) -> tuple[str, dict[str, Any]]:
     """The one place a shadow tool's risk is suggested, with the evidence shown to reviewers."""
-    risk, confidence = suggest_risk(
+    suggestion = suggest_risk(
         name=name, description="", produces=produces, permissions=[], labelled=labelled
     )
-    return risk, {
-        "suggested": risk,
-        "confidence": round(confidence, 3),
-        "basis": "the labels reviewers gave similar tools, and the action word of its name",
+    return suggestion.risk, {
+        "suggested": suggestion.risk,
+        "confidence": round(suggestion.confidence, 3),
+        "evidence": suggestion.evidence,
     }
 
 

@@ -210,12 +210,12 @@ def test_risk_is_learned_from_the_registrys_own_labels():
         {"name": "mail.read_thread", "description": "Read an email thread", "risk": "medium"},
         {"name": "calendar.read_event", "description": "Read a calendar event", "risk": "low"},
     ]
-    risk, _ = suggest_risk(name="mail.read_draft", description="Read an email draft",
-                           produces=[], permissions=[], labelled=labelled)  # fmt: skip
+    risk = suggest_risk(name="mail.read_draft", description="Read an email draft",
+                        produces=[], permissions=[], labelled=labelled).risk  # fmt: skip
     assert risk == "medium"
-    risk, _ = suggest_risk(name="files.delete_file", description="Delete a file",
-                           produces=[], permissions=[], labelled=labelled)  # fmt: skip
-    assert risk == "high"  # no labelled "delete": the verb table speaks
+    risk = suggest_risk(name="files.delete_file", description="Delete a file",
+                        produces=[], permissions=[], labelled=labelled).risk  # fmt: skip
+    assert risk == "high"  # no labelled tool deletes: the danger class speaks
 
 
 APPROVED = {

@@ -92,10 +92,15 @@ def work_budget(evaluations: int) -> Iterator[None]:
         _BUDGET.reset(token)
 
 
-def _spend() -> None:
+def spend_work() -> None:
+    """Spend one evaluation from the budgets in force: for work done beside validation (such as
+    trying a value against the alternatives of an ``anyOf``) that must be bounded with it."""
     budget = _BUDGET.get()
     if budget is not None:
         budget.spend()
+
+
+_spend = spend_work
 
 
 def _budgeted(keyword: Keyword) -> Keyword:

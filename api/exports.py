@@ -168,7 +168,8 @@ def _strict(node: Any, path: str, depth: int, counts: dict[str, int]) -> Any:
             child = _strict(child, f"{path}/properties/{name}", depth + 1, counts)
             properties[name] = child if name in required else _nullable(child)
         node["properties"] = properties
-        node["required"] = list(properties)
+        # Sorted: the order of a stored schema's keys depends on the database (jsonb sorts them).
+        node["required"] = sorted(properties)
         node["additionalProperties"] = False
     if "items" in node:
         node["items"] = _strict(node["items"], f"{path}/items", depth, counts)

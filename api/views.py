@@ -296,7 +296,7 @@ def _producer_index(view: "RuntimeView") -> tuple[ProducerIndex, dict[str, Contr
     examples=[
         OpenApiExample(
             "Move an event",
-            value={"state": ["event_query", "new_time"], "goal": ["event_updated"]},
+            value={"state": ["event_query", "new_start_time"], "goal": ["event_revision"]},
             request_only=True,
         )
     ],
@@ -340,9 +340,9 @@ class FilterView(RuntimeView):
                 "plan": [
                     {
                         "tool": "retrieval_llm",
-                        "args": {"query": "statins", "subquestion_ids": [1, 2]},
+                        "args": {"query": "statins", "subquestion_ids": ["q1", "q2"]},
                     },
-                    {"tool": "source_link_retrieval", "args": {"query": "statins"}},
+                    {"tool": "source_link_retrieval", "args": {"passage_set_id": "ps_1"}},
                 ]
             },
             request_only=True,

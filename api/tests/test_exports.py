@@ -79,7 +79,7 @@ def test_strict_mode_closes_objects_and_makes_optional_fields_nullable():
     }
     strict = exports.strict_schema(schema)
     assert strict["additionalProperties"] is False
-    assert strict["required"] == ["q", "limit"]
+    assert strict["required"] == ["limit", "q"]
     assert strict["properties"]["limit"]["type"] == ["integer", "null"]
 
 

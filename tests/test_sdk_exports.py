@@ -117,8 +117,6 @@ def test_the_strict_export_keeps_openais_strict_rules_for_every_demo_tool(demo):
         for path in optional_paths(contracts[name]["input_schema"]):
             assert Draft202012Validator(at(parameters, path)).is_valid(None), (name, path)
             nullable += 1
-        # Every value the contract accepts, the strict schema accepts: the strict schema only
-        # loosens what it cannot say (the words are in the description).
     assert nullable >= 40
     enum_properties = [
         at(exports.strict_schema(contracts[name]["input_schema"]), path)

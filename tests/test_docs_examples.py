@@ -230,6 +230,11 @@ def test_the_examples_run_and_print_what_the_docs_say(document, live_server, tmp
         following = blocks[index + 1] if index + 1 < len(blocks) else None
         if following is not None and following.role == "output":
             problems += check_output(block, printed, following)
+    # A session the examples left open keeps a live-server thread, and its database
+    # connection, alive past the test.
+    for value in reader.namespace.values():
+        if isinstance(value, requests.Session):
+            value.close()
     assert ran > 0
     assert problems == [], "\n".join(problems)
 

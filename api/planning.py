@@ -21,7 +21,9 @@ Corrections change what later checks see, so they run in a fixed order:
    object, nesting deeper than ``MAX_ARGS_DEPTH``) is rejected as ``malformed_step`` and left
    out of the returned plan; a missing ``args`` means ``{}``; other keys of a step are kept.
 2. Each step, in plan order: a tool without a contract is rejected as ``unknown_tool``.
-   Otherwise, (a) the tool's ``correct`` invariants apply in declared order; (b) its other
+   Otherwise, nulls standing for absent optional properties are dropped from its args (see
+   *Null for an optional property* below), then (a) the tool's ``correct`` invariants apply in
+   declared order; (b) its other
    one-step invariants (``mutually_exclusive``, ``requires_arg_when``) are checked in declared
    order, and the first ``drop`` prunes the step and ends its checks; (c) the corrected args of
    a step still in the plan are validated against the tool's input JSON Schema (``input_schema``,
@@ -46,6 +48,18 @@ invalid call and should plan again. Besides declared ids, ``invariant`` can be o
 ``input_schema``, ``config_param``, ``malformed_policy``, ``malformed_request``, and
 ``invariant``/``policy_rule`` for a malformed entry without a usable id.
 
+Null for an optional property
+-----------------------------
+OpenAI's strict mode requires every property and lets a model leave an optional one out only
+by sending null (the strict export adds null to such a property's type and enum). So a null
+given for a property its object does not list in ``required``, and whose own schema does not
+accept null, is read as absent: the key is dropped from the args (the returned plan has it
+dropped too), and no violation is reported. A required property given null is still checked,
+and rejected unless its schema accepts null; a property whose schema accepts null keeps it.
+The rule follows ``properties``, ``items`` and local ``$ref``s into nested objects and lists;
+inside ``anyOf``/``oneOf`` a value takes the first alternative it satisfies once its nulls are
+dropped (trying alternatives is paid from the same work budget as validation).
+
 The input schema is hostile data (anyone who can propose a contract writes it): no ``$ref`` is
 ever fetched (only references inside the schema resolve; anything else is a violation), and it
 is checked by ``registry/jsonschema_re2.py``: every regular expression (``pattern``,
@@ -69,6 +83,7 @@ import json
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any
+from urllib.parse import unquote
 
 from jsonschema.exceptions import SchemaError
 from referencing.exceptions import Unresolvable
@@ -88,6 +103,7 @@ from registry.jsonschema_re2 import (
     canonical_json,
     linear_validator,
     short_repr,
+    spend_work,
     work_budget,
 )
 
@@ -297,6 +313,10 @@ def _check_step(
         for invariant_id, message in rules.problems:
             violations.add(step, invariant_id, _clip(message))
 
+    try:
+        step.args = absent_nulls_dropped(rules.input_schema, step.args)
+    except WorkBudgetExceeded as exc:
+        raise SchemaTooCostly(step.index, step.tool, exc.evaluations) from exc
     for entry in rules.corrections:
         params = entry["params"]
         if _requires_arg_when_violated(step.args, params):
@@ -445,6 +465,143 @@ def _schema_validator(schema_text: str) -> tuple[Any, str]:
         return None, f"the tool's input schema is invalid at {where}: {exc.message}"
     except RecursionError:
         return None, "the tool's input schema nests too deeply to check"
+
+
+# Local references followed in a row before giving up (a chain of $refs leading to itself).
+MAX_REF_HOPS = 32
+
+
+def absent_nulls_dropped(schema: Any, args: dict[str, Any]) -> dict[str, Any]:
+    """``args`` without the nulls that stand for absent optional properties.
+
+    See *Null for an optional property* in the module docstring. Returns ``args`` itself when
+    there is nothing to drop, else a new dict. A schema that cannot be used (invalid, a pattern
+    RE2 cannot run, an outside ``$ref``) drops nothing: ``schema_problems`` reports it. Raises
+    ``WorkBudgetExceeded`` like ``schema_problems``.
+    """
+    if not isinstance(schema, Mapping) or not _contains_null(args):
+        return args
+    validator = _validator_for(schema)
+    if validator is None:
+        return args
+    result = copy.deepcopy(args)
+    try:
+        _NullDropper(validator, schema).drop(schema, result, trial=False)
+    except (UnsupportedPattern, Unresolvable, RecursionError):
+        return args
+    return result
+
+
+class _NullDropper:
+    def __init__(self, validator: Any, root: Mapping[str, Any]):
+        self.validator = validator
+        self.root = root
+
+    def accepts(self, schema: Any, value: Any) -> bool:
+        return bool(self.validator.evolve(schema=schema).is_valid(value))
+
+    def resolved(self, node: Any) -> Any:
+        for _ in range(MAX_REF_HOPS):
+            if not isinstance(node, Mapping) or not isinstance(node.get("$ref"), str):
+                return node
+            node = _local_ref(self.root, node["$ref"])
+        return None
+
+    def drop(self, schema: Any, value: Any, *, trial: bool) -> None:
+        """Drop, in place, the nulls of absent optional properties of ``value`` under ``schema``.
+
+        Work on a trial copy (inside ``anyOf``) is paid from the work budget, one evaluation per
+        value visited, so alternatives nested in alternatives cannot multiply without bound;
+        the plain descent visits each value of the args once.
+        """
+        if trial:
+            spend_work()
+        node = self.resolved(schema)
+        if not isinstance(node, Mapping):
+            return
+        if isinstance(value, dict):
+            properties = node.get("properties")
+            if isinstance(properties, Mapping):
+                required = node.get("required")
+                required = required if isinstance(required, list) else []
+                for key in list(value):
+                    if key not in properties:
+                        continue
+                    if value[key] is None:
+                        if key not in required and not self.accepts(properties[key], None):
+                            del value[key]
+                    elif isinstance(value[key], dict | list):
+                        self.drop(properties[key], value[key], trial=trial)
+        elif isinstance(value, list):
+            items = node.get("items")
+            if isinstance(items, Mapping):
+                for item in value:
+                    if isinstance(item, dict | list):
+                        self.drop(items, item, trial=trial)
+        for keyword in ("anyOf", "oneOf"):
+            alternatives = node.get(keyword)
+            if isinstance(alternatives, list) and isinstance(value, dict | list):
+                self.choose(alternatives, value)
+
+    def choose(self, alternatives: list[Any], value: dict | list) -> None:
+        if not _contains_null(value):
+            return
+        for alternative in alternatives:
+            candidate = _budgeted_copy(value)
+            self.drop(alternative, candidate, trial=True)
+            if self.accepts(alternative, candidate):
+                if isinstance(value, dict):
+                    value.clear()
+                    value.update(candidate)
+                else:
+                    value[:] = candidate
+                return
+
+
+def _local_ref(root: Mapping[str, Any], ref: str) -> Any:
+    """The subschema a local JSON pointer (``#/$defs/x``) names, or None."""
+    if not ref.startswith("#"):
+        return None
+    node: Any = root
+    for part in ref[1:].split("/")[1:]:
+        part = unquote(part).replace("~1", "/").replace("~0", "~")
+        if isinstance(node, Mapping) and part in node:
+            node = node[part]
+        elif isinstance(node, list) and part.isdigit() and int(part) < len(node):
+            node = node[int(part)]
+        else:
+            return None
+    return node
+
+
+def _budgeted_copy(value: Any) -> Any:
+    spend_work()
+    if isinstance(value, dict):
+        return {key: _budgeted_copy(item) for key, item in value.items()}
+    if isinstance(value, list):
+        return [_budgeted_copy(item) for item in value]
+    return value
+
+
+def _contains_null(value: Any) -> bool:
+    pending = [value]
+    while pending:
+        item = pending.pop()
+        if item is None:
+            return True
+        if isinstance(item, dict):
+            pending.extend(item.values())
+        elif isinstance(item, list):
+            pending.extend(item)
+    return False
+
+
+def _validator_for(schema: Mapping[str, Any] | bool) -> Any:
+    try:
+        schema_text = json.dumps(schema, sort_keys=True, allow_nan=False)
+    except (TypeError, ValueError, RecursionError):
+        return None
+    return _schema_validator(schema_text)[0]
 
 
 def schema_problems(schema: Any, args: Mapping[str, Any]) -> list[str]:

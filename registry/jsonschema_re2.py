@@ -97,7 +97,9 @@ def work_budget(evaluations: int) -> Iterator[None]:
         _BUDGET.reset(token)
 
 
-def _spend(units: int = 1) -> None:
+def spend_work(units: int = 1) -> None:
+    """Spend evaluations from the budgets in force: for work done beside validation (such as
+    trying a value against the alternatives of an ``anyOf``) that must be bounded with it."""
     budget = _BUDGET.get()
     if budget is not None:
         budget.spend(units)
@@ -106,7 +108,7 @@ def _spend(units: int = 1) -> None:
 def _budgeted(keyword: Keyword) -> Keyword:
     @functools.wraps(keyword)
     def counted(validator: Any, value: Any, instance: Any, schema: Any) -> Any:
-        _spend()
+        spend_work()
         errors = keyword(validator, value, instance, schema)
         return None if errors is None else _bounded(errors)
 
@@ -124,7 +126,7 @@ def _bounded(errors: Iterable[ValidationError]) -> Iterator[ValidationError]:
     for error in errors:
         message = error.message
         if len(message) > MESSAGE_CHARS:
-            _spend(len(message) // TEXT_PER_EVALUATION)
+            spend_work(len(message) // TEXT_PER_EVALUATION)
             error.message = message[: MESSAGE_CHARS - 3] + "..."
         yield error
 
@@ -192,7 +194,7 @@ def _evaluated_keys(validator: Any, instance: Mapping[str, Any], schema: Any) ->
 
     The same walk as jsonschema's ``unevaluatedProperties``, with ``patternProperties`` on RE2.
     """
-    _spend()
+    spend_work()
     if not isinstance(schema, Mapping):
         return set()
     evaluated: set[str] = set()

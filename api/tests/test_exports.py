@@ -79,11 +79,92 @@ def test_strict_mode_closes_objects_and_makes_optional_fields_nullable():
     }
     strict = exports.strict_schema(schema)
     assert strict["additionalProperties"] is False
-    assert strict["required"] == ["q", "limit"]
+    assert strict["required"] == ["limit", "q"]
     assert strict["properties"]["limit"]["type"] == ["integer", "null"]
 
 
-def test_strict_mode_says_which_tool_cannot_be_strict(runtime, reviewer, proposer):
+def test_strict_mode_adds_null_to_the_enum_and_const_of_optional_properties():
+    schema = {
+        "type": "object",
+        "properties": {
+            "q": {"type": "string", "enum": ["a", "b"]},
+            "order": {"type": "string", "enum": ["asc", "desc"]},
+            "kind": {"const": "event"},
+            "mode": {"enum": ["fast", "slow"]},
+            "either": {"anyOf": [{"type": "string"}, {"type": "integer"}]},
+            "ref": {"$ref": "#/$defs/x"},
+        },
+        "required": ["q"],
+        "$defs": {"x": {"type": "string"}},
+    }
+    strict = exports.strict_schema(schema)["properties"]
+    assert strict["q"] == {"type": "string", "enum": ["a", "b"]}  # required: no null
+    assert strict["order"] == {"type": ["string", "null"], "enum": ["asc", "desc", None]}
+    assert strict["kind"] == {"enum": ["event", None]}
+    assert strict["mode"] == {"enum": ["fast", "slow", None]}
+    assert strict["either"]["anyOf"][-1] == {"type": "null"}
+    assert strict["ref"] == {"anyOf": [{"$ref": "#/$defs/x"}, {"type": "null"}]}
+
+
+def test_strict_mode_says_keywords_outside_the_subset_in_the_description():
+    schema = {
+        "type": "object",
+        "properties": {
+            "title": {"type": "string", "description": "Title.", "minLength": 1,
+                      "maxLength": 300},
+            "url": {"type": "string", "format": "uri"},
+            "when": {"type": "string", "format": "date-time"},
+            "ids": {"type": "array", "items": {"type": "string", "maxLength": 1},
+                    "uniqueItems": True, "minItems": 1, "default": ["a"]},
+            "pick": {"oneOf": [{"type": "string"}, {"type": "integer"}]},
+        },
+        "required": ["title", "url", "when", "ids", "pick"],
+        "$comment": "for authors",
+    }  # fmt: skip
+    strict = exports.strict_schema(schema)
+    properties = strict["properties"]
+    assert properties["title"] == {
+        "type": "string",
+        "description": "Title. Between 1 and 300 characters.",
+    }
+    assert properties["url"] == {"type": "string", "description": "Format: uri."}
+    assert properties["when"]["format"] == "date-time"  # in the subset: kept
+    assert properties["ids"]["description"] == 'No item may appear twice. Default: ["a"].'
+    assert properties["ids"]["minItems"] == 1
+    assert properties["ids"]["items"] == {"type": "string", "description": "At most 1 character."}
+    assert properties["pick"]["anyOf"] == [{"type": "string"}, {"type": "integer"}]
+    assert "Exactly one" in properties["pick"]["description"]
+    assert "$comment" not in strict
+
+
+@pytest.mark.parametrize(
+    "schema, reason",
+    [
+        ({"type": "object", "patternProperties": {"^x": {}}}, "/: 'patternProperties'"),
+        ({"type": "object", "properties": {"a": {"allOf": [{"type": "string"}]}}},
+         "/properties/a: 'allOf'"),
+        ({"type": "object", "properties": {"a": {"type": "object",
+          "additionalProperties": {"type": "string"}}}}, "/properties/a: additionalProperties"),
+        ({"type": "object", "properties": {"a": {"type": "array", "prefixItems": [{}]}}},
+         "/properties/a: 'prefixItems'"),
+        ({"anyOf": [{"type": "object"}]}, "/: the root must be an object"),
+    ],
+)  # fmt: skip
+def test_strict_mode_refuses_what_it_cannot_express(schema, reason):
+    with pytest.raises(exports.NotStrict) as error:
+        exports.strict_schema(schema)
+    assert str(error.value).startswith(reason)
+
+
+def test_strict_mode_refuses_objects_nested_deeper_than_openai_allows():
+    schema: dict = {"type": "object", "properties": {}}
+    for _ in range(exports.STRICT_MAX_NESTING):
+        schema = {"type": "object", "properties": {"a": schema}}
+    with pytest.raises(exports.NotStrict, match="nest deeper than 10"):
+        exports.strict_schema(schema)
+
+
+def test_strict_export_keeps_a_refused_tool_as_not_strict_and_says_why(runtime, reviewer, proposer):
     from reviews.services import contract_propose, review_approve
 
     schema = {
@@ -97,8 +178,13 @@ def test_strict_mode_says_which_tool_cannot_be_strict(runtime, reviewer, propose
 
     cache.clear()
     response = runtime.get("/api/v1/export/openai/?strict=true")
-    assert response.status_code == 400
-    assert "calendar.find_events" in response.json()["error"]["fields"]
-    assert "patternProperties" in response.json()["error"]["fields"]["calendar.find_events"][0]
-    ok = runtime.get("/api/v1/export/openai/?strict=true&domain=weather").json()
-    assert ok[0]["function"]["strict"] is True
+    assert response.status_code == 200
+    by_name = {tool["function"]["name"]: tool["function"] for tool in response.json()}
+    refused = by_name["calendar__find_events"]
+    assert refused["strict"] is False
+    assert refused["parameters"]["patternProperties"] == schema["patternProperties"]
+    assert refused["parameters"]["$comment"] == (
+        "Not strict: /: 'patternProperties' is not supported in strict mode"
+    )
+    others = [tool for name, tool in by_name.items() if name != "calendar__find_events"]
+    assert others and all(tool["strict"] is True for tool in others)

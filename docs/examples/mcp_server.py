@@ -1,0 +1,101 @@
+"""The registry's tools as an MCP server over stdio, for any MCP client.
+
+    pip install 'mcp>=2.3,<3'
+    REGISTRY_URL=http://127.0.0.1:8000/api/v1 REGISTRY_TOKEN=<runtime token> \\
+        python docs/examples/mcp_server.py
+
+``tools/list`` answers with ``GET export/mcp/``: the approved contracts the token's application
+may see, their descriptions (invariant rules and the application's mandate included) and
+annotations, exactly as exported. The registry holds contracts, not implementations, so
+``tools/call`` runs nothing: it checks the call against the tool's contract and the
+application's planning policy (``POST plans/validate/``) and answers with that verdict as an
+error result (``isError``), naming the tool, whether the call would be accepted and every
+violation. A runtime that runs the tools keeps ``list_tools`` and puts its own ``call_tool``
+after the check.
+
+Only the ``mcp`` SDK (and the ``httpx`` it brings) is needed, not the registry's code.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+from typing import Any
+
+import anyio
+import httpx
+import mcp.types as types
+from mcp.server.lowlevel import Server
+from mcp.server.stdio import stdio_server
+
+
+class Registry:
+    """The two reads this server makes, with the runtime's token."""
+
+    def __init__(self, url: str, token: str):
+        self.client = httpx.AsyncClient(
+            base_url=url.rstrip("/") + "/",
+            headers={"Authorization": f"Bearer {token}"},
+            timeout=30,
+        )
+
+    async def tools(self) -> list[dict[str, Any]]:
+        response = await self.client.get("export/mcp/")
+        response.raise_for_status()
+        return response.json()["tools"]
+
+    async def check(self, name: str, arguments: dict[str, Any]) -> dict[str, Any]:
+        response = await self.client.post(
+            "plans/validate/", json={"plan": [{"tool": name, "args": arguments}]}
+        )
+        response.raise_for_status()
+        return response.json()
+
+
+def verdict_text(name: str, checked: dict[str, Any]) -> str:
+    if checked["valid"]:
+        head = f"{name} was not run: the registry holds contracts, not implementations."
+        head += " The call is valid under its approved contract and the application's policy."
+    else:
+        head = f"{name} was not run: the call breaks its contract or the application's policy."
+    lines = [head]
+    for violation in checked["violations"]:
+        step = "plan" if violation["step"] is None else f"step {violation['step']}"
+        lines.append(f"- {violation['action']} ({step}, {violation['invariant']}): "
+                     f"{violation['rule']}")  # fmt: skip
+    lines.append("Checked call: " + json.dumps(checked["plan"], sort_keys=True))
+    return "\n".join(lines)
+
+
+def build_server(registry: Registry) -> Server:
+    async def list_tools(ctx: Any, params: Any) -> types.ListToolsResult:
+        return types.ListToolsResult.model_validate({"tools": await registry.tools()})
+
+    async def call_tool(ctx: Any, params: types.CallToolRequestParams) -> types.CallToolResult:
+        checked = await registry.check(params.name, dict(params.arguments or {}))
+        return types.CallToolResult(
+            content=[types.TextContent(type="text", text=verdict_text(params.name, checked))],
+            structured_content={"executed": False, **checked},
+            is_error=True,
+        )
+
+    return Server(
+        "tool-contract-registry",
+        instructions="Tools from the tool-contract registry: approved contracts only.",
+        on_list_tools=list_tools,
+        on_call_tool=call_tool,
+    )
+
+
+async def main() -> None:
+    url, token = os.environ.get("REGISTRY_URL"), os.environ.get("REGISTRY_TOKEN")
+    if not url or not token:
+        sys.exit("Set REGISTRY_URL (e.g. http://127.0.0.1:8000/api/v1) and REGISTRY_TOKEN.")
+    server = build_server(Registry(url, token))
+    async with stdio_server() as (read_stream, write_stream):
+        await server.run(read_stream, write_stream, server.create_initialization_options())
+
+
+if __name__ == "__main__":
+    anyio.run(main)

@@ -240,7 +240,9 @@ def aggregate_add(agg: dict, trace: dict) -> None:
     agg["successes" if success else "errors"] += 1
     before = trace.get("state_before") or {}
     after = trace.get("state_after") or {}
-    args = trace.get("args") or {}
+    # A null argument is a left-out one: OpenAI's strict mode sends null for every optional
+    # argument the model did not give, and plan validation reads it so (docs/api.md).
+    args = {name: value for name, value in (trace.get("args") or {}).items() if value is not None}
     trace_id = trace.get("trace_id")
     if not success:
         _remember(agg.setdefault("error_examples", []), trace_id)

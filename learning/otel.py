@@ -276,6 +276,8 @@ def _error(status: Status, error_type: Any) -> str | None:
     if status.code != Status.STATUS_CODE_ERROR and kind is None:
         return None
     message = status.message.strip()
+    if kind and message.startswith(kind):
+        return message  # the message already names its type
     return ": ".join(part for part in (kind, message) if part) or "error"
 
 

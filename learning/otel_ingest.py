@@ -91,9 +91,14 @@ def spans_receive(*, application: Application, batch: DecodedBatch) -> SpansRece
         spans = kept
     list(Application.objects.select_for_update().filter(pk=application.pk).values_list("pk"))
     ids = {span["trace_id"] for span in spans} | batch.roots
+    # Locked: an assembly that claimed one of these traces first is waited for (and its state
+    # then read as assembled), and one that comes later skips them, so no span is added to a
+    # trace while it is being assembled.
     existing = {
         trace.trace_id: trace
-        for trace in OtelTrace.objects.filter(application=application, trace_id__in=ids)
+        for trace in OtelTrace.objects.select_for_update()
+        .filter(application=application, trace_id__in=ids)
+        .order_by("pk")
     }
     # A root span alone says a trace is complete; it starts no trace (most traces of a runtime
     # are not agent runs), and carries nothing to keep unless it holds the initial state.
@@ -147,17 +152,24 @@ def spans_receive(*, application: Application, batch: DecodedBatch) -> SpansRece
         ],
         ignore_conflicts=True,
     )
-    for trace_id, trace in rows.items():
-        if trace.state != OtelTrace.State.PENDING:
-            continue
-        completes = trace_id in batch.roots and not trace.complete
-        OtelTrace.objects.filter(pk=trace.pk).update(
-            span_count=F("span_count") + len(new_spans.get(trace_id, [])),
-            last_received_at=now,
-            complete=trace.complete or trace_id in batch.roots,
-        )
-        if completes:
-            result.complete.append(trace_id)
+    pending = {
+        trace_id: trace
+        for trace_id, trace in rows.items()
+        if trace.state == OtelTrace.State.PENDING
+    }
+    result.complete = [
+        trace_id
+        for trace_id, trace in pending.items()
+        if trace_id in batch.roots and not trace.complete
+    ]
+    # A few statements whatever the number of traces: one per distinct count of new spans.
+    OtelTrace.objects.filter(pk__in=[t.pk for t in pending.values()]).update(last_received_at=now)
+    OtelTrace.objects.filter(pk__in=[pending[t].pk for t in result.complete]).update(complete=True)
+    by_count: dict[int, list[int]] = defaultdict(list)
+    for trace_id, records in new_spans.items():
+        by_count[len(records)].append(rows[trace_id].pk)
+    for count, pks in by_count.items():
+        OtelTrace.objects.filter(pk__in=pks).update(span_count=F("span_count") + count)
     intake, _ = SpanIntake.objects.get_or_create(application=application)
     SpanIntake.objects.filter(pk=intake.pk).update(
         received=F("received") + result.buffered + result.ignored + result.rejected,
@@ -285,9 +297,18 @@ def _assemble(claimed: list[OtelTrace], *, now: datetime) -> None:
         ]
         candidate_variables_count(application=application, found=found)
     OtelSpan.objects.filter(trace__in=claimed).delete()
+    OtelTrace.objects.filter(pk__in=[trace.pk for trace in claimed]).update(
+        state=OtelTrace.State.ASSEMBLED, assembled_at=now
+    )
+    # One statement per distinct number of steps (a handful), not one per trace.
+    by_steps: dict[int, list[int]] = defaultdict(list)
     for trace in claimed:
-        trace.state, trace.assembled_at = OtelTrace.State.ASSEMBLED, now
-    OtelTrace.objects.bulk_update(claimed, ["state", "assembled_at", "steps", "problems"])
+        by_steps[trace.steps].append(trace.pk)
+    for steps, pks in by_steps.items():
+        OtelTrace.objects.filter(pk__in=pks).update(steps=steps)
+    troubled = [trace for trace in claimed if trace.problems]
+    if troubled:
+        OtelTrace.objects.bulk_update(troubled, ["problems"])
 
 
 # ----------------------------------------------------------------------- candidate variables

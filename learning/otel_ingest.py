@@ -89,15 +89,23 @@ def spans_receive(*, application: Application, batch: DecodedBatch) -> SpansRece
             else:
                 kept.append(span)
         spans = kept
-    list(Application.objects.select_for_update().filter(pk=application.pk).values_list("pk"))
     ids = {span["trace_id"] for span in spans} | batch.roots
     # Locked: an assembly that claimed one of these traces first is waited for (and its state
     # then read as assembled), and one that comes later skips them, so no span is added to a
-    # trace while it is being assembled.
+    # trace while it is being assembled. Traces first, then the application: assembly takes
+    # them in that order too (ingest locks the application), so the two never deadlock.
     existing = {
         trace.trace_id: trace
         for trace in OtelTrace.objects.select_for_update()
         .filter(application=application, trace_id__in=ids)
+        .order_by("pk")
+    }
+    list(Application.objects.select_for_update().filter(pk=application.pk).values_list("pk"))
+    # A concurrent request may have started some of the other traces while this one waited.
+    existing |= {
+        trace.trace_id: trace
+        for trace in OtelTrace.objects.select_for_update()
+        .filter(application=application, trace_id__in=ids - set(existing))
         .order_by("pk")
     }
     # A root span alone says a trace is complete; it starts no trace (most traces of a runtime
@@ -166,8 +174,8 @@ def spans_receive(*, application: Application, batch: DecodedBatch) -> SpansRece
     OtelTrace.objects.filter(pk__in=[t.pk for t in pending.values()]).update(last_received_at=now)
     OtelTrace.objects.filter(pk__in=[pending[t].pk for t in result.complete]).update(complete=True)
     by_count: dict[int, list[int]] = defaultdict(list)
-    for trace_id, records in new_spans.items():
-        by_count[len(records)].append(rows[trace_id].pk)
+    for trace_id, fresh_records in new_spans.items():
+        by_count[len(fresh_records)].append(rows[trace_id].pk)
     for count, pks in by_count.items():
         OtelTrace.objects.filter(pk__in=pks).update(span_count=F("span_count") + count)
     intake, _ = SpanIntake.objects.get_or_create(application=application)

@@ -390,6 +390,12 @@ class PlanValidateView(RuntimeView):
         return Response(result)
 
 
+OTLP_ERRORS = (400, 401, 403, 413, 415, 429, 503)
+OTLPStatus = inline_serializer(
+    "OTLPStatus", {"code": serializers.IntegerField(), "message": serializers.CharField()}
+)
+
+
 @extend_schema(
     tags=["traces"],
     request={
@@ -398,6 +404,8 @@ class PlanValidateView(RuntimeView):
     },
     responses={
         (200, otlp.PROTOBUF): OpenApiTypes.BINARY,
+        **{(code, otlp.PROTOBUF): OpenApiTypes.BINARY for code in OTLP_ERRORS},
+        **{(code, otlp.JSON): OTLPStatus for code in OTLP_ERRORS},
         (200, otlp.JSON): inline_serializer(
             "ExportTraceServiceResponse",
             {

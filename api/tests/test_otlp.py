@@ -279,3 +279,11 @@ def test_spans_claiming_a_hidden_tool_are_treated_like_an_unknown_name(
         unknown.partial_success.error_message.replace("nobody.else", "N")
     )
     assert "not a tool this application may use" in hidden.partial_success.error_message
+
+
+def test_a_throttled_runtime_is_told_when_to_retry(runtime):
+    with mock.patch("api.throttling.window_hit", return_value=(10**9, 2.5)):
+        response = send(runtime, body(*run()))
+    status = failure(response, 429)
+    assert response["Retry-After"] == "3" and status.code == 8  # RESOURCE_EXHAUSTED
+    assert not OtelTrace.objects.exists()

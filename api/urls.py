@@ -28,6 +28,8 @@ urlpatterns = [
     path("export/anthropic/", views.AnthropicExportView.as_view(), name="export-anthropic"),
     path("export/mcp/", views.MCPExportView.as_view(), name="export-mcp"),
     path("traces/", views.TraceIngestView.as_view(), name="traces"),
+    # OTLP/HTTP's path for traces, under the API: exporters append nothing to a signal endpoint.
+    path("otlp/v1/traces", views.OTLPTraceView.as_view(), name="otlp-traces"),
     path("filter/", views.FilterView.as_view(), name="filter"),
     path("plans/validate/", views.PlanValidateView.as_view(), name="plans-validate"),
     path("health/", views.HealthView.as_view(), name="health"),

@@ -5,12 +5,22 @@ URL, so a conditional GET is answered 304 before any contract row is read.
 """
 
 import logging
+import math
 
 from django.conf import settings
-from django.db import DatabaseError, connection
-from django.http import Http404
+from django.core.exceptions import RequestDataTooBig
+from django.db import (
+    DatabaseError,
+    DataError,
+    InterfaceError,
+    OperationalError,
+    connection,
+    transaction,
+)
+from django.http import Http404, HttpResponse
+from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiExample, OpenApiParameter, extend_schema, inline_serializer
-from rest_framework import generics, serializers
+from rest_framework import exceptions, generics, serializers
 from rest_framework.exceptions import ValidationError
 from rest_framework.pagination import PageNumberPagination
 from rest_framework.permissions import AllowAny
@@ -18,11 +28,14 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from learning.ingest import traces_ingest
+from learning.otel import spans_decode
+from learning.otel_ingest import BufferFull, spans_receive
+from learning.tasks import otel_traces_assemble
 from registry.models import ContractVersion
 from registry.revision import revision_current
 from registry.selectors import alias_map, risk_ranks
 
-from . import exports
+from . import exports, otlp
 from .auth import HasScope, IsRuntimeOrStaff, Runtime
 from .caching import ConditionalMixin, ProcessCache
 from .causal import ProducerIndex, filter_tools
@@ -369,3 +382,105 @@ class PlanValidateView(RuntimeView):
         if tripped:
             logger.info("plan check tripped %s", ", ".join(tripped))
         return Response(result)
+
+
+OTLP_ERRORS = (400, 401, 403, 413, 415, 429, 503)
+OTLPStatus = inline_serializer(
+    "OTLPStatus", {"code": serializers.IntegerField(), "message": serializers.CharField()}
+)
+
+
+@extend_schema(
+    tags=["traces"],
+    request={
+        otlp.PROTOBUF: OpenApiTypes.BINARY,
+        otlp.JSON: OpenApiTypes.OBJECT,
+    },
+    responses={
+        (200, otlp.PROTOBUF): OpenApiTypes.BINARY,
+        **{(code, otlp.PROTOBUF): OpenApiTypes.BINARY for code in OTLP_ERRORS},
+        **{(code, otlp.JSON): OTLPStatus for code in OTLP_ERRORS},
+        (200, otlp.JSON): inline_serializer(
+            "ExportTraceServiceResponse",
+            {
+                "partialSuccess": inline_serializer(
+                    "ExportTracePartialSuccess",
+                    {
+                        "rejectedSpans": serializers.CharField(),
+                        "errorMessage": serializers.CharField(),
+                    },
+                    required=False,
+                )
+            },
+        ),
+    },
+)
+class OTLPTraceView(RuntimeView):
+    """An OTLP/HTTP traces receiver: OpenTelemetry GenAI tool-call spans become traces.
+
+    Answers follow the OTLP specification rather than the API's error shape: an
+    ExportTraceServiceResponse (with partial_success when spans were refused), or a
+    google.rpc.Status, in the request's encoding.
+    """
+
+    required_scope = RuntimeToken.Scope.TRACES_WRITE
+
+    def post(self, request):
+        media = otlp.media_type(request.META.get("CONTENT_TYPE"))
+        if self.application is None:
+            raise otlp.OTLPError(403, "Spans belong to an application: send a runtime token.")
+        limit = settings.DATA_UPLOAD_MAX_MEMORY_SIZE
+        body = otlp.inflate(request.body, request.META.get("HTTP_CONTENT_ENCODING"), limit=limit)
+        batch = spans_decode(
+            otlp.request_decode(body, media), max_spans=settings.OTLP_MAX_SPANS_PER_REQUEST
+        )
+        try:
+            received = spans_receive(application=self.application, batch=batch)
+        except BufferFull as exc:
+            raise otlp.OTLPError(429, str(exc), {"Retry-After": str(exc.retry_after)}) from None
+        if received.complete:
+            # Assembled once the trace has settled; the periodic run catches a lost message.
+            countdown = settings.OTLP_SETTLE_SECONDS + 1
+            transaction.on_commit(lambda: otel_traces_assemble.apply_async(countdown=countdown))
+        message = "; ".join(
+            f"{reason} ({count} span{'s' if count != 1 else ''})"
+            for reason, count in received.reasons.items()
+        )
+        content = otlp.export_response(media, rejected=received.rejected, message=message)
+        return HttpResponse(content, content_type=media)
+
+    def handle_exception(self, exc):
+        """Every failure as OTLP says: a google.rpc.Status in the request's encoding."""
+        media = self.request.META.get("CONTENT_TYPE", "").split(";", 1)[0].strip().lower()
+        media = media if media in otlp.MEDIA_TYPES else otlp.JSON
+        headers: dict[str, str] = {}
+        if isinstance(exc, otlp.OTLPError):
+            status, message, headers = exc.status, exc.message, exc.headers
+        elif isinstance(exc, RequestDataTooBig):
+            limit = settings.DATA_UPLOAD_MAX_MEMORY_SIZE
+            status, message = 413, f"The request body is larger than {limit} bytes."
+        elif isinstance(exc, OperationalError | InterfaceError):
+            logger.warning("database unavailable: %s: %s", type(exc).__name__, exc)
+            status, message = 503, "The registry's database is unavailable; retry shortly."
+            headers = {"Retry-After": "5"}
+        elif isinstance(exc, DataError):
+            status, message = 400, "The request holds a value the database cannot store."
+        elif isinstance(exc, exceptions.APIException):
+            status, message = exc.status_code, str(exc.detail)
+            if isinstance(exc, exceptions.NotAuthenticated | exceptions.AuthenticationFailed):
+                header = self.get_authenticate_header(self.request)
+                status = 401 if header else 403
+                if header:
+                    headers["WWW-Authenticate"] = header
+            if isinstance(exc, exceptions.Throttled):
+                headers["Retry-After"] = str(math.ceil(exc.wait or 1))
+        else:
+            raise exc
+        response = HttpResponse(
+            otlp.status_response(media, status=status, message=message),
+            status=status,
+            content_type=media,
+        )
+        for name, value in headers.items():
+            response[name] = value
+        return response

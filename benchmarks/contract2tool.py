@@ -182,5 +182,16 @@ def main() -> None:
     filter_main()
 
 
+def otel_replay_section() -> None:
+    """The same chains (and the synthetic and demo worlds) replayed as OpenTelemetry GenAI
+    spans through the OTLP receiver's decoding and assembly: inferred requires and produces
+    beside the native traces' (``benchmarks/otlp.py``)."""
+    from benchmarks.otlp import inference_figures, print_inference
+
+    print()
+    print_inference(inference_figures())
+
+
 if __name__ == "__main__":
     main()
+    otel_replay_section()

@@ -1,10 +1,20 @@
 import json
 
-from django.contrib import admin
+from django.contrib import admin, messages
+from django.core.exceptions import ValidationError
 from django.urls import reverse
 from django.utils.html import format_html
 
-from .models import DriftReport, InferredContract, ToolStats, Trace
+from .models import (
+    CandidateVariable,
+    DriftReport,
+    InferredContract,
+    OtelTrace,
+    SpanIntake,
+    ToolStats,
+    Trace,
+)
+from .otel_ingest import candidate_variable_adopt
 
 
 class ReadOnlyAdmin(admin.ModelAdmin):
@@ -122,3 +132,65 @@ class DriftReportAdmin(ReadOnlyAdmin):
     @admin.display(description="evidence")
     def evidence_pretty(self, obj: DriftReport) -> str:
         return pretty(obj.evidence)
+
+
+@admin.register(CandidateVariable)
+class CandidateVariableAdmin(ReadOnlyAdmin):
+    """Result fields the vocabulary does not know, per application and tool: a person decides
+    whether one is a state variable."""
+
+    list_display = ["name", "tool_name", "application", "count", "examples_shown", "last_seen"]
+    list_filter = ["application"]
+    search_fields = ["name", "tool_name"]
+    list_select_related = ["application"]
+    actions = ["add_to_vocabulary"]
+
+    @admin.display(description="examples")
+    def examples_shown(self, obj: CandidateVariable) -> str:
+        return ", ".join(json.dumps(example, ensure_ascii=False) for example in obj.examples)
+
+    def has_add_to_vocabulary_permission(self, request) -> bool:
+        return request.user.has_perm("registry.add_statevariable")
+
+    @admin.action(description="Add to the vocabulary", permissions=["add_to_vocabulary"])
+    def add_to_vocabulary(self, request, queryset) -> None:
+        added = []
+        for candidate in queryset.order_by("name"):
+            if candidate.name in added:
+                continue  # the same field name under another tool: added once
+            try:
+                candidate_variable_adopt(candidate=candidate)
+            except ValidationError as exc:
+                self.message_user(
+                    request, f"{candidate.name}: {'; '.join(exc.messages)}", messages.ERROR
+                )
+                continue
+            added.append(candidate.name)
+        if added:
+            self.message_user(request, f"Added {len(added)} to the vocabulary: {', '.join(added)}.")
+
+
+@admin.register(OtelTrace)
+class OtelTraceAdmin(ReadOnlyAdmin):
+    list_display = [
+        "trace_id", "application", "state", "complete", "span_count", "steps",
+        "last_received_at", "assembled_at",
+    ]  # fmt: skip
+    list_filter = ["state", "complete", "application"]
+    search_fields = ["=trace_id"]
+    list_select_related = ["application"]
+    raw_id_fields = ["application"]
+    show_full_result_count = False
+    readonly_fields = [
+        "application", "trace_id", "state", "complete", "span_count", "first_received_at",
+        "last_received_at", "assembled_at", "steps", "problems",
+    ]  # fmt: skip
+
+
+@admin.register(SpanIntake)
+class SpanIntakeAdmin(ReadOnlyAdmin):
+    list_display = [
+        "application", "received", "buffered", "ignored", "rejected", "last_received_at",
+    ]  # fmt: skip
+    list_select_related = ["application"]
+    readonly_fields = list_display

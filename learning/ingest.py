@@ -146,6 +146,32 @@ def unknown_tool_reason(name: str, application: Application) -> str:
     )
 
 
+def tool_names_refused(*, application: Application, names: set[str]) -> set[str]:
+    """Which of these names ingest would refuse now: names the application may not see (an
+    unregistered name or a tool hidden from it) past its allowance of unregistered names.
+
+    An early answer for receivers that store before they ingest (OTLP); ingest decides again,
+    under the application's lock, when the traces arrive.
+    """
+    unseen = names - tool_names_visible(application)
+    if not unseen:
+        return set()
+    used = set(
+        Trace.objects.filter(application=application, unknown_tool=True, tool_name__in=unseen)
+        .values_list("tool_name", flat=True)
+        .distinct()
+    )
+    used_total = (
+        Trace.objects.filter(application=application, unknown_tool=True)
+        .values("tool_name")
+        .distinct()
+        .count()
+    )
+    room = max(application.unknown_tool_names - used_total, 0)
+    newcomers = sorted(unseen - used)
+    return set(newcomers[room:])
+
+
 def _over_allowance(
     application: Application, rows: dict[tuple[str, int], dict[str, Any]]
 ) -> list[tuple[str, int]]:

@@ -143,3 +143,112 @@ class DriftReport(models.Model):
 
     def __str__(self) -> str:
         return f"drift of {self.tool.name}"
+
+
+class OtelTrace(models.Model):
+    """An OpenTelemetry trace whose tool-call spans are buffered until it is assembled.
+
+    Spans of one trace may arrive in several requests and in any order; they wait here until
+    the trace is complete (its root span arrived) and settled, or a quiet period passed, so the
+    steps never depend on how they were batched. Unique per application: one application's
+    trace ids never reach another's buffer.
+    """
+
+    class State(models.TextChoices):
+        PENDING = "pending"
+        ASSEMBLED = "assembled"
+
+    application = models.ForeignKey(
+        Application, on_delete=models.CASCADE, related_name="otel_traces"
+    )
+    trace_id = models.CharField(max_length=32, help_text="The OpenTelemetry trace id, in hex.")
+    state = models.CharField(max_length=10, choices=State.choices, default=State.PENDING)
+    complete = models.BooleanField(default=False, help_text="Its root span has arrived.")
+    span_count = models.PositiveIntegerField(default=0)
+    first_received_at = models.DateTimeField()
+    last_received_at = models.DateTimeField()
+    assembled_at = models.DateTimeField(null=True, blank=True)
+    steps = models.PositiveIntegerField(default=0, help_text="Tool calls made into traces.")
+    problems = models.JSONField(default=list, blank=True, help_text="Steps ingest refused.")
+
+    class Meta:
+        ordering = ["-last_received_at"]
+        verbose_name = "OpenTelemetry trace"
+        constraints = [
+            models.UniqueConstraint(
+                fields=["application", "trace_id"], name="unique_otel_trace_per_application"
+            )
+        ]
+        indexes = [
+            models.Index(fields=["state", "last_received_at"], name="otel_trace_ready_idx"),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.trace_id} ({self.state})"
+
+
+class OtelSpan(models.Model):
+    """One buffered span (a tool call, or the span carrying the initial state)."""
+
+    trace = models.ForeignKey(OtelTrace, on_delete=models.CASCADE, related_name="spans")
+    span_id = models.CharField(max_length=16)
+    record = models.JSONField()
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(fields=["trace", "span_id"], name="unique_otel_span")
+        ]
+
+    def __str__(self) -> str:
+        return self.span_id
+
+
+class SpanIntake(models.Model):
+    """How many spans an application's runtimes sent through OTLP, and what became of them."""
+
+    application = models.OneToOneField(
+        Application, on_delete=models.CASCADE, related_name="span_intake"
+    )
+    received = models.PositiveBigIntegerField(default=0)
+    buffered = models.PositiveBigIntegerField(
+        default=0, help_text="Tool-call and state spans kept (repeats included)."
+    )
+    ignored = models.PositiveBigIntegerField(default=0, help_text="Spans that are not tool calls.")
+    rejected = models.PositiveBigIntegerField(default=0)
+    last_received_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["application__name"]
+        verbose_name = "span intake"
+
+    def __str__(self) -> str:
+        return f"spans of {self.application}"
+
+
+class CandidateVariable(models.Model):
+    """A result field of a tool that the vocabulary does not know: counted, never an effect.
+
+    A person may add it to the vocabulary (admin action, through a service); from then on the
+    field is a state variable like any other.
+    """
+
+    application = models.ForeignKey(
+        Application, on_delete=models.CASCADE, related_name="candidate_variables"
+    )
+    tool_name = models.CharField(max_length=200)
+    name = models.CharField(max_length=100)
+    count = models.PositiveBigIntegerField(default=0)
+    examples = models.JSONField(default=list, blank=True)
+    first_seen = models.DateTimeField(auto_now_add=True)
+    last_seen = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        ordering = ["-count"]
+        constraints = [
+            models.UniqueConstraint(
+                fields=["application", "tool_name", "name"], name="unique_candidate_variable"
+            )
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.name} ({self.tool_name})"

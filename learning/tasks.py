@@ -3,7 +3,7 @@
 from celery import shared_task
 from django.db import InterfaceError, OperationalError
 
-from . import services
+from . import otel_ingest, services
 
 TRANSIENT = (OperationalError, InterfaceError)
 
@@ -50,3 +50,18 @@ def refresh_contracts(self) -> int:
 )
 def prune_traces(self) -> int:
     return services.traces_prune()
+
+
+@shared_task(
+    bind=True,
+    acks_late=True,
+    autoretry_for=TRANSIENT,
+    retry_backoff=True,
+    max_retries=5,
+    soft_time_limit=240,
+    time_limit=300,
+)
+def otel_traces_assemble(self) -> int:
+    """Assemble buffered OpenTelemetry traces that are ready (queued on completion, and
+    periodically for traces whose root span never came)."""
+    return otel_ingest.otel_traces_assemble()

@@ -364,3 +364,12 @@ def contract_version_publish(*, version_id: int, base_id: int | None) -> Contrac
 def contracts_export() -> list[dict[str, Any]]:
     """The approved contracts as contract documents, with their version numbers."""
     return [{**version.document(), "version": version.number} for version in approved_versions()]
+
+
+@transaction.atomic
+def state_variable_create(*, name: str, description: str = "") -> StateVariable:
+    """Add one word to the vocabulary; a name already used (as a name or an alias) is refused."""
+    variable = StateVariable(name=name, description=description)
+    variable.full_clean()
+    variable.save()
+    return variable

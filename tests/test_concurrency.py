@@ -162,3 +162,25 @@ def test_two_workers_refreshing_a_shadow_tool_at_once_open_one_proposal(vocabula
     assert {outcome[0].ticket_id for outcome in outcomes} == {ticket.pk}
     assert Tool.objects.filter(name="crm.lookup_account").count() == 1
     assert ContractVersion.objects.filter(tool__name="crm.lookup_account").count() == 1
+
+
+def test_concurrent_requests_starting_one_trace_buffer_every_span_once():
+    """Four requests carry spans of the same new OpenTelemetry trace at the same instant."""
+    from learning.models import OtelSpan, OtelTrace
+    from learning.otel import spans_decode
+    from learning.otel_ingest import spans_receive
+    from learning.tests.otel_spans import request, tool_call
+    from registry.models import Application
+
+    application = Application.objects.create(name="assistant", all_tools=True)
+    batches = [
+        spans_decode(request(*[tool_call(n, "t.x") for n in range(k * 5 + 1, k * 5 + 6)]),
+                     max_spans=100)
+        for k in range(4)
+    ]  # fmt: skip
+    outcomes = run_together(
+        *[lambda b=batch: spans_receive(application=application, batch=b) for batch in batches]
+    )
+    assert [o.buffered for o in outcomes] == [5, 5, 5, 5], outcomes
+    trace = OtelTrace.objects.get()
+    assert trace.span_count == 20 == OtelSpan.objects.filter(trace=trace).count()

@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 import schemathesis
+from google.rpc import status_pb2
 from hypothesis import HealthCheck, given, settings
 from schemathesis.checks import not_a_server_error, response_schema_conformance
 
@@ -20,8 +21,17 @@ ROOT = Path(__file__).resolve().parent.parent
 
 
 def error_shape(ctx, response, case):
-    """Our own check: every 4xx and 5xx is {"error": {"code", "message", "fields"}}."""
-    if response.status_code >= 400:
+    """Our own check: every 4xx and 5xx is {"error": {"code", "message", "fields"}}, except
+    the OTLP receiver's, which are the google.rpc.Status OTLP exporters read."""
+    if response.status_code >= 400 and case.path.endswith("/otlp/v1/traces"):
+        if response.headers.get("content-type", [""])[0].startswith("application/x-protobuf"):
+            status = status_pb2.Status.FromString(response.content)
+        else:
+            body = json.loads(response.content)
+            assert set(body) <= {"code", "message", "details"}, body
+            status = status_pb2.Status(code=body.get("code", 0), message=body["message"])
+        assert status.code and status.message, status
+    elif response.status_code >= 400:
         body = json.loads(response.content)
         assert set(body) == {"error"}, body
         assert {"code", "message", "fields"} <= set(body["error"]), body

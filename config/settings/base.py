@@ -285,6 +285,15 @@ TRACE_BATCH_SIZE = 20_000  # per transaction: larger batches fold fewer stats ro
 API_MAX_TRACES_PER_REQUEST = 1000
 DATA_UPLOAD_MAX_MEMORY_SIZE = env_value("DATA_UPLOAD_MAX_MEMORY_SIZE", env.int, 5 * 1024 * 1024)
 
+# OpenTelemetry spans in (learning.otel_ingest): the buffer's caps and when a trace is assembled.
+OTLP_MAX_SPANS_PER_REQUEST = env_value("OTLP_MAX_SPANS_PER_REQUEST", env.int, 10_000)
+OTLP_MAX_SPANS_PER_TRACE = env_value("OTLP_MAX_SPANS_PER_TRACE", env.int, 1_000)
+OTLP_MAX_PENDING_TRACES = env_value("OTLP_MAX_PENDING_TRACES", env.int, 10_000)  # per application
+OTLP_MAX_PENDING_SPANS = env_value("OTLP_MAX_PENDING_SPANS", env.int, 100_000)  # per application
+OTLP_SETTLE_SECONDS = env_value("OTLP_SETTLE_SECONDS", env.int, 5)
+OTLP_QUIET_SECONDS = env_value("OTLP_QUIET_SECONDS", env.int, 60)
+OTLP_KEEP_ASSEMBLED = timedelta(seconds=env_value("OTLP_KEEP_ASSEMBLED_SECONDS", env.int, 3600))
+
 LOGGING = {
     "version": 1,
     "disable_existing_loggers": False,

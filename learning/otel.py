@@ -1,0 +1,413 @@
+"""OpenTelemetry GenAI spans to traces (pure: no Django; protobuf types from opentelemetry-proto).
+
+Two steps, both pure so they can be tested and benchmarked alone:
+
+- ``spans_decode`` reads an OTLP ``ExportTraceServiceRequest`` (protobuf bytes, or OTLP/JSON
+  already parsed into Python values) into small span records: only tool-call spans and the
+  spans that carry the initial state are kept, every other span is counted as ignored, and a
+  span that cannot be used is rejected with its reason. Only the attributes named in
+  ``READ_ATTRIBUTES`` are ever converted, so a span's other attributes cost nothing.
+- ``trace_assemble`` turns the records of one OpenTelemetry trace into the registry's trace
+  format (``learning.traces``): tool calls ordered by start time (then span id) become steps
+  0, 1, ...; the state is reconstructed from the data flow.
+
+Which spans are tool calls: ``gen_ai.operation.name = execute_tool`` (the GenAI semantic
+conventions) or ``mcp.method.name = tools/call`` (an MCP client's call), the tool named by
+``gen_ai.tool.name``. A tool-call span whose parent is a tool-call span of the same tool (a
+framework's ``execute_tool`` span around its MCP client span) is the same call: only the outer
+one becomes a step.
+
+State: the state before a trace's first call is the JSON object in ``registry.state`` on its
+root span, else on its earliest span carrying it (an agent span); else empty. After each
+successful call the result's top-level fields whose names the vocabulary knows (names or
+aliases) are added under their canonical names; the other fields are candidate variables,
+reported, never added. ``registry.state_before`` / ``registry.state_after`` on a tool span
+replace the reconstruction for that call.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import math
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import Any, TypedDict
+
+from google.protobuf import json_format
+from google.protobuf.message import DecodeError
+from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
+from opentelemetry.proto.common.v1.common_pb2 import AnyValue
+from opentelemetry.proto.trace.v1.trace_pb2 import Span, Status
+
+from registry.validation import unstorable_text
+
+from .traces import FUTURE_SLACK
+
+OPERATION = "gen_ai.operation.name"
+TOOL_NAME = "gen_ai.tool.name"
+CALL_ID = "gen_ai.tool.call.id"
+ARGUMENTS = "gen_ai.tool.call.arguments"
+RESULT = "gen_ai.tool.call.result"
+ERROR_TYPE = "error.type"
+MCP_METHOD = "mcp.method.name"
+STATE = "registry.state"
+STATE_BEFORE = "registry.state_before"
+STATE_AFTER = "registry.state_after"
+READ_ATTRIBUTES = frozenset(
+    {OPERATION, TOOL_NAME, CALL_ID, ARGUMENTS, RESULT, ERROR_TYPE, MCP_METHOD, STATE,
+     STATE_BEFORE, STATE_AFTER}
+)  # fmt: skip
+JSON_ATTRIBUTES = (ARGUMENTS, RESULT, STATE, STATE_BEFORE, STATE_AFTER)
+STATE_ATTRIBUTES = (STATE, STATE_BEFORE, STATE_AFTER)
+EXECUTE_TOOL = "execute_tool"
+TOOLS_CALL = "tools/call"
+MAX_NAME_LENGTH = 200  # learning.traces.MAX_ID_LENGTH: a tool name the trace format stores
+# One attribute the registry reads, in bytes (its string, or its structured value encoded):
+# arguments and results of a tool call are small; a larger one is refused, not truncated,
+# because a truncated JSON document would silently lose every field.
+MAX_ATTRIBUTE_BYTES = 64 * 1024
+MAX_REASONS = 20  # distinct rejection reasons kept for the answer
+
+
+class SpanRecord(TypedDict):
+    """What the registry keeps of one span (JSON-storable)."""
+
+    trace_id: str  # 32 lowercase hex digits
+    span_id: str  # 16 lowercase hex digits
+    parent_span_id: str  # "" for a root span
+    name: str
+    start_ns: int
+    end_ns: int
+    error: str | None  # None: the call succeeded
+    tool: str | None  # the tool's name when this span is a tool call
+    attributes: dict[str, Any]  # READ_ATTRIBUTES only, JSON ones parsed
+
+
+@dataclass
+class DecodedBatch:
+    spans: list[SpanRecord] = field(default_factory=list)
+    roots: set[str] = field(default_factory=set)  # trace ids whose root span arrived
+    ignored: int = 0
+    rejected: int = 0
+    reasons: dict[str, int] = field(default_factory=dict)  # reason -> spans
+
+    def reject(self, reason: str, count: int = 1) -> None:
+        self.rejected += count
+        if reason in self.reasons or len(self.reasons) < MAX_REASONS:
+            self.reasons[reason] = self.reasons.get(reason, 0) + count
+
+    def message(self) -> str:
+        """The partial-success error message: each reason once, with its count."""
+        return "; ".join(
+            f"{reason} ({count} span{'s' if count != 1 else ''})"
+            for reason, count in self.reasons.items()
+        )
+
+
+class MalformedRequest(ValueError):
+    """The request is not an OTLP ExportTraceServiceRequest: answered 400, nothing kept."""
+
+
+# --------------------------------------------------------------------------------- decoding
+def request_from_protobuf(body: bytes) -> ExportTraceServiceRequest:
+    request = ExportTraceServiceRequest()
+    try:
+        request.ParseFromString(body)
+    except (DecodeError, RecursionError) as exc:
+        raise MalformedRequest(
+            f"The body is not an OTLP ExportTraceServiceRequest: {exc}"
+        ) from None
+    return request
+
+
+def request_from_json(data: Any) -> ExportTraceServiceRequest:
+    """OTLP/JSON: protobuf's JSON mapping, except that trace and span ids are hex strings.
+
+    The ids are turned into the mapping's base64 in place, then protobuf's own parser checks
+    every field's name and type (lowerCamelCase or the proto names, int64 as string or number,
+    enums as integers).
+    """
+    if not isinstance(data, dict):
+        raise MalformedRequest("The body must be a JSON object (an ExportTraceServiceRequest).")
+    try:
+        for resource_spans in _list(data, "resourceSpans", "resource_spans"):
+            for scope_spans in _list(resource_spans, "scopeSpans", "scope_spans"):
+                for index, span in enumerate(_list(scope_spans, "spans", "spans")):
+                    _hex_ids(span, f"span {index}")
+                    for link in _list(span, "links", "links"):
+                        _hex_ids(link, f"a link of span {index}")
+        return json_format.ParseDict(data, ExportTraceServiceRequest(), ignore_unknown_fields=True)
+    except (json_format.ParseError, TypeError, ValueError) as exc:
+        raise MalformedRequest(
+            f"The body is not an OTLP/JSON ExportTraceServiceRequest: {exc}"
+        ) from None
+    except RecursionError:
+        raise MalformedRequest("The body is nested too deeply.") from None
+
+
+ID_FIELDS = (
+    ("traceId", "trace_id", 16), ("spanId", "span_id", 8), ("parentSpanId", "parent_span_id", 8)
+)  # fmt: skip
+
+
+def _list(container: Any, camel: str, snake: str) -> list:
+    if not isinstance(container, dict):
+        return []
+    value = container.get(camel, container.get(snake, []))
+    return value if isinstance(value, list) else []
+
+
+def _hex_ids(span: Any, where: str) -> None:
+    if not isinstance(span, dict):
+        return
+    for camel, snake, size in ID_FIELDS:
+        for key in (camel, snake):
+            value = span.get(key)
+            if value is None or value == "":
+                continue
+            try:
+                raw = bytes.fromhex(value) if isinstance(value, str) else None
+            except ValueError:
+                raw = None
+            if raw is None or len(raw) != size:
+                raise MalformedRequest(
+                    f"{where}: {camel} must be {size * 2} hexadecimal digits (OTLP/JSON)"
+                )
+            span[key] = base64.b64encode(raw).decode()
+
+
+def spans_decode(
+    request: ExportTraceServiceRequest, *, max_spans: int, now: datetime | None = None
+) -> DecodedBatch:
+    """Keep the tool-call and state spans of a request; count the others; reject the unusable.
+
+    Spans past ``max_spans`` in one request are rejected without being read.
+    """
+    latest_ns = int(((now or datetime.now(UTC)) + FUTURE_SLACK).timestamp()) * 1_000_000_000
+    batch = DecodedBatch()
+    seen = 0
+    for resource_spans in request.resource_spans:
+        for scope_spans in resource_spans.scope_spans:
+            for span in scope_spans.spans:
+                seen += 1
+                if seen > max_spans:
+                    batch.reject(f"a request holds at most {max_spans} spans")
+                    continue
+                _decode_one(span, batch, latest_ns)
+    return batch
+
+
+def _decode_one(span: Span, batch: DecodedBatch, latest_ns: int) -> None:
+    if len(span.trace_id) != 16 or not any(span.trace_id):
+        batch.reject("traceId must be 16 bytes, not all zero")
+        return
+    if len(span.span_id) != 8 or not any(span.span_id):
+        batch.reject("spanId must be 8 bytes, not all zero")
+        return
+    trace_id, span_id = span.trace_id.hex(), span.span_id.hex()
+    parent = span.parent_span_id.hex() if any(span.parent_span_id) else ""
+    if not parent:
+        batch.roots.add(trace_id)
+    attributes: dict[str, Any] = {}
+    for pair in span.attributes:
+        if pair.key not in READ_ATTRIBUTES:
+            continue
+        if pair.value.ByteSize() > MAX_ATTRIBUTE_BYTES:
+            batch.reject(f"attribute {pair.key} is larger than {MAX_ATTRIBUTE_BYTES} bytes")
+            return
+        attributes[pair.key] = _python(pair.value)
+    operation = attributes.get(OPERATION)
+    is_tool = operation == EXECUTE_TOOL or attributes.get(MCP_METHOD) == TOOLS_CALL
+    if not is_tool and STATE not in attributes:
+        batch.ignored += 1
+        return
+    tool: str | None = None
+    if is_tool:
+        tool = attributes.get(TOOL_NAME)
+        if not isinstance(tool, str) or not tool.strip():
+            batch.reject(f"a tool-call span needs {TOOL_NAME}")
+            return
+        if len(tool) > MAX_NAME_LENGTH:
+            batch.reject(f"{TOOL_NAME} is longer than {MAX_NAME_LENGTH} characters")
+            return
+    for key in JSON_ATTRIBUTES:
+        if key in attributes:
+            parsed, problem = _json_value(attributes[key])
+            if problem and key in STATE_ATTRIBUTES:
+                batch.reject(f"{key} {problem}")
+                return
+            attributes[key] = parsed
+    for key in STATE_ATTRIBUTES:
+        if key in attributes and not isinstance(attributes[key], dict):
+            batch.reject(f"{key} must be a JSON object mapping variable names to values")
+            return
+    if span.start_time_unix_nano == 0 or span.end_time_unix_nano < span.start_time_unix_nano:
+        batch.reject("a span needs a start time, and an end time not before it")
+        return
+    if span.start_time_unix_nano > latest_ns:
+        batch.reject("a span may not start more than a day from now")
+        return
+    record: SpanRecord = {
+        "trace_id": trace_id,
+        "span_id": span_id,
+        "parent_span_id": parent,
+        "name": span.name[:MAX_NAME_LENGTH],
+        "start_ns": span.start_time_unix_nano,
+        "end_ns": span.end_time_unix_nano,
+        "error": _error(span.status, attributes.get(ERROR_TYPE)) if is_tool else None,
+        "tool": tool,
+        "attributes": {key: attributes[key] for key in attributes if key in _KEPT},
+    }
+    problem = unstorable_text(record)
+    if problem:
+        batch.reject(f"a value cannot be stored: {problem}")
+        return
+    batch.spans.append(record)
+
+
+_KEPT = frozenset({CALL_ID, ARGUMENTS, RESULT, STATE, STATE_BEFORE, STATE_AFTER})
+
+
+def _error(status: Status, error_type: Any) -> str | None:
+    """The call failed when its span status is ERROR or it names an ``error.type``."""
+    kind = error_type if isinstance(error_type, str) and error_type.strip() else None
+    if status.code != Status.STATUS_CODE_ERROR and kind is None:
+        return None
+    message = status.message.strip()
+    if kind and message.startswith(kind):
+        return message  # the message already names its type
+    return ": ".join(part for part in (kind, message) if part) or "error"
+
+
+def _python(value: AnyValue) -> Any:
+    """An attribute's value as JSON-like Python (depth is bounded by protobuf's own limit)."""
+    kind = value.WhichOneof("value")
+    if kind == "string_value":
+        return value.string_value
+    if kind == "bool_value":
+        return value.bool_value
+    if kind == "int_value":
+        return value.int_value
+    if kind == "double_value":
+        number = value.double_value
+        return number if math.isfinite(number) else None
+    if kind == "array_value":
+        return [_python(item) for item in value.array_value.values]
+    if kind == "kvlist_value":
+        return {pair.key: _python(pair.value) for pair in value.kvlist_value.values}
+    return None  # bytes or empty: nothing a tool call's JSON holds
+
+
+def _json_value(value: Any) -> tuple[Any, str | None]:
+    """A JSON attribute: a string holding JSON is parsed; a structured value is taken as is.
+
+    A string that is not JSON is kept as the string (a tool may answer plain text), with the
+    problem named for the attributes that must be JSON objects.
+    """
+    if not isinstance(value, str):
+        return value, None
+    try:
+        return json.loads(value, parse_constant=_no_constant), None
+    except RecursionError:
+        return value, "is nested too deeply"
+    except ValueError:
+        return value, "is not valid JSON"
+
+
+def _no_constant(name: str) -> None:
+    raise ValueError(f"{name} is not valid JSON")
+
+
+# --------------------------------------------------------------------------------- assembly
+@dataclass
+class Assembly:
+    traces: list[dict] = field(default_factory=list)  # the registry's trace format
+    # (step, tool, field name, an example value): result fields the vocabulary does not know
+    candidates: list[tuple[int, str, str, Any]] = field(default_factory=list)
+
+
+def trace_assemble(
+    *, trace_id: str, spans: Iterable[SpanRecord], aliases: dict[str, str]
+) -> Assembly:
+    """The steps of one OpenTelemetry trace, whatever order or batches its spans came in.
+
+    ``aliases`` maps every name the vocabulary knows (canonical names and aliases) to its
+    canonical name (``registry.selectors.alias_map``).
+    """
+    spans = list(spans)
+    by_id = {span["span_id"]: span for span in spans}
+    calls = sorted(
+        (span for span in spans if span["tool"] is not None and not _inner_call(span, by_id)),
+        key=lambda span: (span["start_ns"], span["span_id"]),
+    )
+    state = _canonical(_initial_state(spans), aliases)
+    assembly = Assembly()
+    for step, span in enumerate(calls):
+        tool = span["tool"] or ""
+        attributes = span["attributes"]
+        arguments = attributes.get(ARGUMENTS)
+        result = attributes.get(RESULT)
+        succeeded = span["error"] is None
+        before = (
+            _canonical(attributes[STATE_BEFORE], aliases)
+            if STATE_BEFORE in attributes
+            else dict(state)
+        )
+        if STATE_AFTER in attributes:
+            after = _canonical(attributes[STATE_AFTER], aliases)
+        else:
+            after = dict(before)
+            if succeeded and isinstance(result, dict):
+                for name, value in result.items():
+                    canonical = aliases.get(name)
+                    if canonical is not None:
+                        after[canonical] = value
+                    else:
+                        assembly.candidates.append((step, tool, name, value))
+        assembly.traces.append(
+            {
+                "trace_id": trace_id,
+                "step": step,
+                "tool": tool,
+                "args": arguments if isinstance(arguments, dict) else {},
+                "status": "success" if succeeded else "error",
+                "state_before": before,
+                "state_after": after,
+                "output": result,
+                "error": span["error"],
+                "duration_ms": (span["end_ns"] - span["start_ns"]) / 1_000_000,
+                "occurred_at": _iso(span["start_ns"]),
+            }
+        )
+        state = after
+    return assembly
+
+
+def _inner_call(span: SpanRecord, by_id: dict[str, SpanRecord]) -> bool:
+    parent = by_id.get(span["parent_span_id"])
+    return parent is not None and parent["tool"] == span["tool"]
+
+
+def _initial_state(spans: list[SpanRecord]) -> dict:
+    """``registry.state`` of the root span, else of the earliest span carrying it."""
+    carriers = [span for span in spans if span["tool"] is None and STATE in span["attributes"]]
+    if not carriers:
+        return {}
+    first = min(
+        carriers, key=lambda span: (span["parent_span_id"] != "", span["start_ns"], span["span_id"])
+    )
+    state = first["attributes"][STATE]
+    return state if isinstance(state, dict) else {}
+
+
+def _canonical(state: dict, aliases: dict[str, str]) -> dict:
+    return {aliases.get(name, name): value for name, value in state.items()}
+
+
+def _iso(nanoseconds: int) -> str:
+    moment = datetime.fromtimestamp(nanoseconds // 1_000_000_000, UTC).replace(
+        microsecond=(nanoseconds // 1000) % 1_000_000
+    )
+    return moment.isoformat().replace("+00:00", "Z")

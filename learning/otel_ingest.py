@@ -1,0 +1,399 @@
+"""OpenTelemetry spans in: buffer them per trace, then assemble and ingest whole traces.
+
+``spans_receive`` stores the tool-call spans an OTLP request brought (decoded by the pure
+``learning.otel``) in a buffer per (application, trace id), within caps per trace and per
+application. ``otel_traces_assemble`` (a Celery task, queued when a trace completes and run
+periodically) claims the traces that are ready, rebuilds their steps with
+``learning.otel.trace_assemble`` and hands them to ``learning.ingest.traces_ingest`` for the
+application that sent them: the same rules, aggregates, inference and drift as native traces.
+
+A trace is ready when its root span has arrived and no span came for ``OTLP_SETTLE_SECONDS``
+(spans of one trace exported by several processes may still be on their way), or when no span
+came for ``OTLP_QUIET_SECONDS`` (a root span that never arrives). Once assembled, a trace is
+closed: spans arriving later are refused (partial success), because its steps and the state
+they carry were already decided. Closed traces are remembered for ``OTLP_KEEP_ASSEMBLED``.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections import defaultdict
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+from typing import Any
+
+from django.conf import settings
+from django.db import transaction
+from django.db.models import Count, F, Q, Sum
+from django.utils import timezone
+
+from registry.models import Application, StateVariable
+from registry.selectors import alias_map
+from registry.services import state_variable_create
+
+from .ingest import tool_names_refused, traces_ingest, unknown_tool_reason
+from .models import CandidateVariable, OtelSpan, OtelTrace, SpanIntake
+from .otel import DecodedBatch, SpanRecord, trace_assemble
+
+logger = logging.getLogger(__name__)
+ASSEMBLE_CHUNK = 500  # traces per transaction
+MAX_CANDIDATES_PER_TOOL = 50  # distinct unknown result fields kept per application and tool
+MAX_EXAMPLES = 3
+MAX_EXAMPLE_CHARS = 120
+MAX_PROBLEMS = 10
+
+
+class BufferFull(Exception):
+    """The application's buffer is full: retry after ``retry_after`` seconds (429)."""
+
+    def __init__(self, message: str, retry_after: int):
+        super().__init__(message)
+        self.retry_after = retry_after
+
+
+@dataclass
+class SpansReceived:
+    buffered: int = 0
+    ignored: int = 0
+    rejected: int = 0
+    reasons: dict[str, int] = field(default_factory=dict)
+    complete: list[str] = field(default_factory=list)  # trace ids now complete
+
+
+@transaction.atomic
+def spans_receive(*, application: Application, batch: DecodedBatch) -> SpansReceived:
+    """Buffer a request's spans for their traces; refuse what no cap or rule allows.
+
+    The application row is locked while its buffer is counted and written, so two concurrent
+    requests cannot both take the last place. Nothing is written when the application's buffer
+    would overflow (``BufferFull``): the runtime retries the whole request later. A span
+    already buffered (an exporter's retry) is counted as buffered again and stored once.
+    """
+    now = timezone.now()
+    result = SpansReceived(
+        ignored=batch.ignored, rejected=batch.rejected, reasons=dict(batch.reasons)
+    )
+
+    def reject(reason: str, count: int = 1) -> None:
+        result.rejected += count
+        result.reasons[reason] = result.reasons.get(reason, 0) + count
+
+    spans = batch.spans
+    names = {span["tool"] for span in spans if span["tool"] is not None}
+    refused = tool_names_refused(application=application, names=names) if names else set()
+    if refused:
+        kept = []
+        for span in spans:
+            if span["tool"] in refused:
+                reject(unknown_tool_reason(span["tool"] or "", application))
+            else:
+                kept.append(span)
+        spans = kept
+    ids = {span["trace_id"] for span in spans} | batch.roots
+    # Locked: an assembly that claimed one of these traces first is waited for (and its state
+    # then read as assembled), and one that comes later skips them, so no span is added to a
+    # trace while it is being assembled. Traces first, then the application: assembly takes
+    # them in that order too (ingest locks the application), so the two never deadlock.
+    existing = {
+        trace.trace_id: trace
+        for trace in OtelTrace.objects.select_for_update()
+        .filter(application=application, trace_id__in=ids)
+        .order_by("pk")
+    }
+    list(Application.objects.select_for_update().filter(pk=application.pk).values_list("pk"))
+    # A concurrent request may have started some of the other traces while this one waited.
+    existing |= {
+        trace.trace_id: trace
+        for trace in OtelTrace.objects.select_for_update()
+        .filter(application=application, trace_id__in=ids - set(existing))
+        .order_by("pk")
+    }
+    # A root span alone says a trace is complete; it starts no trace (most traces of a runtime
+    # are not agent runs), and carries nothing to keep unless it holds the initial state.
+    by_trace: dict[str, dict[str, SpanRecord]] = defaultdict(dict)
+    for span in spans:
+        trace = existing.get(span["trace_id"])
+        if trace is not None and trace.state == OtelTrace.State.ASSEMBLED:
+            reject("its trace was already assembled into steps; later spans are not added")
+            continue
+        by_trace[span["trace_id"]].setdefault(span["span_id"], span)
+    known_ids = _buffered_span_ids(
+        [existing[trace_id] for trace_id in by_trace if trace_id in existing], by_trace
+    )
+    per_trace = settings.OTLP_MAX_SPANS_PER_TRACE
+    new_spans: dict[str, list[SpanRecord]] = {}
+    for trace_id, records in by_trace.items():
+        trace = existing.get(trace_id)
+        room = per_trace - (trace.span_count if trace else 0)
+        fresh = [record for span_id, record in records.items() if span_id not in known_ids]
+        result.buffered += len(records) - len(fresh)
+        if len(fresh) > room:
+            reject(f"a trace holds at most {per_trace} tool-call spans", len(fresh) - max(room, 0))
+            fresh = fresh[: max(room, 0)]
+        if fresh:
+            new_spans[trace_id] = fresh
+            result.buffered += len(fresh)
+    new_traces = [trace_id for trace_id in new_spans if trace_id not in existing]
+    _check_room(application, len(new_traces), sum(map(len, new_spans.values())))
+    OtelTrace.objects.bulk_create(
+        [
+            OtelTrace(
+                application=application,
+                trace_id=trace_id,
+                first_received_at=now,
+                last_received_at=now,
+            )
+            for trace_id in new_traces
+        ]
+    )
+    rows = {
+        trace.trace_id: trace
+        for trace in OtelTrace.objects.filter(
+            application=application, trace_id__in=set(new_spans) | (batch.roots & set(existing))
+        )
+    }
+    OtelSpan.objects.bulk_create(
+        [
+            OtelSpan(trace=rows[trace_id], span_id=record["span_id"], record=record)
+            for trace_id, records in new_spans.items()
+            for record in records
+        ],
+        ignore_conflicts=True,
+    )
+    pending = {
+        trace_id: trace
+        for trace_id, trace in rows.items()
+        if trace.state == OtelTrace.State.PENDING
+    }
+    result.complete = [
+        trace_id
+        for trace_id, trace in pending.items()
+        if trace_id in batch.roots and not trace.complete
+    ]
+    # A few statements whatever the number of traces: one per distinct count of new spans.
+    OtelTrace.objects.filter(pk__in=[t.pk for t in pending.values()]).update(last_received_at=now)
+    OtelTrace.objects.filter(pk__in=[pending[t].pk for t in result.complete]).update(complete=True)
+    by_count: dict[int, list[int]] = defaultdict(list)
+    for trace_id, fresh_records in new_spans.items():
+        by_count[len(fresh_records)].append(rows[trace_id].pk)
+    for count, pks in by_count.items():
+        OtelTrace.objects.filter(pk__in=pks).update(span_count=F("span_count") + count)
+    intake, _ = SpanIntake.objects.get_or_create(application=application)
+    SpanIntake.objects.filter(pk=intake.pk).update(
+        received=F("received") + result.buffered + result.ignored + result.rejected,
+        buffered=F("buffered") + result.buffered,
+        ignored=F("ignored") + result.ignored,
+        rejected=F("rejected") + result.rejected,
+        last_received_at=now,
+    )
+    return result
+
+
+def _buffered_span_ids(
+    traces: list[OtelTrace], by_trace: dict[str, dict[str, SpanRecord]]
+) -> set[str]:
+    """Span ids of this request already in the buffer (an exporter's retry)."""
+    if not traces:
+        return set()
+    wanted = {span_id for trace in traces for span_id in by_trace[trace.trace_id]}
+    return set(
+        OtelSpan.objects.filter(trace__in=traces, span_id__in=wanted).values_list(
+            "span_id", flat=True
+        )
+    )
+
+
+def _check_room(application: Application, new_traces: int, new_spans: int) -> None:
+    if not new_spans and not new_traces:
+        return
+    pending = OtelTrace.objects.filter(application=application, state=OtelTrace.State.PENDING)
+    totals = pending.aggregate(traces=Count("pk"), spans=Sum("span_count"))
+    traces, spans = totals["traces"] or 0, totals["spans"] or 0
+    retry = settings.OTLP_QUIET_SECONDS
+    if traces + new_traces > settings.OTLP_MAX_PENDING_TRACES:
+        raise BufferFull(
+            f"this application has {traces} traces waiting to be assembled, at most "
+            f"{settings.OTLP_MAX_PENDING_TRACES}; retry after {retry} seconds",
+            retry,
+        )
+    if spans + new_spans > settings.OTLP_MAX_PENDING_SPANS:
+        raise BufferFull(
+            f"this application has {spans} spans waiting to be assembled, at most "
+            f"{settings.OTLP_MAX_PENDING_SPANS}; retry after {retry} seconds",
+            retry,
+        )
+
+
+# -------------------------------------------------------------------------------- assembly
+def traces_ready(now: datetime | None = None) -> Q:
+    now = now or timezone.now()
+    settled = now - timedelta(seconds=settings.OTLP_SETTLE_SECONDS)
+    quiet = now - timedelta(seconds=settings.OTLP_QUIET_SECONDS)
+    return Q(state=OtelTrace.State.PENDING) & (
+        Q(complete=True, last_received_at__lte=settled) | Q(last_received_at__lte=quiet)
+    )
+
+
+def otel_traces_assemble(*, now: datetime | None = None) -> int:
+    """Assemble and ingest every ready trace; forget closed ones past their keep; return how
+    many traces were assembled.
+
+    Each chunk is claimed with ``FOR UPDATE SKIP LOCKED`` and assembled in one transaction: two
+    workers never assemble the same trace, and a failure leaves it pending for the next run.
+    """
+    now = now or timezone.now()
+    assembled = 0
+    while True:
+        with transaction.atomic():
+            claimed = list(
+                OtelTrace.objects.select_for_update(skip_locked=True, of=("self",))
+                .filter(traces_ready(now))
+                .select_related("application")
+                .order_by("last_received_at", "pk")[:ASSEMBLE_CHUNK]
+            )
+            if not claimed:
+                break
+            _assemble(claimed, now=now)
+        assembled += len(claimed)
+        if len(claimed) < ASSEMBLE_CHUNK:
+            break
+    OtelTrace.objects.filter(
+        state=OtelTrace.State.ASSEMBLED, assembled_at__lt=now - settings.OTLP_KEEP_ASSEMBLED
+    ).delete()
+    return assembled
+
+
+def _assemble(claimed: list[OtelTrace], *, now: datetime) -> None:
+    aliases = alias_map()
+    records: dict[int, list[SpanRecord]] = defaultdict(list)
+    for trace_pk, record in OtelSpan.objects.filter(trace__in=claimed).values_list(
+        "trace_id", "record"
+    ):
+        records[trace_pk].append(record)
+    by_application: dict[int, list[OtelTrace]] = defaultdict(list)
+    for trace in claimed:
+        by_application[trace.application_id].append(trace)
+    for traces in by_application.values():
+        application = traces[0].application
+        items: list[tuple[int, dict]] = []
+        owners: list[tuple[OtelTrace, list[tuple[int, str, str, Any]]]] = []
+        for trace in traces:
+            assembly = trace_assemble(
+                trace_id=trace.trace_id, spans=records[trace.pk], aliases=aliases
+            )
+            trace.steps = len(assembly.traces)
+            trace.problems = []
+            for step in assembly.traces:
+                items.append((len(items), step))
+                owners.append((trace, [c for c in assembly.candidates if c[0] == step["step"]]))
+        result = traces_ingest(items=items, application=application)
+        refused: set[int] = set()
+        for problem in result.rejected:
+            index = problem["index"]
+            refused.add(index)
+            trace = owners[index][0]
+            if len(trace.problems) < MAX_PROBLEMS:
+                trace.problems.append(
+                    {"step": items[index][1]["step"], "field": problem["field"],
+                     "reason": problem["reason"]}
+                )  # fmt: skip
+        found = [
+            candidate
+            for index, (_, candidates) in enumerate(owners)
+            if index not in refused
+            for candidate in candidates
+        ]
+        candidate_variables_count(application=application, found=found)
+    OtelSpan.objects.filter(trace__in=claimed).delete()
+    OtelTrace.objects.filter(pk__in=[trace.pk for trace in claimed]).update(
+        state=OtelTrace.State.ASSEMBLED, assembled_at=now
+    )
+    # One statement per distinct number of steps (a handful), not one per trace.
+    by_steps: dict[int, list[int]] = defaultdict(list)
+    for trace in claimed:
+        by_steps[trace.steps].append(trace.pk)
+    for steps, pks in by_steps.items():
+        OtelTrace.objects.filter(pk__in=pks).update(steps=steps)
+    troubled = [trace for trace in claimed if trace.problems]
+    if troubled:
+        OtelTrace.objects.bulk_update(troubled, ["problems"])
+
+
+# ----------------------------------------------------------------------- candidate variables
+def candidate_variables_count(
+    *, application: Application, found: list[tuple[int, str, str, Any]]
+) -> None:
+    """Count result fields the vocabulary does not know, per application and tool.
+
+    At most ``MAX_CANDIDATES_PER_TOOL`` names are kept per application and tool (a runtime
+    answering with ever new field names cannot grow the table), each with a few examples.
+    """
+    if not found:
+        return
+    seen: dict[tuple[str, str], list] = {}
+    for _, tool, name, value in found:
+        if not name or len(name) > 100:
+            continue
+        entry = seen.setdefault((tool, name), [0, []])
+        entry[0] += 1
+        example = _example(value)
+        if len(entry[1]) < MAX_EXAMPLES and example not in entry[1]:
+            entry[1].append(example)
+    tools = {tool for tool, _ in seen}
+    rows = {
+        (row.tool_name, row.name): row
+        for row in CandidateVariable.objects.select_for_update()
+        .filter(application=application, tool_name__in=tools)
+        .order_by("pk")
+    }
+    per_tool: dict[str, int] = defaultdict(int)
+    for tool, _ in rows:
+        per_tool[tool] += 1
+    new = []
+    now = timezone.now()
+    for (tool, name), (count, examples) in seen.items():
+        row = rows.get((tool, name))
+        if row is not None:
+            row.count += count
+            row.last_seen = now
+            row.examples = (row.examples + [e for e in examples if e not in row.examples])[
+                :MAX_EXAMPLES
+            ]
+        elif per_tool[tool] < MAX_CANDIDATES_PER_TOOL:
+            per_tool[tool] += 1
+            new.append(
+                CandidateVariable(
+                    application=application,
+                    tool_name=tool,
+                    name=name,
+                    count=count,
+                    examples=examples,
+                )
+            )
+    CandidateVariable.objects.bulk_update(list(rows.values()), ["count", "examples", "last_seen"])
+    # A concurrent assembly may have inserted the same name: its count stands, this one's is
+    # lost (a candidate's count is a hint for a person, not a statistic inference reads).
+    CandidateVariable.objects.bulk_create(new, ignore_conflicts=True)
+
+
+def _example(value: Any) -> Any:
+    if isinstance(value, str):
+        return value[:MAX_EXAMPLE_CHARS]
+    if isinstance(value, bool | int | float) or value is None:
+        return value
+    text = repr(value)
+    return text if len(text) <= MAX_EXAMPLE_CHARS else text[: MAX_EXAMPLE_CHARS - 1] + "…"
+
+
+@transaction.atomic
+def candidate_variable_adopt(*, candidate: CandidateVariable) -> StateVariable:
+    """Add a candidate to the vocabulary; it is no longer a candidate anywhere.
+
+    Only results that arrive afterwards add it to the state: steps already assembled stand.
+    """
+    variable = state_variable_create(
+        name=candidate.name,
+        description=f"Found in the results of {candidate.tool_name}.",
+    )
+    CandidateVariable.objects.filter(name=candidate.name).delete()
+    return variable

@@ -1,0 +1,110 @@
+"""Buffering spans and assembling traces (learning.otel_ingest), and candidate variables."""
+
+from datetime import timedelta
+
+import pytest
+from django.core.exceptions import ValidationError
+from django.utils import timezone
+
+from learning.models import CandidateVariable, OtelTrace, Trace
+from learning.otel import spans_decode
+from learning.otel_ingest import (
+    MAX_CANDIDATES_PER_TOOL,
+    candidate_variable_adopt,
+    candidate_variables_count,
+    otel_traces_assemble,
+    spans_receive,
+)
+from registry.models import Application, StateVariable
+
+from .otel_spans import agent, request, tool_call
+
+pytestmark = pytest.mark.django_db
+LATER = timedelta(minutes=5)
+
+
+@pytest.fixture
+def application(vocabulary):
+    return Application.objects.create(name="assistant", all_tools=True)
+
+
+def receive(application, *spans):
+    return spans_receive(
+        application=application, batch=spans_decode(request(*spans), max_spans=1000)
+    )
+
+
+def found_run(trace: bytes = b"\x01" * 16):
+    return [
+        agent({"event_query": "q"}, trace=trace),
+        tool_call(1, "calendar.find_events", trace=trace,
+                  result={"event_id": "evt_1", "match_count": 2, "ranking": "best"}),
+    ]  # fmt: skip
+
+
+def test_it_claims_each_ready_trace_once_and_forgets_it_after_its_keep(application, settings):
+    receive(application, *found_run())
+    assert otel_traces_assemble(now=timezone.now() + LATER) == 1
+    assert otel_traces_assemble(now=timezone.now() + LATER) == 0
+    assert Trace.objects.count() == 1
+    assert OtelTrace.objects.get().state == OtelTrace.State.ASSEMBLED
+    otel_traces_assemble(now=timezone.now() + settings.OTLP_KEEP_ASSEMBLED + LATER)
+    assert not OtelTrace.objects.exists()
+
+
+def test_unknown_result_fields_are_counted_never_effects(application):
+    receive(application, *found_run())
+    receive(application, *found_run(b"\x02" * 16))
+    otel_traces_assemble(now=timezone.now() + LATER)
+    assert {t.state_after.get("match_count") for t in Trace.objects.all()} == {None}
+    counts = dict(CandidateVariable.objects.values_list("name", "count"))
+    assert counts == {"match_count": 2, "ranking": 2}
+    assert CandidateVariable.objects.get(name="ranking").examples == ["best"]
+
+
+def test_candidates_are_bounded_per_tool(application):
+    found = [(0, "t.one", f"field_{n}", n) for n in range(MAX_CANDIDATES_PER_TOOL + 30)]
+    candidate_variables_count(application=application, found=found)
+    candidate_variables_count(application=application, found=found)
+    rows = CandidateVariable.objects.filter(tool_name="t.one")
+    assert rows.count() == MAX_CANDIDATES_PER_TOOL
+    assert set(rows.values_list("count", flat=True)) == {2}
+
+
+def test_adopting_a_candidate_makes_it_a_state_variable_for_later_traces(application):
+    receive(application, *found_run())
+    otel_traces_assemble(now=timezone.now() + LATER)
+    candidate = CandidateVariable.objects.get(name="match_count")
+    variable = candidate_variable_adopt(candidate=candidate)
+    assert StateVariable.objects.filter(pk=variable.pk, name="match_count").exists()
+    assert not CandidateVariable.objects.filter(name="match_count").exists()
+    receive(application, *found_run(b"\x03" * 16))
+    otel_traces_assemble(now=timezone.now() + LATER)
+    later = Trace.objects.get(trace_id=("03" * 16))
+    assert later.state_after["match_count"] == 2
+
+
+def test_a_candidate_clashing_with_an_alias_is_refused_and_kept(application):
+    candidate = CandidateVariable.objects.create(
+        application=application, tool_name="calendar.find_events", name="eventId", count=1
+    )
+    with pytest.raises(ValidationError, match="Already used by another variable"):
+        candidate_variable_adopt(candidate=candidate)
+    assert CandidateVariable.objects.filter(pk=candidate.pk).exists()
+
+
+def test_the_admin_adds_candidates_to_the_vocabulary(application, admin_client):
+    candidate = CandidateVariable.objects.create(
+        application=application, tool_name="calendar.find_events", name="match_count", count=4,
+        examples=[3, 7],
+    )  # fmt: skip
+    page = admin_client.get("/admin/learning/candidatevariable/")
+    assert page.status_code == 200 and b"match_count" in page.content
+    response = admin_client.post(
+        "/admin/learning/candidatevariable/",
+        {"action": "add_to_vocabulary", "_selected_action": [candidate.pk]},
+        follow=True,
+    )
+    assert response.status_code == 200
+    assert "Added 1 to the vocabulary: match_count." in response.content.decode()
+    assert StateVariable.objects.filter(name="match_count").exists()

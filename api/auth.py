@@ -70,7 +70,8 @@ class RuntimeTokenAuthentication(authentication.BaseAuthentication):
         if token is None or not token.is_usable:
             raise exceptions.AuthenticationFailed("The token is not valid, expired or revoked.")
         now = timezone.now()
-        if token.last_used_at is None or (now - token.last_used_at).total_seconds() > LAST_USED_EVERY_SECONDS:
+        last_used = token.last_used_at
+        if last_used is None or (now - last_used).total_seconds() > LAST_USED_EVERY_SECONDS:
             # At most one write a minute per token: reads stay reads.
             RuntimeToken.objects.filter(pk=token.pk).update(last_used_at=now)
             token.last_used_at = now

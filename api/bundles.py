@@ -38,6 +38,7 @@ from django_redis import get_redis_connection
 from django_redis.cache import RedisCache
 from redis import Redis
 from redis.exceptions import RedisError
+from redis.typing import EncodableT, FieldT
 from rest_framework.exceptions import ValidationError
 from rest_framework.renderers import JSONRenderer
 from rest_framework.request import Request
@@ -164,9 +165,9 @@ def bundle_render(*, application_id: int) -> int | None:
             pass  # the claim expires on its own
 
 
-def _render(application: Application, revision: int) -> dict[str, bytes]:
+def _render(application: Application, revision: int) -> dict[FieldT, EncodableT]:
     caller = f"app-{application.pk}"
-    fields: dict[str, bytes] = {}
+    fields: dict[FieldT, EncodableT] = {}
 
     def put(path: str, params: list[tuple[str, str]], value: bytes) -> None:
         field = bundle_field(path, params)
@@ -215,7 +216,9 @@ def _view_data(view_class: type[views.ExportView], application: Application, que
     django_request.GET = QueryDict(mutable=True)
     django_request.GET.update(query)
     request = Request(django_request)
-    request.user = Runtime(application=application, token=None)  # type: ignore[arg-type]
+    # A runtime without a token: rendering reads the application only (the stubs type a
+    # request's user as Django's own user classes).
+    request.user = Runtime(application=application, token=None)  # type: ignore[assignment,arg-type]
     view = view_class()
     view.setup(django_request)
     view.request = request

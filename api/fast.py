@@ -22,6 +22,7 @@ one shape. ``tests/test_fast_reads.py`` compares both paths response by response
 import functools
 import json
 import logging
+import math
 import re
 import threading
 import time
@@ -354,7 +355,11 @@ class _Headers:
         return "200 OK", _finish(headers, b"", self.secure), b""
 
     def _conditional(self, tag: str) -> list[tuple[str, str]]:
-        return [("Allow", "GET, HEAD, OPTIONS"), ("ETag", tag), ("Cache-Control", self.cache_control)]
+        return [
+            ("Allow", "GET, HEAD, OPTIONS"),
+            ("ETag", tag),
+            ("Cache-Control", self.cache_control),
+        ]
 
 
 def _finish(headers: list[tuple[str, str]], body: bytes, secure: bool) -> list[tuple[str, str]]:
@@ -391,8 +396,9 @@ def _error(status: int, message: str, secure: bool, extra: tuple = ()) -> Answer
 
 
 def _throttled(wait: float, secure: bool) -> Answer:
-    exc = Throttled(wait)  # DRF's words and rounding
-    return _error(429, str(exc.detail), secure, extra=(("Retry-After", "%d" % exc.wait),))
+    seconds = math.ceil(wait)  # DRF's rounding, its words and its header
+    message = str(Throttled(seconds).detail)
+    return _error(429, message, secure, extra=(("Retry-After", str(seconds)),))
 
 
 def _page(environ: dict, payload: bytes) -> bytes:
@@ -400,16 +406,15 @@ def _page(environ: dict, payload: bytes) -> bytes:
     request's absolute URL exactly as DRF makes them."""
     head, results = payload.split(b"\n", 1)
     count, page, pages = (int(value) for value in head.split())
-    url = None
+    following = previous = None
     if page > 1 or page < pages:
         url = WSGIRequest(environ).build_absolute_uri()
-    following = replace_query_param(url, "page", page + 1) if page < pages else None
-    if page <= 1:
-        previous = None
-    elif page == 2:
-        previous = remove_query_param(url, "page")
-    else:
-        previous = replace_query_param(url, "page", page - 1)
+        if page < pages:
+            following = replace_query_param(url, "page", page + 1)
+        if page == 2:
+            previous = remove_query_param(url, "page")
+        elif page > 2:
+            previous = replace_query_param(url, "page", page - 1)
     links = _json({"next": following, "previous": previous})[1:-1]
     return b'{"count":%d,%s,"results":%s}' % (count, links, results)
 
@@ -465,4 +470,6 @@ def _rate(rate: str | None) -> tuple[int, int]:
         return -1, 0
     throttle = RuntimeThrottle.__new__(RuntimeThrottle)
     limit, window = throttle.parse_rate(rate)
+    if limit is None or window is None:
+        return -1, 0
     return int(limit), int(window)

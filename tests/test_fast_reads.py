@@ -1,3 +1,4 @@
+# ruff: noqa: F811
 """The fast read path (api/fast.py) answers the hot reads exactly as Django would, from Redis,
 and leaves everything it cannot be sure of to Django.
 
@@ -21,10 +22,12 @@ from api import bundles
 from api.fast import FastReads
 from api.models import RuntimeToken
 from api.services import runtime_token_create, runtime_tokens_revoke
-from api.tests.conftest import client_for, registry, restricted, runtime  # noqa: F401
+
+# The API's fixtures, used by name below (hence F811 for the whole file).
+from api.tests.conftest import registry, restricted  # noqa: F401
 from api.throttling import RuntimeThrottle
-from config.celery_app import app as celery_app
 from config.cache import redis_cache
+from config.celery_app import app as celery_app
 from conftest import contract
 from registry.models import Application
 from reviews.services import contract_propose, review_approve
@@ -90,7 +93,7 @@ def same(fast_response, django_response) -> None:
     assert dict(fast_response.headers) == dict(django_response.headers)
 
 
-def test_it_answers_every_hot_read_as_django_does(registry, settings):  # noqa: F811
+def test_it_answers_every_hot_read_as_django_does(registry, settings):
     settings.SECURE_HSTS_SECONDS = 3600  # and the middleware's headers on HTTPS too
     settings.SECURE_HSTS_PRELOAD = True
     plain, quick = both()
@@ -109,7 +112,9 @@ def test_it_answers_every_hot_read_as_django_does(registry, settings):  # noqa: 
 
 
 def test_a_page_links_to_its_neighbours_on_the_requests_own_host(
-    registry, settings, monkeypatch  # noqa: F811
+    registry,
+    settings,
+    monkeypatch,
 ):
     settings.ALLOWED_HOSTS = ["api.example.com", "testserver"]
     monkeypatch.setattr(bundles.views.Pagination, "page_size", 1)
@@ -129,7 +134,7 @@ def test_a_page_links_to_its_neighbours_on_the_requests_own_host(
     assert beyond.json()["error"]["message"] == "Invalid page."
 
 
-def test_it_leaves_requests_without_a_good_token_to_django(registry):  # noqa: F811
+def test_it_leaves_requests_without_a_good_token_to_django(registry):
     quick = fast(APIClient())
     assert quick.get("/api/v1/revision/").status_code == 401
     quick.credentials(HTTP_AUTHORIZATION="Bearer trk_nope")
@@ -141,7 +146,7 @@ def test_it_leaves_requests_without_a_good_token_to_django(registry):  # noqa: F
     assert quick.handler.answered == ["django"] * 3
 
 
-def test_a_token_without_the_scope_gets_djangos_403_every_time(registry):  # noqa: F811
+def test_a_token_without_the_scope_gets_djangos_403_every_time(registry):
     _, quick = both(scopes=["traces:write"])
     for _ in range(3):
         response = quick.get("/api/v1/revision/")
@@ -151,7 +156,8 @@ def test_a_token_without_the_scope_gets_djangos_403_every_time(registry):  # noq
 
 
 def test_a_revoked_token_is_refused_on_its_next_request(
-    registry, django_capture_on_commit_callbacks  # noqa: F811
+    registry,
+    django_capture_on_commit_callbacks,
 ):
     _, quick = both()
     assert [quick.get("/api/v1/revision/").status_code for _ in range(2)] == [200, 200]
@@ -163,7 +169,7 @@ def test_a_revoked_token_is_refused_on_its_next_request(
     assert quick.handler.answered[-1] == "django"
 
 
-def test_a_token_is_refused_once_it_expires_though_its_record_is_still_cached(registry):  # noqa: F811
+def test_a_token_is_refused_once_it_expires_though_its_record_is_still_cached(registry):
     _, raw = runtime_token_create(
         application_name="assistant",
         scopes=["contracts:read"],
@@ -181,7 +187,7 @@ def test_a_token_is_refused_once_it_expires_though_its_record_is_still_cached(re
     assert quick.handler.answered[-1] == "django"
 
 
-def test_each_application_reads_only_its_own_bundle(restricted):  # noqa: F811
+def test_each_application_reads_only_its_own_bundle(restricted):
     _, wide = both("assistant")
     _, narrow = both("restricted")
     for client in (wide, narrow):
@@ -201,7 +207,11 @@ def test_each_application_reads_only_its_own_bundle(restricted):  # noqa: F811
 
 
 def test_a_publication_moves_the_tag_and_the_task_renders_the_new_body(
-    registry, proposer, reviewer, django_capture_on_commit_callbacks, eager  # noqa: F811
+    registry,
+    proposer,
+    reviewer,
+    django_capture_on_commit_callbacks,
+    eager,
 ):
     _, quick = both()
     quick.get("/api/v1/revision/")
@@ -224,7 +234,7 @@ def test_a_publication_moves_the_tag_and_the_task_renders_the_new_body(
     )
 
 
-def test_without_a_bundle_django_answers_and_the_render_is_queued(registry, eager):  # noqa: F811
+def test_without_a_bundle_django_answers_and_the_render_is_queued(registry, eager):
     plain, quick = both()
     quick.get("/api/v1/revision/")
     response = quick.get(DETAIL)
@@ -236,7 +246,9 @@ def test_without_a_bundle_django_answers_and_the_render_is_queued(registry, eage
 
 
 def test_throttling_counts_each_request_once_whichever_path_answers(
-    registry, monkeypatch, eager  # noqa: F811
+    registry,
+    monkeypatch,
+    eager,
 ):
     monkeypatch.setattr(RuntimeThrottle, "THROTTLE_RATES", {"runtime": "4/min"})
     _, quick = both()
@@ -252,7 +264,7 @@ def test_throttling_counts_each_request_once_whichever_path_answers(
     assert "Expected available in" in refused.json()["error"]["message"]
 
 
-def test_a_429_is_the_same_on_both_paths(registry, monkeypatch):  # noqa: F811
+def test_a_429_is_the_same_on_both_paths(registry, monkeypatch):
     monkeypatch.setattr(RuntimeThrottle, "THROTTLE_RATES", {"runtime": "2/min"})
     plain, quick = both()
     assert [plain.get("/api/v1/revision/").status_code for _ in range(2)] == [200, 200]
@@ -268,7 +280,7 @@ def test_a_429_is_the_same_on_both_paths(registry, monkeypatch):  # noqa: F811
     assert set(fast_429.headers) == set(django_429.headers)
 
 
-def test_an_unknown_parameter_is_djangos_400(registry):  # noqa: F811
+def test_an_unknown_parameter_is_djangos_400(registry):
     _, quick = both()
     quick.get("/api/v1/revision/")
     render("assistant")
@@ -279,7 +291,8 @@ def test_an_unknown_parameter_is_djangos_400(registry):  # noqa: F811
 
 
 def test_a_host_django_refuses_and_plain_http_under_ssl_redirect_go_to_django(
-    registry, settings  # noqa: F811
+    registry,
+    settings,
 ):
     settings.SECURE_SSL_REDIRECT = True  # before the client's first request loads middleware
     _, quick = both()
@@ -293,7 +306,8 @@ def test_a_host_django_refuses_and_plain_http_under_ssl_redirect_go_to_django(
 
 
 def test_a_change_of_the_application_sends_the_next_request_to_django(
-    registry, django_capture_on_commit_callbacks  # noqa: F811
+    registry,
+    django_capture_on_commit_callbacks,
 ):
     _, quick = both()
     quick.get("/api/v1/revision/")
@@ -309,7 +323,7 @@ def test_a_change_of_the_application_sends_the_next_request_to_django(
 
 
 @needs_redis_server
-def test_a_dead_or_hung_redis_sends_reads_to_django_at_once(registry, settings):  # noqa: F811
+def test_a_dead_or_hung_redis_sends_reads_to_django_at_once(registry, settings):
     with redis_server() as server:
         settings.CACHES = {"default": redis_cache(server.url(), cooldown=60)}
         _, quick = both()
@@ -326,7 +340,7 @@ def test_a_dead_or_hung_redis_sends_reads_to_django_at_once(registry, settings):
         server.resume()
 
 
-def test_with_a_bundle_directory_nginx_sends_the_exports_file(registry, settings, tmp_path):  # noqa: F811
+def test_with_a_bundle_directory_nginx_sends_the_exports_file(registry, settings, tmp_path):
     settings.API_BUNDLE_DIR = str(tmp_path)
     plain, quick = both()
     quick.get("/api/v1/revision/")
@@ -353,7 +367,7 @@ def test_with_a_bundle_directory_nginx_sends_the_exports_file(registry, settings
     assert conditional.status_code == 304 and "X-Accel-Redirect" not in conditional
 
 
-def test_the_wsgi_application_puts_the_fast_path_in_front(registry):  # noqa: F811
+def test_the_wsgi_application_puts_the_fast_path_in_front(registry):
     from config import wsgi
 
     assert isinstance(wsgi.application, FastReads)

@@ -289,7 +289,9 @@ API_FAST_READS = env_bool("API_FAST_READS", True)
 API_BUNDLE_DIR = env_value("API_BUNDLE_DIR", env.str, "")
 API_BUNDLE_URL = env_value("API_BUNDLE_URL", env.str, "/_bundles/")
 if not API_BUNDLE_URL.startswith("/") or not API_BUNDLE_URL.endswith("/"):
-    raise ImproperlyConfigured(f"API_BUNDLE_URL: must start and end with '/', got {API_BUNDLE_URL!r}")
+    raise ImproperlyConfigured(
+        f"API_BUNDLE_URL: must start and end with '/', got {API_BUNDLE_URL!r}"
+    )
 
 # Learning.
 TRACE_RETENTION = timedelta(days=env_value("TRACE_RETENTION_DAYS", env.int, 30))

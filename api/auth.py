@@ -1,9 +1,13 @@
 """Runtime authentication: ``Authorization: Bearer <token>``, tokens owned by an Application."""
 
+import logging
 from dataclasses import dataclass
 
-from django.core.cache import cache
+from django.core.cache import cache, caches
 from django.utils import timezone
+from django_redis import get_redis_connection
+from django_redis.cache import RedisCache
+from redis.exceptions import RedisError
 from rest_framework import authentication, exceptions, permissions
 
 from registry.models import Application
@@ -12,6 +16,9 @@ from registry.revision import revision_current
 from .models import RuntimeToken
 
 TOKEN_CACHE_SECONDS = 60
+LAST_USED_EVERY_SECONDS = 60
+
+logger = logging.getLogger(__name__)
 
 
 @dataclass
@@ -63,11 +70,13 @@ class RuntimeTokenAuthentication(authentication.BaseAuthentication):
         if token is None or not token.is_usable:
             raise exceptions.AuthenticationFailed("The token is not valid, expired or revoked.")
         now = timezone.now()
-        if token.last_used_at is None or (now - token.last_used_at).total_seconds() > 60:
+        last_used = token.last_used_at
+        if last_used is None or (now - last_used).total_seconds() > LAST_USED_EVERY_SECONDS:
             # At most one write a minute per token: reads stay reads.
             RuntimeToken.objects.filter(pk=token.pk).update(last_used_at=now)
             token.last_used_at = now
             cache.set(key, (revision, token), TOKEN_CACHE_SECONDS)
+        fast_record_write(digest=digest, token=token, revision=revision)
         return Runtime(application=token.application, token=token), token
 
     def authenticate_header(self, request) -> str:
@@ -100,3 +109,27 @@ class HasScope(permissions.BasePermission):
                 return False
             return True
         return scope != RuntimeToken.Scope.TRACES_WRITE or bool(user and user.is_superuser)
+
+
+def fast_record_write(*, digest: str, token: RuntimeToken, revision: int) -> None:
+    """The token as the fast read path (``api/fast.py``) reads it, in plain text for its Lua
+    script: ``<token id> <application id> <revision> <expiry, epoch seconds or 0> <scopes>``.
+
+    It carries the revision it was read at, so any change to the application (which moves the
+    revision) sends the next request back here; saving, revoking or deleting the token drops it
+    on commit (``RuntimeToken.fast_cache_key``). It lives until ``last_used_at`` is due again,
+    so that write keeps happening here, at most once a minute.
+    """
+    default = caches["default"]
+    if not isinstance(default, RedisCache) or token.last_used_at is None:
+        return
+    expires = token.expires_at.timestamp() if token.expires_at else 0
+    record = f"{token.pk} {token.application_id} {revision} {expires:.3f} {','.join(token.scopes)}"
+    used = (timezone.now() - token.last_used_at).total_seconds()
+    seconds = max(1, int(LAST_USED_EVERY_SECONDS - used))
+    try:
+        get_redis_connection("default").set(
+            default.make_key(RuntimeToken.fast_cache_key(digest)), record, ex=seconds
+        )
+    except RedisError as exc:  # the normal path keeps answering; the fast one waits for Redis
+        logger.debug("fast token record not written: %s", exc)

@@ -48,10 +48,22 @@ def etag_for(*, revision: int, caller: str, request: Request, known: frozenset[s
     Only known parameters count, each once, sorted: junk added to a URL can neither make a new
     cache entry nor a new tag (unknown parameters are refused before this).
     """
-    params = sorted(
+    return etag_of(
+        revision=revision, caller=caller, path=request.path, params=known_values(request, known)
+    )
+
+
+def known_values(request: Request, known: frozenset[str]) -> list[tuple[str, str]]:
+    """The known parameters of a request with their (last) values, in a canonical order."""
+    return sorted(
         (name, request.query_params.get(name, "")) for name in known & set(request.query_params)
     )
-    key = f"{revision}|{caller}|{request.path}|{params!r}"
+
+
+def etag_of(*, revision: int, caller: str, path: str, params: list[tuple[str, str]]) -> str:
+    """The tag itself, from plain values: the fast read path (``api/fast.py``) and the bundles
+    (``api/bundles.py``) make the very same tags without a request object."""
+    key = f"{revision}|{caller}|{path}|{params!r}"
     return '"' + hashlib.sha256(key.encode()).hexdigest()[:32] + '"'
 
 

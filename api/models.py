@@ -9,6 +9,7 @@ from django.utils import timezone
 from registry.models import Application
 
 TOKEN_PREFIX = "trk_"
+FAST_TOKEN_PREFIX = "registry:runtime:"
 
 
 def forget_tokens(digests: list[str]) -> None:
@@ -16,6 +17,7 @@ def forget_tokens(digests: list[str]) -> None:
     process sharing the cache reads them again on their next request. Call it after the write:
     outside a transaction ``on_commit`` runs at once."""
     keys = [RuntimeToken.cache_key(digest) for digest in digests]
+    keys += [RuntimeToken.fast_cache_key(digest) for digest in digests]
     if keys:
         transaction.on_commit(lambda: cache.delete_many(keys))
 
@@ -86,6 +88,11 @@ class RuntimeToken(models.Model):
     def cache_key(digest: str) -> str:
         """Where ``api.auth`` caches the token with this SHA-256 (shared by every process)."""
         return f"registry:token:{digest}"
+
+    @staticmethod
+    def fast_cache_key(digest: str) -> str:
+        """Where the fast read path (``api/fast.py``) finds the token's plain-text record."""
+        return f"{FAST_TOKEN_PREFIX}{digest}"
 
     @staticmethod
     def hash(raw: str) -> str:

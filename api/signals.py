@@ -1,13 +1,36 @@
 """A changed or deleted token must stop authenticating at once, cached or not: it moves the
-registry revision, which every cached authentication is keyed on."""
+registry revision, which every cached authentication is keyed on. And whenever the revision
+moves, the applications' bundles of hot read bodies are rendered again (``api/bundles.py``)."""
+
+import logging
+from typing import Any
 
 from django.db.models.signals import post_delete, post_save
 
+from registry.revision import revision_changed
 from registry.signals import revision_bump_on_change
 
+from .bundles import bundle_client
 from .models import RuntimeToken
+from .tasks import bundles_render
+
+logger = logging.getLogger(__name__)
 
 post_save.connect(revision_bump_on_change, sender=RuntimeToken, dispatch_uid="revision-token-save")
 post_delete.connect(
     revision_bump_on_change, sender=RuntimeToken, dispatch_uid="revision-token-delete"
 )
+
+
+def bundles_render_on_change(**kwargs: Any) -> None:
+    """After a bump commits: queue the renders. Only a Redis cache holds bundles. A broker
+    that refuses the message costs nothing more: the first read that misses queues it again."""
+    if bundle_client() is None:
+        return
+    try:
+        bundles_render.apply_async(retry=False)
+    except Exception as exc:  # the broker's errors vary by transport; the commit stands
+        logger.warning("bundles not queued after a revision change: %s", exc)
+
+
+revision_changed.connect(bundles_render_on_change, dispatch_uid="api-bundles-render")

@@ -28,6 +28,11 @@ from .auth import Runtime
 
 logger = logging.getLogger(__name__)
 
+# Set in the WSGI environ by the fast read path (``api/fast.py``) when it counted a request in
+# its window and then passed it to Django: (throttle key, count, seconds left). A header cannot
+# set it (those arrive as HTTP_*).
+COUNTED_ENVIRON_KEY = "registry.throttle_counted"
+
 # One round trip: count, start the window's clock if it has none, say how long it has left.
 # Checking PTTL rather than "count == 1" also repairs a counter that somehow lost its expiry.
 WINDOW_HIT = """
@@ -63,7 +68,12 @@ class RuntimeThrottle(SimpleRateThrottle):
         self.key = self.get_cache_key(request, view)
         if self.key is None:
             return True
-        hit = window_hit(self.cache_alias, self.key, self.duration)
+        counted = request.META.get(COUNTED_ENVIRON_KEY)
+        if counted is not None and counted[0] == self.key:
+            # The fast read path counted this request already, then handed it over.
+            hit = counted[1:]
+        else:
+            hit = window_hit(self.cache_alias, self.key, self.duration)
         if hit is None:
             return True  # fail open: see the module's docstring
         count, self.seconds_left = hit

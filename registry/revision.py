@@ -9,6 +9,8 @@ Runtimes poll it and every ETag is derived from it, so this module is its one ow
   database. The local bound is how long another process's change can go unseen.
 - ``revision_forget()`` drops this process's copy.
 - ``revision_stored()`` reads the database, bypassing every cache.
+- ``revision_changed`` is sent once a bump has committed (in the committing process): the hook
+  by which a higher layer (the API's bundles) follows the revision without an import upwards.
 """
 
 import time
@@ -18,6 +20,7 @@ from django.conf import settings
 from django.core.cache import cache
 from django.db import transaction
 from django.db.models import F
+from django.dispatch import Signal
 from django.utils import timezone
 
 from .models import Revision
@@ -27,6 +30,9 @@ CACHE_KEY = "registry:revision"
 CACHE_SECONDS = 2
 
 _local: dict[str, Any] = {"value": 0, "until": 0.0}
+
+# Sent with no arguments after a bump commits; receivers read the revision they need.
+revision_changed = Signal()
 
 
 def revision_stored() -> int:
@@ -60,3 +66,4 @@ def revision_forget() -> None:
 def _forget_everywhere() -> None:
     cache.delete(CACHE_KEY)
     revision_forget()
+    revision_changed.send(sender=Revision)

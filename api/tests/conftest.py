@@ -63,3 +63,34 @@ def restricted(registry) -> APIClient:
     application.allowed_permissions.set(Permission.objects.filter(name__in=["read", "write"]))
     application.enabled_tools.set(Tool.objects.all())
     return client_for("restricted")
+
+
+# The read tests run twice: straight into Django, and through the fast read path first, as
+# gunicorn serves them (config/wsgi.py), each application's bundle rendered once Django has
+# answered it (as the worker would after a publication) and Celery eager for the renders the
+# fast path queues. Both must pass unchanged.
+READ_PATH_MODULES = {"test_reads", "test_cache_keys", "test_exports", "test_history"}
+
+
+def pytest_generate_tests(metafunc):
+    if metafunc.module.__name__.rsplit(".", 1)[-1] in READ_PATH_MODULES:
+        metafunc.parametrize("read_path", ["django", "fast"], indirect=True)
+
+
+@pytest.fixture(autouse=True)
+def read_path(request, monkeypatch):
+    path = getattr(request, "param", "django")
+    if path == "fast":
+        from config.celery_app import app as celery_app
+
+        from .fast_client import fast
+
+        original = APIClient.__init__
+
+        def init(self, *args, **kwargs):
+            original(self, *args, **kwargs)
+            fast(self, render=True)
+
+        monkeypatch.setattr(APIClient, "__init__", init)
+        monkeypatch.setitem(celery_app.conf, "task_always_eager", True)
+    return path

@@ -279,6 +279,20 @@ DEFAULT_FROM_EMAIL = env_value("DEFAULT_FROM_EMAIL", env.str, "registry@localhos
 # needs it); a change made by another process is seen within this bound.
 REVISION_LOCAL_SECONDS = env_value("REVISION_LOCAL_SECONDS", env.float, 1.0)
 
+# The fast read path (api/fast.py, in front of Django in config/wsgi.py): hot reads answered
+# from Redis in one round trip. Needs a Redis cache; off without one.
+API_FAST_READS = env_bool("API_FAST_READS", True)
+# When set, the exports of each application's bundle are also written as files under this
+# directory, one folder per application and revision, and the API answers them with an
+# X-Accel-Redirect to API_BUNDLE_URL + "<application>/<revision>/<file>" for nginx to send
+# (deploy/nginx.conf). Empty: the API sends the bodies itself.
+API_BUNDLE_DIR = env_value("API_BUNDLE_DIR", env.str, "")
+API_BUNDLE_URL = env_value("API_BUNDLE_URL", env.str, "/_bundles/")
+if not API_BUNDLE_URL.startswith("/") or not API_BUNDLE_URL.endswith("/"):
+    raise ImproperlyConfigured(
+        f"API_BUNDLE_URL: must start and end with '/', got {API_BUNDLE_URL!r}"
+    )
+
 # Learning.
 TRACE_RETENTION = timedelta(days=env_value("TRACE_RETENTION_DAYS", env.int, 30))
 TRACE_BATCH_SIZE = 20_000  # per transaction: larger batches fold fewer stats rows per trace

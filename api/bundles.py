@@ -1,0 +1,267 @@
+"""Bundles: an application's hot read bodies, rendered once per registry revision.
+
+What a runtime reads most (each visible contract, the ``tools/`` pages, the exports) changes
+only when the registry revision moves, so after each change a Celery task (``api.tasks``)
+renders them once per application and stores them in the cache's Redis as one hash per
+(application, revision), which the fast read path (``api/fast.py``) answers from. A field is
+the request's path and its known parameters in the ETag's canonical order; beside each body is
+its ETag (field ``#<field>``), so a conditional request is answered 304 without moving the body,
+and the field ``!`` says the bundle is complete (a contract absent from it is a 404).
+
+A body is stored as one of:
+
+- ``B<body>``: the response body itself;
+- ``P<count> <page> <pages>\\n<results>``: a ``tools/`` page without its ``next`` and
+  ``previous`` links, which DRF makes absolute from the request's host (the fast path adds them);
+- ``F<path>``: a file under ``API_BUNDLE_DIR`` that nginx sends (``X-Accel-Redirect``), for the
+  exports when that setting is on.
+
+The revision is read before anything else, so a body is never older than the revision it is
+filed under: a change that lands while a bundle renders is already in it, or makes a newer
+revision whose own bundle follows.
+"""
+
+import logging
+import math
+import os
+import shutil
+import tempfile
+from pathlib import Path
+from urllib.parse import urlencode
+
+from django.conf import settings
+from django.core.cache import caches
+from django.http import HttpRequest, QueryDict
+from django.urls import reverse
+from django.utils import timezone
+from django_redis import get_redis_connection
+from django_redis.cache import RedisCache
+from redis import Redis
+from redis.exceptions import RedisError
+from redis.typing import EncodableT, FieldT
+from rest_framework.exceptions import ValidationError
+from rest_framework.renderers import JSONRenderer
+from rest_framework.request import Request
+
+from registry.models import Application
+from registry.revision import revision_current, revision_forget, revision_stored
+
+from . import views
+from .auth import Runtime
+from .caching import etag_of, known_parameters
+from .models import RuntimeToken
+from .selectors import visible_versions
+from .serializers import ContractSerializer
+
+logger = logging.getLogger(__name__)
+
+# A bundle outlives its revision's usefulness only until the next one is rendered (which
+# deletes it); this bounds what a forgotten one costs. A runtime reading after it expired
+# falls back to the normal path, which asks for it again.
+BUNDLE_SECONDS = 24 * 3600
+# One renderer per (application, revision) at a time; above the task's hard time limit.
+CLAIM_SECONDS = 600
+COMPLETE = "!"
+
+# The exports a bundle holds: (URL name, view, query, file name).
+EXPORTS: tuple[tuple[str, type[views.ExportView], dict[str, str], str], ...] = (
+    ("export-openai", views.OpenAIExportView, {}, "export-openai.json"),
+    ("export-openai", views.OpenAIExportView, {"strict": "true"}, "export-openai-strict.json"),
+    ("export-anthropic", views.AnthropicExportView, {}, "export-anthropic.json"),
+    ("export-mcp", views.MCPExportView, {}, "export-mcp.json"),
+)
+
+
+class RevisionNotSeenYet(Exception):
+    """The shared cache still holds an older revision than the database (it lives at most two
+    seconds): rendering now could file older visibility under the newer revision. Retried."""
+
+
+def bundle_client() -> Redis | None:
+    """The raw client of the cache's Redis, or None when the cache is not Redis."""
+    if not isinstance(caches["default"], RedisCache):
+        return None
+    return get_redis_connection("default")
+
+
+def bundle_key(application_id: int, revision: int) -> str:
+    return bundle_key_prefix() + f"{application_id}:{revision}"
+
+
+def bundle_key_prefix() -> str:
+    return str(caches["default"].make_key("registry:bundle:"))
+
+
+def _latest_key(application_id: int) -> str:
+    return str(caches["default"].make_key(f"registry:bundle-latest:{application_id}"))
+
+
+def _claim_key(application_id: int, revision: int) -> str:
+    return str(caches["default"].make_key(f"registry:bundle-claim:{application_id}:{revision}"))
+
+
+def bundle_field(path: str, params: list[tuple[str, str]]) -> str:
+    """The field of a request: its path and known parameters, as the ETag orders them."""
+    return f"{path}?{urlencode(params)}"
+
+
+def bundle_applications() -> list[int]:
+    """Applications with at least one usable token: nobody else can read a bundle."""
+    now = timezone.now()
+    usable = RuntimeToken.objects.filter(revoked_at__isnull=True).exclude(expires_at__lte=now)
+    return sorted(set(usable.values_list("application_id", flat=True)))
+
+
+def bundle_render(*, application_id: int) -> int | None:
+    """Render the application's bundle for the current revision and drop its previous one.
+
+    Returns the revision rendered, or None when there was nothing to do: no Redis cache, an
+    unknown application, a bundle already complete or being rendered by another worker.
+    """
+    client = bundle_client()
+    if client is None:
+        return None
+    revision = revision_stored()  # first: the bodies read below are at least this new
+    revision_forget()
+    if revision_current() < revision:
+        # Visibility's own caches are keyed on the revision readers see: wait for them.
+        raise RevisionNotSeenYet(f"the cache still says {revision_current()}, not {revision}")
+    key = bundle_key(application_id, revision)
+    claim = _claim_key(application_id, revision)
+    try:
+        if client.hexists(key, COMPLETE) or not client.set(claim, 1, nx=True, ex=CLAIM_SECONDS):
+            return None
+    except RedisError as exc:
+        logger.warning("bundle of application %s not rendered: %s", application_id, exc)
+        return None
+    try:
+        application = (
+            Application.objects.select_related("max_risk", "policy")
+            .filter(pk=application_id)
+            .first()
+        )
+        if application is None:
+            return None
+        fields = _render(application, revision)
+        pipe = client.pipeline(transaction=True)
+        pipe.delete(key)
+        pipe.hset(key, mapping=fields)
+        pipe.hset(key, COMPLETE, "1")
+        pipe.expire(key, BUNDLE_SECONDS)
+        pipe.getset(_latest_key(application_id), revision)
+        pipe.expire(_latest_key(application_id), BUNDLE_SECONDS)
+        previous = pipe.execute()[4]
+        if previous is not None and int(previous) < revision:
+            client.unlink(bundle_key(application_id, int(previous)))
+            _files_forget(application_id, keep=(int(previous), revision))
+        return revision
+    except RedisError as exc:
+        logger.warning("bundle of application %s not stored: %s", application_id, exc)
+        return None
+    finally:
+        try:
+            client.delete(claim)
+        except RedisError:
+            pass  # the claim expires on its own
+
+
+def _render(application: Application, revision: int) -> dict[FieldT, EncodableT]:
+    caller = f"app-{application.pk}"
+    fields: dict[FieldT, EncodableT] = {}
+
+    def put(path: str, params: list[tuple[str, str]], value: bytes) -> None:
+        field = bundle_field(path, params)
+        fields[field] = value
+        fields["#" + field] = etag_of(
+            revision=revision, caller=caller, path=path, params=params
+        ).encode()
+
+    renderer = JSONRenderer()
+    # What ToolListView and ToolDetailView read: one query for all of them.
+    versions = list(visible_versions(application).order_by("tool__name"))
+    documents = ContractSerializer(versions, many=True).data
+    for version, data in zip(versions, documents, strict=True):
+        path = reverse("tool-detail", kwargs={"name": version.tool.name})
+        put(path, [], b"B" + renderer.render(data))
+    size = views.Pagination.page_size
+    pages = max(1, math.ceil(len(versions) / size))
+    list_path = reverse("tool-list")
+    for page in range(1, pages + 1):
+        results = renderer.render(documents[(page - 1) * size : page * size])
+        value = f"P{len(versions)} {page} {pages}\n".encode() + results
+        put(list_path, [("page", str(page))], value)
+        if page == 1:
+            put(list_path, [], value)
+    folder = _files_folder(application.pk, revision)
+    for url_name, view_class, query, file_name in EXPORTS:
+        try:
+            data = _view_data(view_class, application, query)
+        except ValidationError:
+            continue  # e.g. a tool OpenAI's strict mode cannot take: the normal path says why
+        body = renderer.render(data)
+        params = sorted(query.items())
+        if folder is None:
+            put(reverse(url_name), params, b"B" + body)
+        else:
+            _file_write(folder / file_name, body)
+            relative = f"{application.pk}/{revision}/{file_name}"
+            put(reverse(url_name), params, b"F" + relative.encode())
+    return fields
+
+
+def _view_data(view_class: type[views.ExportView], application: Application, query: dict) -> object:
+    """What the view's ``read()`` answers for this application: the very code a request runs."""
+    django_request = HttpRequest()
+    django_request.method = "GET"
+    django_request.GET = QueryDict(mutable=True)
+    django_request.GET.update(query)
+    request = Request(django_request)
+    # A runtime without a token: rendering reads the application only (the stubs type a
+    # request's user as Django's own user classes).
+    request.user = Runtime(application=application, token=None)  # type: ignore[assignment,arg-type]
+    view = view_class()
+    view.setup(django_request)
+    view.request = request
+    view.format_kwarg = None
+    unknown = set(query) - known_parameters(view)
+    if unknown:
+        raise ValueError(f"{view_class.__name__} does not know {sorted(unknown)}")
+    return view.read(request).data
+
+
+def _files_root() -> Path | None:
+    folder = getattr(settings, "API_BUNDLE_DIR", None)
+    return Path(folder) if folder else None
+
+
+def _files_folder(application_id: int, revision: int) -> Path | None:
+    root = _files_root()
+    if root is None:
+        return None
+    folder = root / str(application_id) / str(revision)
+    folder.mkdir(parents=True, exist_ok=True)
+    return folder
+
+
+def _file_write(path: Path, body: bytes) -> None:
+    """Whole or not at all: nginx never sends a half-written file."""
+    handle, temporary = tempfile.mkstemp(dir=path.parent, prefix=".tmp-")
+    try:
+        with os.fdopen(handle, "wb") as out:
+            out.write(body)
+        os.chmod(temporary, 0o644)
+        os.replace(temporary, path)
+    except BaseException:
+        os.unlink(temporary)
+        raise
+
+
+def _files_forget(application_id: int, *, keep: tuple[int, ...]) -> None:
+    """Drop the application's files of other revisions, keeping the previous one a while for
+    requests that were redirected to it just before the new bundle landed."""
+    root = _files_root()
+    if root is None or not (root / str(application_id)).is_dir():
+        return
+    for folder in (root / str(application_id)).iterdir():
+        if folder.name.isdigit() and int(folder.name) not in keep:
+            shutil.rmtree(folder, ignore_errors=True)

@@ -368,11 +368,15 @@ class PlanValidateView(RuntimeView):
     def post(self, request):
         body = PlanRequest(data=request.data)
         body.is_valid(raise_exception=True)
-        names = {step.get("tool") for step in body.validated_data["plan"] if isinstance(step, dict)}
-        versions = self.visible().filter(tool__name__in=[n for n in names if isinstance(n, str)])
+        plan = body.validated_data["plan"]
+        # Any JSON may stand where a name should (a list is not even hashable): validate_plan
+        # names each malformed step; only names are looked up.
+        tools = [step.get("tool") for step in plan if isinstance(step, dict)]
+        names = {name for name in tools if isinstance(name, str)}
+        versions = self.visible().filter(tool__name__in=names)
         contracts = {version.tool.name: version.document() for version in versions}
         result = validate_plan(
-            plan=body.validated_data["plan"],
+            plan=plan,
             contracts=contracts,
             policy=self.policy(),
             state=body.validated_data["state"],

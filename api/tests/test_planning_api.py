@@ -132,3 +132,12 @@ def test_the_filter_validates_its_body(clinical):
     assert response.status_code == 400
     fields = response.json()["error"]["fields"]
     assert "state" in fields and "goal" in fields
+
+
+@pytest.mark.parametrize("tool", [["a", "b"], {"name": "x"}, 7, None, True])
+def test_a_step_whose_tool_is_not_a_name_is_a_malformed_step(clinical, tool):
+    plan = [{"tool": tool, "args": {}}, {"tool": "retrieval_llm", "args": {"query": "statins"}}]
+    response = clinical.post("/api/v1/plans/validate/", {"plan": plan}, format="json")
+
+    assert response.status_code == 200
+    assert response.json()["violations"][0]["invariant"] == "malformed_step"

@@ -352,7 +352,12 @@ def apply_drift(approved: dict, inferred: dict, items: list[dict]) -> dict:
             arg for arg in schema.get("required", []) if arg in inferred["input_schema"]["required"]
         ]
         proposal["input_schema"] = schema
-    if "error_rate" in fields:
-        observed = {key: value for key, value in inferred["cost"].items() if value is not None}
+    # Cost figures are measurements, not promises: whatever drifted, the proposal carries what
+    # the traces measured, so the review diff shows approved and observed latency and error
+    # rate side by side instead of repeating figures the traces contradict.
+    observed = {
+        key: value for key, value in (inferred.get("cost") or {}).items() if value is not None
+    }
+    if observed:
         proposal["cost"] = {**(proposal.get("cost") or {}), **observed}
     return proposal

@@ -22,6 +22,7 @@ from registry.models import Application, ContractVersion, Tool
 from registry.selectors import registry_context, risk_ranks
 from reviews.services import drift_ticket_open_or_update
 
+from .evidence import MAX_ITEM_EXAMPLES, drift_item_support
 from .inference import (
     apply_drift,
     contract_drift,
@@ -184,7 +185,7 @@ def _drift_record(
         "traces_since_version": stats.traces_since_version,
         "support": inferred.get("support"),
         "applications": _sources(stats.aggregate_since_version),
-        "drift": items,
+        "drift": _drift_items_supported(tool.name, items, stats.aggregate_since_version),
         "inferred": {
             key: inferred.get(key)
             for key in ("requires", "produces", "risk", "input_schema", "cost")
@@ -210,6 +211,34 @@ def _drift_record(
         reports.update(auto_published=True)
     result.ticket_id = drift.ticket.pk
     result.published = drift.published
+
+
+def _drift_items_supported(
+    tool_name: str, items: list[dict[str, Any]], aggregate: dict[str, Any]
+) -> list[dict[str, Any]]:
+    """Each drift item with its counts and example runs (trace id and application), so the
+    ticket can link the whole run behind each example. One query, bounded by the examples."""
+    supported = [drift_item_support(item, aggregate) for item in items]
+    wanted = {trace_id for item in supported for trace_id in item.get("example_trace_ids", [])}
+    owners: dict[str, list[int | None]] = {}
+    if wanted:
+        rows = (
+            Trace.objects.filter(tool_name=tool_name, trace_id__in=wanted)
+            .values_list("trace_id", "application_id")
+            .distinct()
+            .order_by("trace_id", "application_id")
+        )
+        for trace_id, application_id in rows[: 4 * len(wanted)]:
+            owners.setdefault(trace_id, []).append(application_id)
+    for item in supported:
+        runs = [
+            {"trace_id": trace_id, "application_id": application_id}
+            for trace_id in item.get("example_trace_ids", [])
+            for application_id in owners.get(trace_id, [])
+        ]
+        if runs:
+            item["example_runs"] = runs[:MAX_ITEM_EXAMPLES]
+    return supported
 
 
 def _sources(aggregate: dict[str, Any]) -> dict[str, int]:

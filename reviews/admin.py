@@ -1,5 +1,6 @@
 import json
 from datetime import timedelta
+from urllib.parse import urlencode
 
 from django import forms
 from django.contrib import admin, messages
@@ -15,9 +16,15 @@ from django.utils.html import format_html
 from registry.admin import JSON_OVERRIDES
 from registry.contract import FIELDS
 from registry.forms import FORM_NAMES, ContractForm
-from registry.models import ContractVersion
+from registry.models import Application, ContractVersion
 
+from .evidence import evidence_summary
 from .models import AuditEntry, Comment, ReviewError, ReviewTicket
+from .selectors import (
+    tickets_awaiting_approval_by,
+    tickets_awaiting_second_reviewer,
+    tickets_needing_rebase,
+)
 from .services import (
     contract_propose,
     is_reviewer,
@@ -48,6 +55,19 @@ class AgeFilter(admin.SimpleListFilter):
         return queryset
 
 
+def approvals_text(*, status: str, given: int, required: int, source: str) -> str:
+    """Approvals as a reviewer counts them: given of required while it waits or once decided;
+    a ticket published without them (an operator's import with ``--approve``, an automatic
+    publication of a clean inferred change) says how it was published instead of "0/1"."""
+    if status == ReviewTicket.Status.APPROVED and given < required:
+        if source == ContractVersion.Source.IMPORT:
+            return "approved on import"
+        if source == ContractVersion.Source.INFERRED:
+            return "published automatically"
+        return "published without review"
+    return f"{given}/{required}"
+
+
 class RejectForm(forms.Form):
     reason = forms.CharField(widget=forms.Textarea(attrs={"rows": 4, "cols": 80}), required=True)
 
@@ -63,19 +83,43 @@ class CommentInline(admin.TabularInline):
         return False
 
 
+class AwaitingFilter(admin.SimpleListFilter):
+    """What an open ticket waits for; the reviewer's home links here."""
+
+    title = "waiting for"
+    parameter_name = "awaiting"
+
+    def lookups(self, request, model_admin):
+        return [
+            ("mine", "my approval"),
+            ("second", "a second reviewer"),
+            ("rebase", "a rebase"),
+        ]
+
+    def queryset(self, request, queryset):
+        if self.value() == "mine":
+            return tickets_awaiting_approval_by(user=request.user, tickets=queryset)
+        if self.value() == "second":
+            return tickets_awaiting_second_reviewer(queryset)
+        if self.value() == "rebase":
+            return tickets_needing_rebase(queryset)
+        return queryset
+
+
 @admin.register(ReviewTicket)
 class ReviewTicketAdmin(admin.ModelAdmin):
     list_display = [
-        "__str__",
+        "ticket",
         "kind",
         "status",
         "risk",
         "approval_count",
-        "stale",
+        "rebase_state",
         "proposer",
         "created_at",
     ]
-    list_filter = ["status", "kind", "proposed__risk", "needs_rebase", AgeFilter, "tool"]
+    list_display_links = ["ticket"]
+    list_filter = ["status", "kind", "proposed__risk", AwaitingFilter, AgeFilter]
     search_fields = ["tool__name", "proposer__username", "reason"]
     list_select_related = ["tool", "proposed__risk", "proposer"]
     actions = ["approve", "reject"]
@@ -97,6 +141,18 @@ class ReviewTicketAdmin(admin.ModelAdmin):
     ]
     fields = readonly_fields
 
+    def get_fields(self, request, obj=None):
+        # The rebase flag matters only while a ticket is open and actually needs one; a
+        # decision's fields only once it is decided.
+        fields = list(self.fields)
+        if obj is None or obj.status != ReviewTicket.Status.OPEN or not obj.needs_rebase:
+            fields.remove("needs_rebase")
+        if obj is not None and obj.status == ReviewTicket.Status.OPEN:
+            fields = [name for name in fields if name not in ("decided_by", "decided_at")]
+        if obj is not None and not obj.reason:
+            fields.remove("reason")
+        return fields
+
     def get_queryset(self, request):
         return super().get_queryset(request).annotate(approval_total=Count("approvals"))
 
@@ -110,17 +166,28 @@ class ReviewTicketAdmin(admin.ModelAdmin):
         """Every decision on a ticket, comments included, is for the Reviewers group alone."""
         return is_reviewer(request.user)
 
+    @admin.display(description="ticket", ordering="tool__name")
+    def ticket(self, obj: ReviewTicket) -> str:
+        return format_html('<span class="nowrap">#{}</span> {}', obj.pk, obj.tool.name)
+
     @admin.display(description="risk", ordering="proposed__risk__rank")
     def risk(self, obj: ReviewTicket) -> str:
         return obj.proposed.risk.name
 
     @admin.display(description="approvals", ordering="approval_total")
     def approval_count(self, obj: ReviewTicket) -> str:
-        return f"{obj.approval_total}/{obj.approvals_required}"
+        return approvals_text(
+            status=obj.status,
+            given=obj.approval_total,
+            required=obj.approvals_required,
+            source=obj.proposed.source,
+        )
 
-    @admin.display(description="needs rebase", boolean=True, ordering="needs_rebase")
-    def stale(self, obj: ReviewTicket) -> bool:
-        return obj.needs_rebase
+    @admin.display(description="rebase", ordering="needs_rebase")
+    def rebase_state(self, obj: ReviewTicket) -> str:
+        if obj.status == ReviewTicket.Status.OPEN and obj.needs_rebase:
+            return format_html('<span class="badge badge-warn">needs rebase</span>')
+        return ""
 
     @admin.action(description="Approve selected tickets", permissions=["review"])
     def approve(self, request, queryset):
@@ -220,12 +287,25 @@ class ReviewTicketAdmin(admin.ModelAdmin):
             ReviewTicket.objects.select_related("tool", "base__risk", "proposed__risk"),
             pk=object_id,
         )
+        summary = evidence_summary(
+            ticket.evidence if isinstance(ticket.evidence, dict) else {},
+            base_cost=ticket.base.cost if ticket.base else None,
+        )
+        _link_examples(summary)
+        approvals = list(ticket.approvals.select_related("reviewer"))
         extra_context = {
             **(extra_context or {}),
             "diff": ticket_diff(ticket),
             "evidence_json": json.dumps(ticket.evidence, indent=2, ensure_ascii=False),
+            "summary": summary,
             "ticket": ticket,
-            "approvals": ticket.approvals.select_related("reviewer"),
+            "approvals": approvals,
+            "approvals_text": approvals_text(
+                status=ticket.status,
+                given=len(approvals),
+                required=ticket.approvals_required,
+                source=ticket.proposed.source,
+            ),
             "can_decide": self.has_review_permission(request),
             "decide_url": reverse("admin:reviews_reviewticket_decide", args=[ticket.pk]),
             "show_save": False,
@@ -233,6 +313,26 @@ class ReviewTicketAdmin(admin.ModelAdmin):
             "show_save_and_add_another": False,
         }
         return super().change_view(request, object_id, form_url, extra_context)
+
+
+def _link_examples(summary: dict) -> None:
+    """Give each example run its link: the trace list showing that whole run (same trace id,
+    same application) step by step. One query for the applications' names."""
+    examples = [example for item in summary["items"] for example in item["examples"]]
+    ids = {example["application_id"] for example in examples if example["application_id"]}
+    names = dict(Application.objects.filter(pk__in=ids).values_list("pk", "name")) if ids else {}
+    changelist = reverse("admin:learning_trace_changelist")
+    for example in examples:
+        query = {"trace_id": example["trace_id"]}
+        application_id = example["application_id"]
+        if example["resolved"]:
+            if application_id:
+                query["application__id__exact"] = str(application_id)
+                example["application"] = names.get(application_id, f"#{application_id}")
+            else:
+                query["application__isnull"] = "True"
+                example["application"] = "operator import"
+        example["url"] = f"{changelist}?{urlencode(query)}"
 
 
 @admin.register(AuditEntry)

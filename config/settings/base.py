@@ -83,7 +83,7 @@ ALLOWED_HOSTS = env_value("ALLOWED_HOSTS", env.list, ["127.0.0.1", "localhost"])
 CSRF_TRUSTED_ORIGINS = env_value("CSRF_TRUSTED_ORIGINS", env.list, [])
 
 INSTALLED_APPS = [
-    "django.contrib.admin",
+    "config.apps.RegistryAdminConfig",
     "django.contrib.auth",
     "django.contrib.contenttypes",
     "django.contrib.sessions",

@@ -52,3 +52,42 @@ def _examples(variables: dict[str, Any], names: list[str]) -> list[str]:
             if trace_id not in found and len(found) < MAX_ITEM_EXAMPLES:
                 found.append(str(trace_id))
     return found
+
+
+# Relative change of a latency figure, and absolute change of the error rate, below which the
+# inferred cost is the approved one measured again, not a difference a reviewer must look at.
+LATENCY_TOLERANCE = 0.25
+ERROR_RATE_TOLERANCE = 0.05
+
+
+def contract_differences(approved: dict[str, Any] | None, inferred: dict[str, Any]) -> list[str]:
+    """The fields in which an inferred contract differs from the approved one, in contract
+    order: ``requires``, ``produces``, ``risk``, ``input_schema`` (argument names and which are
+    required), and ``cost`` when a figure moved beyond its tolerance. A tool with no approved
+    contract differs in everything it has."""
+    if approved is None:
+        return [key for key in ("input_schema", "requires", "produces", "risk") if key in inferred]
+    fields = []
+    approved_schema = approved.get("input_schema") or {}
+    inferred_schema = inferred.get("input_schema") or {}
+    if set(approved_schema.get("properties") or {}) != set(
+        inferred_schema.get("properties") or {}
+    ) or set(approved_schema.get("required") or []) != set(inferred_schema.get("required") or []):
+        fields.append("input_schema")
+    for key in ("requires", "produces"):
+        if set(approved.get(key) or []) != set(inferred.get(key) or []):
+            fields.append(key)
+    if inferred.get("risk") and approved.get("risk") != inferred.get("risk"):
+        fields.append("risk")
+    if _cost_differs(approved.get("cost") or {}, inferred.get("cost") or {}):
+        fields.append("cost")
+    return fields
+
+
+def _cost_differs(approved: dict[str, Any], inferred: dict[str, Any]) -> bool:
+    for key in ("latency_ms_p50", "latency_ms_p95"):
+        before, after = approved.get(key), inferred.get(key)
+        if before and after is not None and abs(after - before) / before > LATENCY_TOLERANCE:
+            return True
+    before, after = approved.get("error_rate"), inferred.get("error_rate")
+    return before is not None and after is not None and abs(after - before) > ERROR_RATE_TOLERANCE

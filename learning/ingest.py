@@ -25,6 +25,7 @@ from registry.models import Application, Tool
 from registry.selectors import alias_map, tool_names_visible
 
 from .aggregates import aggregate_add, aggregate_merge, new_aggregate
+from .days import days_fold
 from .models import ToolStats, Trace
 from .traces import trace_parse
 
@@ -32,7 +33,7 @@ logger = logging.getLogger(__name__)
 FOLD_BATCH = 5000
 TRACE_FIELDS = [
     "trace_id", "step", "status", "args", "state_before", "state_after", "duration_ms",
-    "application_id",
+    "application_id", "occurred_at",
 ]  # fmt: skip
 
 
@@ -280,6 +281,7 @@ def _fold(by_tool: dict[str, list[dict]], *, received_at: str | None) -> None:
         stats.traces_since_version += since_count
         stats.dirty = True
     stats_write(rows)
+    days_fold(by_tool, {stats.tool_name: stats.tool_id for stats in rows})
 
 
 def stats_write(rows: list[ToolStats]) -> None:

@@ -22,7 +22,7 @@ from registry.models import Application, ContractVersion, Tool
 from registry.selectors import registry_context, risk_ranks
 from reviews.services import drift_ticket_open_or_update
 
-from .evidence import MAX_ITEM_EXAMPLES, drift_item_support
+from .evidence import MAX_ITEM_EXAMPLES, contract_differences, drift_item_support
 from .inference import (
     apply_drift,
     contract_drift,
@@ -32,7 +32,7 @@ from .inference import (
     suggest_risk,
 )
 from .ingest import stats_locked, stats_write, tool_fold
-from .models import DriftReport, InferredContract, ToolStats, Trace
+from .models import DriftReport, InferredContract, ToolDayStats, ToolStats, Trace
 
 logger = logging.getLogger(__name__)
 REFRESH_CHUNK = 500
@@ -109,6 +109,7 @@ def tools_refresh(*, tool_names: list[str]) -> list[RefreshResult]:
                 permissions=approved.permissions if approved else [],
             )
             result.inferred = inferred
+            differing = contract_differences(approved.document() if approved else None, inferred)
             inferred_rows.append(
                 InferredContract(
                     tool_name=name,
@@ -116,6 +117,8 @@ def tools_refresh(*, tool_names: list[str]) -> list[RefreshResult]:
                     document=inferred,
                     support=inferred.get("support", 0),
                     confidence=inferred.get("confidence", {}),
+                    differs=bool(differing),
+                    differing_fields=differing,
                 )
             )
             if approved is not None and use_since:
@@ -145,7 +148,15 @@ def tools_refresh(*, tool_names: list[str]) -> list[RefreshResult]:
             inferred_rows,
             update_conflicts=True,
             unique_fields=["tool_name"],
-            update_fields=["tool", "document", "support", "confidence", "inferred_at"],
+            update_fields=[
+                "tool",
+                "document",
+                "support",
+                "confidence",
+                "differs",
+                "differing_fields",
+                "inferred_at",
+            ],  # fmt: skip
         )
         ToolStats.objects.filter(tool_name__in=chunk).update(
             dirty=False, inferred_at=timezone.now()
@@ -303,6 +314,9 @@ def traces_prune(*, older_than: timedelta | None = None, chunk: int = 10_000) ->
             break
         deleted += Trace.objects.filter(pk__in=ids).delete()[0]
     remaining = Trace.objects.filter(tool_name=OuterRef("tool_name"))
-    for model in (ToolStats, InferredContract):
+    for model in (ToolStats, InferredContract, ToolDayStats):
         model.objects.filter(tool__isnull=True).exclude(Exists(remaining)).delete()
+    # A registered tool's days outlive its traces, up to their own (much longer) retention.
+    day_cutoff = (timezone.now() - settings.TOOL_DAY_RETENTION).date()
+    ToolDayStats.objects.filter(day__lt=day_cutoff).delete()
     return deleted

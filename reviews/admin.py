@@ -5,6 +5,7 @@ from urllib.parse import urlencode
 from django import forms
 from django.contrib import admin, messages
 from django.core.exceptions import PermissionDenied
+from django.db import models
 from django.db.models import Count
 from django.http import HttpResponseRedirect
 from django.shortcuts import get_object_or_404
@@ -388,10 +389,15 @@ class ContractVersionAdmin(admin.ModelAdmin):
 
     def get_fieldsets(self, request, obj=None):
         # The contract's fields, grouped as the one table of contract fields says; the form
-        # names the document's ``name`` and ``status`` ``tool_name`` and ``lifecycle``.
+        # names the document's ``name`` and ``status`` ``tool_name`` and ``lifecycle``. A
+        # version that is not a form shows its JSON fields indented (``<field>_json``).
+        read_only = obj is not None and obj.status != ContractVersion.Status.APPROVED
         groups: dict[str, list[str]] = {}
         for field in FIELDS:
-            groups.setdefault(field.group, []).append(FORM_NAMES.get(field.name, field.name))
+            name = FORM_NAMES.get(field.name, field.name)
+            if read_only and name in JSON_FIELDS:
+                name = f"{name}_json"
+            groups.setdefault(field.group, []).append(name)
         fieldsets: list = [(group, {"fields": names}) for group, names in groups.items()]
         if obj is not None:
             fieldsets.append(("Record", {"fields": self.readonly_fields}))
@@ -400,8 +406,17 @@ class ContractVersionAdmin(admin.ModelAdmin):
     def get_readonly_fields(self, request, obj=None):
         # Only the approved version's page is a form: saving it proposes a new version.
         if obj is not None and obj.status != ContractVersion.Status.APPROVED:
-            return [*ContractForm.Meta.fields, "tool_name", *self.readonly_fields]
+            fields = [
+                f"{name}_json" if name in JSON_FIELDS else name for name in ContractForm.Meta.fields
+            ]
+            return [*fields, "tool_name", *self.readonly_fields]
         return self.readonly_fields
+
+    def has_change_permission(self, request, obj=None) -> bool:
+        # Any other version is a record to read: no Save button, nothing to submit.
+        if obj is not None and obj.status != ContractVersion.Status.APPROVED:
+            return False
+        return super().has_change_permission(request, obj)
 
     def get_form(self, request, obj=None, change=False, **kwargs):
         if obj is not None and obj.status != ContractVersion.Status.APPROVED:
@@ -446,3 +461,25 @@ class ContractVersionAdmin(admin.ModelAdmin):
 
     def response_change(self, request, obj):
         return self._to_ticket(request)
+
+
+JSON_FIELDS = frozenset(
+    field.name
+    for field in ContractVersion._meta.get_fields()
+    if isinstance(field, models.JSONField) and field.name in ContractForm.Meta.fields
+)
+
+
+def _json_display(name: str):
+    @admin.display(description=name.replace("_", " "))
+    def show(self, obj: ContractVersion) -> str:
+        return format_html(
+            '<pre class="json-field">{}</pre>',
+            json.dumps(getattr(obj, name), indent=2, ensure_ascii=False),
+        )
+
+    return show
+
+
+for _name in JSON_FIELDS:
+    setattr(ContractVersionAdmin, f"{_name}_json", _json_display(_name))

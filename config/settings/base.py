@@ -287,10 +287,37 @@ TRACE_BATCH_SIZE = 20_000  # per transaction: larger batches fold fewer stats ro
 API_MAX_TRACES_PER_REQUEST = 1000
 DATA_UPLOAD_MAX_MEMORY_SIZE = env_value("DATA_UPLOAD_MAX_MEMORY_SIZE", env.int, 5 * 1024 * 1024)
 
+# Every record reaches the console once: Django's own "django" handler (debug only) is
+# replaced by the root's, and the development server's request line leaves 4xx and 5xx to
+# django.request, which names the reason.
 LOGGING = {
     "version": 1,
     "disable_existing_loggers": False,
-    "formatters": {"plain": {"format": "%(asctime)s %(levelname)s %(name)s %(message)s"}},
-    "handlers": {"console": {"class": "logging.StreamHandler", "formatter": "plain"}},
+    "filters": {
+        "below_400": {
+            "()": "django.utils.log.CallbackFilter",
+            "callback": "ext://config.logging.request_line_below_400",
+        },
+    },
+    "formatters": {
+        "plain": {"format": "%(asctime)s %(levelname)s %(name)s %(message)s"},
+        "django.server": {
+            "()": "django.utils.log.ServerFormatter",
+            "format": "[{server_time}] {message}",
+            "style": "{",
+        },
+    },
+    "handlers": {
+        "console": {"class": "logging.StreamHandler", "formatter": "plain"},
+        "django.server": {
+            "class": "logging.StreamHandler",
+            "formatter": "django.server",
+            "filters": ["below_400"],
+        },
+    },
+    "loggers": {
+        "django": {"handlers": [], "level": "INFO", "propagate": True},
+        "django.server": {"handlers": ["django.server"], "level": "INFO", "propagate": False},
+    },
     "root": {"handlers": ["console"], "level": env_value("LOG_LEVEL", env.str, "INFO")},
 }

@@ -18,6 +18,7 @@ from .evidence import contract_differences
 from .models import DriftReport, InferredContract, ToolDayStats, ToolStats, Trace
 
 HEALTH_DAYS = 90
+RECENT_VERSIONS = 10
 COMPARED_FIELDS = ("requires", "produces", "risk", "input_schema", "cost")
 
 
@@ -353,6 +354,8 @@ class ToolHealthAdmin(ToolAdmin):
 
     change_form_template = "admin/learning/tool_health.html"
     list_display = [*ToolAdmin.list_display, "last_seen"]
+    # The latest versions are listed by the health template (bounded); all are one link away.
+    inlines = []
 
     def get_queryset(self, request):
         last_seen = ToolDayStats.objects.filter(tool_name=OuterRef("name")).order_by("-day")
@@ -374,7 +377,8 @@ class ToolHealthAdmin(ToolAdmin):
 
 
 def tool_health(tool: Tool) -> dict:
-    """Charts and the inferred-against-approved comparison of one tool, in five queries."""
+    """Charts, the inferred-against-approved comparison and the latest versions of one tool,
+    in six queries whatever the number of days, reports or versions."""
     today = timezone.now().date()
     rows = list(
         ToolDayStats.objects.filter(
@@ -406,6 +410,11 @@ def tool_health(tool: Tool) -> dict:
         else None
     )
     inferred = InferredContract.objects.filter(tool_name=tool.name).first()
+    recent_versions = list(
+        ContractVersion.objects.filter(tool=tool)
+        .select_related("risk", "author")
+        .order_by("-number")[:RECENT_VERSIONS]
+    )
     approved_document = current.document() if current else None
     comparison = []
     differing: list[str] = []
@@ -443,6 +452,9 @@ def tool_health(tool: Tool) -> dict:
         "comparison": comparison,
         "differing": differing,
         "approved_version": current,
+        "recent_versions": recent_versions,
+        "versions_url": reverse("admin:registry_contractversion_changelist")
+        + f"?tool__id__exact={tool.pk}",
     }
 
 

@@ -13,6 +13,7 @@ from django.template.response import TemplateResponse
 from django.urls import path, reverse
 from django.utils import timezone
 from django.utils.html import format_html
+from django.utils.safestring import mark_safe
 
 from registry.admin import JSON_OVERRIDES
 from registry.contract import FIELDS
@@ -187,7 +188,7 @@ class ReviewTicketAdmin(admin.ModelAdmin):
     @admin.display(description="rebase", ordering="needs_rebase")
     def rebase_state(self, obj: ReviewTicket) -> str:
         if obj.status == ReviewTicket.Status.OPEN and obj.needs_rebase:
-            return format_html('<span class="badge badge-warn">needs rebase</span>')
+            return mark_safe('<span class="badge badge-warn">needs rebase</span>')
         return ""
 
     @admin.action(description="Approve selected tickets", permissions=["review"])

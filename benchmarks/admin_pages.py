@@ -92,13 +92,12 @@ def _reviewer():
 
 def _crowd(tickets: int):
     """``tickets`` open and decided tickets over the tools, and 90 days of history for each."""
+    from django.db.models import Max
     from django.utils import timezone
 
     from learning.models import ToolDayStats, ToolStats
     from registry.models import ContractVersion, RiskLevel, Tool
     from reviews.models import Approval, ReviewTicket
-
-    from django.db.models import Max
 
     tools = list(
         Tool.objects.select_related("current_version")

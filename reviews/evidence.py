@@ -43,8 +43,8 @@ def evidence_summary(
     example runs and any keys not understood; the cost figures approved against observed."""
     items = [_item(item) for item in evidence.get("drift") or [] if isinstance(item, Mapping)]
     applications = evidence.get("applications") or {}
-    inferred = evidence.get("inferred") if isinstance(evidence.get("inferred"), Mapping) else {}
-    observed_cost = inferred.get("cost") if isinstance(inferred.get("cost"), Mapping) else {}
+    inferred = _mapping(evidence.get("inferred"))
+    observed_cost = _mapping(inferred.get("cost"))
     return {
         "items": items,
         "traces": _number(evidence.get("traces_since_version")),
@@ -67,7 +67,7 @@ def _item(item: Mapping[str, Any]) -> dict[str, Any]:
     field = str(item.get("field", "?"))
     added = [str(name) for name in item.get("added") or []]
     removed = [str(name) for name in item.get("removed") or []]
-    counts = item.get("counts") if isinstance(item.get("counts"), Mapping) else {}
+    counts = _mapping(item.get("counts"))
     total = _number(item.get("total"))
     total_of = str(item.get("total_of") or "traces")
     return {
@@ -195,6 +195,10 @@ def _share(count: int, total: float | None) -> str:
     if not total:
         return ""
     return f"{count / total * 100:.0f} %"
+
+
+def _mapping(value: Any) -> Mapping[str, Any]:
+    return value if isinstance(value, Mapping) else {}
 
 
 def _names(names: list[str]) -> str:

@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
-from django.contrib.auth.models import AbstractBaseUser, AnonymousUser
+from django.contrib.auth.models import AnonymousUser, User
 from django.db.models import Count, Exists, OuterRef, Q, QuerySet
 
 from registry.models import RiskLevel
@@ -26,7 +26,7 @@ def open_tickets() -> QuerySet[ReviewTicket]:
 
 
 def tickets_awaiting_approval_by(
-    *, user: AbstractBaseUser | AnonymousUser, tickets: QuerySet[ReviewTicket] | None = None
+    *, user: User | AnonymousUser, tickets: QuerySet[ReviewTicket] | None = None
 ) -> QuerySet[ReviewTicket]:
     """Open tickets this reviewer may approve now and has not: not needing a rebase, not their
     own proposal, at a risk level with no named reviewers or naming them."""
@@ -77,7 +77,7 @@ class ReviewQueue:
 
 def review_queue(
     *,
-    user: AbstractBaseUser | AnonymousUser,
+    user: User | AnonymousUser,
     oldest: int = 5,
     publications: int = 8,
     now: datetime | None = None,

@@ -321,6 +321,11 @@ def _link_examples(summary: dict) -> None:
     """Give each example run its link: the trace list showing that whole run (same trace id,
     same application) step by step. One query for the applications' names."""
     examples = [example for item in summary["items"] for example in item["examples"]]
+    for example in examples:
+        owner = example["application_id"]
+        if owner is not None and (not isinstance(owner, int) or isinstance(owner, bool)):
+            # Not an id this page can trust: link the trace id in any application.
+            example["application_id"], example["resolved"] = None, False
     ids = {example["application_id"] for example in examples if example["application_id"]}
     names = dict(Application.objects.filter(pk__in=ids).values_list("pk", "name")) if ids else {}
     changelist = reverse("admin:learning_trace_changelist")

@@ -199,3 +199,29 @@ def test_approvals_read_right_in_every_state(vocabulary, reviewer, client):
     detail = client.get(f"/admin/reviews/reviewticket/{ticket.pk}/change/").content.decode()
     assert "needs rebase" not in detail.lower() and "rebase-note" not in detail
     assert "New tool" in detail
+
+
+def test_a_ticket_with_odd_evidence_still_reads_and_links_by_trace_id(vocabulary, reviewer, client):
+    approved_tool()
+    ticket = ReviewTicket.objects.get()
+    ReviewTicket.objects.filter(pk=ticket.pk).update(
+        evidence={
+            "drift": [
+                {
+                    "field": "produces",
+                    "added": ["event_updated"],
+                    "baseline": 0.1,
+                    "example_runs": [{"trace_id": "r<1>", "application_id": "x"}],
+                    "novel": [1, 2],
+                },
+                "junk",
+            ],
+            "applications": {"assistant": 3},
+            "future_key": {"a": 1},
+        }  # fmt: skip
+    )
+    client.force_login(reviewer)
+    page = client.get(f"/admin/reviews/reviewticket/{ticket.pk}/change/").content.decode()
+    assert "Now adds event_updated to the state" in page
+    assert "/admin/learning/trace/?trace_id=r%3C1%3E" in page and "application__" not in page
+    assert "future_key" in page and "novel" in page and "r&lt;1&gt;" in page

@@ -11,7 +11,7 @@ from datetime import datetime
 from typing import Any
 
 from django.contrib.auth.models import AnonymousUser, User
-from django.db.models import Count, Exists, OuterRef, Q, QuerySet
+from django.db.models import Count, QuerySet
 
 from registry.models import RiskLevel
 
@@ -33,14 +33,19 @@ def tickets_awaiting_approval_by(
     tickets = open_tickets() if tickets is None else tickets
     if not user.is_authenticated or not user.groups.filter(name=REVIEWERS_GROUP).exists():
         return tickets.none()
-    mine = Approval.objects.filter(ticket=OuterRef("pk"), reviewer=user)
-    named = RiskLevel.reviewers.through.objects.filter(risklevel_id=OuterRef("proposed__risk_id"))
+    # Semi-joins (IN) rather than correlated EXISTS: PostgreSQL hashes the small side once
+    # instead of probing it for each of thousands of tickets.
+    named = RiskLevel.reviewers.through.objects.values("risklevel_id")
+    levels = RiskLevel.objects.exclude(pk__in=named) | RiskLevel.objects.filter(reviewers=user)
     return (
-        tickets.filter(status=ReviewTicket.Status.OPEN, needs_rebase=False)
+        tickets.filter(
+            status=ReviewTicket.Status.OPEN,
+            needs_rebase=False,
+            proposed__risk_id__in=levels.values("pk"),
+        )
         .exclude(proposer=user)
         .exclude(proposed__author=user)
-        .exclude(Exists(mine))
-        .filter(~Exists(named) | Exists(named.filter(user_id=user.pk)))
+        .exclude(pk__in=Approval.objects.filter(reviewer=user).values("ticket_id"))
     )
 
 
@@ -50,9 +55,9 @@ def tickets_awaiting_second_reviewer(
     """Open tickets with an approval that need more: the next reviewer finishes them."""
     tickets = open_tickets() if tickets is None else tickets
     return tickets.filter(
-        Exists(Approval.objects.filter(ticket=OuterRef("pk"))),
         status=ReviewTicket.Status.OPEN,
         needs_rebase=False,
+        pk__in=Approval.objects.values("ticket_id"),
     )
 
 
@@ -112,17 +117,11 @@ def review_queue(
     queue.oldest = list(
         open_tickets()
         .select_related("tool", "proposed__risk")
+        .defer("evidence")
         .order_by("created_at", "pk")[:oldest]
     )
-    counts = open_tickets().aggregate(
-        second=Count(
-            "pk",
-            filter=Q(Exists(Approval.objects.filter(ticket=OuterRef("pk"))), needs_rebase=False),
-        ),
-        rebase=Count("pk", filter=Q(needs_rebase=True)),
-    )
-    queue.awaiting_second = counts["second"]
-    queue.needing_rebase = counts["rebase"]
+    queue.awaiting_second = tickets_awaiting_second_reviewer().count()
+    queue.needing_rebase = tickets_needing_rebase().count()
     queue.awaiting_me = tickets_awaiting_approval_by(user=user).count()
     queue.publications = list(
         AuditEntry.objects.filter(action__in=PUBLISHED_ACTIONS)

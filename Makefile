@@ -13,11 +13,11 @@ $(STAMP): pyproject.toml
 install: $(STAMP)
 
 ## The service with demo data on the embedded default (SQLite, filesystem broker).
+## Ends with the logins and a runtime token as its last lines; e-mails go to var/mail/.
 run: install
 	$(PY) manage.py migrate --noinput
-	$(PY) manage.py load_demo
-	$(PY) manage.py create_runtime_token --application assistant --name demo
-	$(MAKE) --no-print-directory serve
+	$(PY) manage.py load_demo --welcome
+	$(PY) manage.py serve --welcome
 
 ## Web, Celery worker and beat together; Ctrl-C stops all three.
 serve: install

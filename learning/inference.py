@@ -261,8 +261,13 @@ def apply_drift(
             arg for arg in schema.get("required", []) if arg in inferred["input_schema"]["required"]
         ]
         proposal["input_schema"] = schema
-    if fields & {"error_rate", "latency_ms_p95"}:
-        observed = {key: value for key, value in inferred["cost"].items() if value is not None}
+    # Cost figures are measurements, not promises: whatever drifted, the proposal carries what
+    # the traces measured, so the review diff shows approved and observed latency and error
+    # rate side by side instead of repeating figures the traces contradict.
+    observed = {
+        key: value for key, value in (inferred.get("cost") or {}).items() if value is not None
+    }
+    if observed:
         proposal["cost"] = {**(proposal.get("cost") or {}), **observed}
     if "output" in fields and outputs:
         proposal["output_schema"] = output_schema_proposal(proposal.get("output_schema"), outputs)

@@ -27,6 +27,7 @@ from registry.selectors import alias_map, tool_names_visible
 
 from .aggregates import aggregate_add, aggregate_merge, new_aggregate
 from .baselines import baseline_snapshot
+from .days import days_fold
 from .models import ToolStats, Trace
 from .outputs import output_batch_budget, output_checker
 from .traces import trace_parse
@@ -35,7 +36,7 @@ logger = logging.getLogger(__name__)
 FOLD_BATCH = 5000
 TRACE_FIELDS = [
     "trace_id", "step", "status", "args", "state_before", "state_after", "duration_ms",
-    "application_id", "output",
+    "application_id", "output", "occurred_at",
 ]  # fmt: skip
 
 
@@ -356,6 +357,7 @@ def _fold(by_tool: dict[str, list[dict]], *, received_at: str | None) -> None:
     with output_batch_budget():
         _fold_into(rows, by_tool, received_at=received_at)
     stats_write(rows)
+    days_fold(by_tool, {stats.tool_name: stats.tool_id for stats in rows})
 
 
 def _fold_into(

@@ -1,4 +1,4 @@
-from .models import InferredContract
+from .models import DriftReport, InferredContract
 
 
 def inferred_contracts_export() -> list[dict]:
@@ -7,3 +7,12 @@ def inferred_contracts_export() -> list[dict]:
         {**inferred.document, "support": inferred.support}
         for inferred in InferredContract.objects.order_by("tool_name")
     ]
+
+
+def drift_reports_recent(*, limit: int = 8) -> list[DriftReport]:
+    """The latest drift reports with their tool, base version and ticket, in one query."""
+    return list(
+        DriftReport.objects.select_related("tool", "base", "ticket").order_by("-updated_at", "-pk")[
+            :limit
+        ]
+    )

@@ -25,6 +25,7 @@ from registry.validation import VARIABLE_NAME, ContractInvalid
 from reviews.services import drift_ticket_open_or_update, new_tool_proposal_open_or_update
 
 from .baselines import behaviour_drift
+from .evidence import MAX_ITEM_EXAMPLES, contract_differences, drift_item_support
 from .inference import (
     apply_drift,
     contract_drift,
@@ -34,7 +35,7 @@ from .inference import (
     suggest_risk,
 )
 from .ingest import stats_locked, stats_write, tool_fold
-from .models import DriftReport, InferredContract, ToolStats, Trace
+from .models import DriftReport, InferredContract, ToolDayStats, ToolStats, Trace
 
 logger = logging.getLogger(__name__)
 REFRESH_CHUNK = 500
@@ -112,6 +113,7 @@ def tools_refresh(*, tool_names: list[str]) -> list[RefreshResult]:
                 permissions=approved.permissions if approved else [],
             )
             result.inferred = inferred
+            differing = contract_differences(approved.document() if approved else None, inferred)
             inferred_rows.append(
                 InferredContract(
                     tool_name=name,
@@ -119,6 +121,8 @@ def tools_refresh(*, tool_names: list[str]) -> list[RefreshResult]:
                     document=inferred,
                     support=inferred.get("support", 0),
                     confidence=inferred.get("confidence", {}),
+                    differs=bool(differing),
+                    differing_fields=differing,
                 )
             )
             if approved is not None and use_since:
@@ -160,7 +164,15 @@ def tools_refresh(*, tool_names: list[str]) -> list[RefreshResult]:
             inferred_rows,
             update_conflicts=True,
             unique_fields=["tool_name"],
-            update_fields=["tool", "document", "support", "confidence", "inferred_at"],
+            update_fields=[
+                "tool",
+                "document",
+                "support",
+                "confidence",
+                "differs",
+                "differing_fields",
+                "inferred_at",
+            ],  # fmt: skip
         )
         ToolStats.objects.filter(tool_name__in=chunk).update(
             dirty=False, inferred_at=timezone.now()
@@ -203,7 +215,7 @@ def _drift_record(
         "traces_since_version": stats.traces_since_version,
         "support": inferred.get("support"),
         "applications": _sources(stats.aggregate_since_version),
-        "drift": items,
+        "drift": _drift_items_supported(tool.name, items, stats.aggregate_since_version),
         "inferred": {
             key: inferred.get(key)
             for key in ("requires", "produces", "risk", "input_schema", "cost")
@@ -239,6 +251,34 @@ def _drift_record(
         reports.update(auto_published=True)
     result.ticket_id = drift.ticket.pk
     result.published = drift.published
+
+
+def _drift_items_supported(
+    tool_name: str, items: list[dict[str, Any]], aggregate: dict[str, Any]
+) -> list[dict[str, Any]]:
+    """Each drift item with its counts and example runs (trace id and application), so the
+    ticket can link the whole run behind each example. One query, bounded by the examples."""
+    supported = [drift_item_support(item, aggregate) for item in items]
+    wanted = {trace_id for item in supported for trace_id in item.get("example_trace_ids", [])}
+    owners: dict[str, list[int | None]] = {}
+    if wanted:
+        rows = (
+            Trace.objects.filter(tool_name=tool_name, trace_id__in=wanted)
+            .values_list("trace_id", "application_id")
+            .distinct()
+            .order_by("trace_id", "application_id")
+        )
+        for trace_id, application_id in rows[: 4 * len(wanted)]:
+            owners.setdefault(trace_id, []).append(application_id)
+    for item in supported:
+        runs = [
+            {"trace_id": trace_id, "application_id": application_id}
+            for trace_id in item.get("example_trace_ids", [])
+            for application_id in owners.get(trace_id, [])
+        ]
+        if runs:
+            item["example_runs"] = runs[:MAX_ITEM_EXAMPLES]
+    return supported
 
 
 def _sources(aggregate: dict[str, Any]) -> dict[str, int]:
@@ -395,6 +435,9 @@ def traces_prune(*, older_than: timedelta | None = None, chunk: int = 10_000) ->
             break
         deleted += Trace.objects.filter(pk__in=ids).delete()[0]
     remaining = Trace.objects.filter(tool_name=OuterRef("tool_name"))
-    for model in (ToolStats, InferredContract):
+    for model in (ToolStats, InferredContract, ToolDayStats):
         model.objects.filter(tool__isnull=True).exclude(Exists(remaining)).delete()
+    # A registered tool's days outlive its traces, up to their own (much longer) retention.
+    day_cutoff = (timezone.now() - settings.TOOL_DAY_RETENTION).date()
+    ToolDayStats.objects.filter(day__lt=day_cutoff).delete()
     return deleted

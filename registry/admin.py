@@ -68,6 +68,9 @@ class VersionInline(admin.TabularInline):
     def has_add_permission(self, request, obj=None) -> bool:
         return False
 
+    def get_queryset(self, request):
+        return super().get_queryset(request).select_related("risk", "author")
+
     @admin.display(description="version")
     def version_link(self, obj: ContractVersion) -> str:
         url = reverse("admin:registry_contractversion_change", args=[obj.pk])

@@ -1,9 +1,11 @@
 import json
 from datetime import timedelta
+from urllib.parse import urlencode
 
 from django import forms
 from django.contrib import admin, messages
 from django.core.exceptions import PermissionDenied
+from django.db import models
 from django.db.models import Count
 from django.http import HttpResponseRedirect
 from django.shortcuts import get_object_or_404
@@ -11,13 +13,20 @@ from django.template.response import TemplateResponse
 from django.urls import path, reverse
 from django.utils import timezone
 from django.utils.html import format_html
+from django.utils.safestring import mark_safe
 
 from registry.admin import JSON_OVERRIDES
 from registry.contract import FIELDS
 from registry.forms import FORM_NAMES, ContractForm
-from registry.models import ContractVersion
+from registry.models import Application, ContractVersion
 
+from .evidence import evidence_summary
 from .models import AuditEntry, Comment, ReviewError, ReviewTicket
+from .selectors import (
+    tickets_awaiting_approval_by,
+    tickets_awaiting_second_reviewer,
+    tickets_needing_rebase,
+)
 from .services import (
     contract_propose,
     is_reviewer,
@@ -48,6 +57,19 @@ class AgeFilter(admin.SimpleListFilter):
         return queryset
 
 
+def approvals_text(*, status: str, given: int, required: int, source: str) -> str:
+    """Approvals as a reviewer counts them: given of required while it waits or once decided;
+    a ticket published without them (an operator's import with ``--approve``, an automatic
+    publication of a clean inferred change) says how it was published instead of "0/1"."""
+    if status == ReviewTicket.Status.APPROVED and given < required:
+        if source == ContractVersion.Source.IMPORT:
+            return "approved on import"
+        if source == ContractVersion.Source.INFERRED:
+            return "published automatically"
+        return "published without review"
+    return f"{given}/{required}"
+
+
 class RejectForm(forms.Form):
     reason = forms.CharField(widget=forms.Textarea(attrs={"rows": 4, "cols": 80}), required=True)
 
@@ -63,19 +85,43 @@ class CommentInline(admin.TabularInline):
         return False
 
 
+class AwaitingFilter(admin.SimpleListFilter):
+    """What an open ticket waits for; the reviewer's home links here."""
+
+    title = "waiting for"
+    parameter_name = "awaiting"
+
+    def lookups(self, request, model_admin):
+        return [
+            ("mine", "my approval"),
+            ("second", "a second reviewer"),
+            ("rebase", "a rebase"),
+        ]
+
+    def queryset(self, request, queryset):
+        if self.value() == "mine":
+            return tickets_awaiting_approval_by(user=request.user, tickets=queryset)
+        if self.value() == "second":
+            return tickets_awaiting_second_reviewer(queryset)
+        if self.value() == "rebase":
+            return tickets_needing_rebase(queryset)
+        return queryset
+
+
 @admin.register(ReviewTicket)
 class ReviewTicketAdmin(admin.ModelAdmin):
     list_display = [
-        "__str__",
+        "ticket",
         "kind",
         "status",
         "risk",
         "approval_count",
-        "stale",
+        "rebase_state",
         "proposer",
         "created_at",
     ]
-    list_filter = ["status", "kind", "proposed__risk", "needs_rebase", AgeFilter, "tool"]
+    list_display_links = ["ticket"]
+    list_filter = ["status", "kind", "proposed__risk", AwaitingFilter, AgeFilter]
     search_fields = ["tool__name", "proposer__username", "reason"]
     list_select_related = ["tool", "proposed__risk", "proposer"]
     actions = ["approve", "reject"]
@@ -97,6 +143,18 @@ class ReviewTicketAdmin(admin.ModelAdmin):
     ]
     fields = readonly_fields
 
+    def get_fields(self, request, obj=None):
+        # The rebase flag matters only while a ticket is open and actually needs one; a
+        # decision's fields only once it is decided.
+        fields = list(self.fields)
+        if obj is None or obj.status != ReviewTicket.Status.OPEN or not obj.needs_rebase:
+            fields.remove("needs_rebase")
+        if obj is not None and obj.status == ReviewTicket.Status.OPEN:
+            fields = [name for name in fields if name not in ("decided_by", "decided_at")]
+        if obj is not None and not obj.reason:
+            fields.remove("reason")
+        return fields
+
     def get_queryset(self, request):
         return super().get_queryset(request).annotate(approval_total=Count("approvals"))
 
@@ -110,17 +168,28 @@ class ReviewTicketAdmin(admin.ModelAdmin):
         """Every decision on a ticket, comments included, is for the Reviewers group alone."""
         return is_reviewer(request.user)
 
+    @admin.display(description="ticket", ordering="tool__name")
+    def ticket(self, obj: ReviewTicket) -> str:
+        return format_html('<span class="nowrap">#{}</span> {}', obj.pk, obj.tool.name)
+
     @admin.display(description="risk", ordering="proposed__risk__rank")
     def risk(self, obj: ReviewTicket) -> str:
         return obj.proposed.risk.name
 
     @admin.display(description="approvals", ordering="approval_total")
     def approval_count(self, obj: ReviewTicket) -> str:
-        return f"{obj.approval_total}/{obj.approvals_required}"
+        return approvals_text(
+            status=obj.status,
+            given=obj.approval_total,
+            required=obj.approvals_required,
+            source=obj.proposed.source,
+        )
 
-    @admin.display(description="needs rebase", boolean=True, ordering="needs_rebase")
-    def stale(self, obj: ReviewTicket) -> bool:
-        return obj.needs_rebase
+    @admin.display(description="rebase", ordering="needs_rebase")
+    def rebase_state(self, obj: ReviewTicket) -> str:
+        if obj.status == ReviewTicket.Status.OPEN and obj.needs_rebase:
+            return mark_safe('<span class="badge badge-warn">needs rebase</span>')
+        return ""
 
     @admin.action(description="Approve selected tickets", permissions=["review"])
     def approve(self, request, queryset):
@@ -220,12 +289,25 @@ class ReviewTicketAdmin(admin.ModelAdmin):
             ReviewTicket.objects.select_related("tool", "base__risk", "proposed__risk"),
             pk=object_id,
         )
+        summary = evidence_summary(
+            ticket.evidence if isinstance(ticket.evidence, dict) else {},
+            base_cost=ticket.base.cost if ticket.base else None,
+        )
+        _link_examples(summary)
+        approvals = list(ticket.approvals.select_related("reviewer"))
         extra_context = {
             **(extra_context or {}),
             "diff": ticket_diff(ticket),
             "evidence_json": json.dumps(ticket.evidence, indent=2, ensure_ascii=False),
+            "summary": summary,
             "ticket": ticket,
-            "approvals": ticket.approvals.select_related("reviewer"),
+            "approvals": approvals,
+            "approvals_text": approvals_text(
+                status=ticket.status,
+                given=len(approvals),
+                required=ticket.approvals_required,
+                source=ticket.proposed.source,
+            ),
             "can_decide": self.has_review_permission(request),
             "decide_url": reverse("admin:reviews_reviewticket_decide", args=[ticket.pk]),
             "show_save": False,
@@ -233,6 +315,31 @@ class ReviewTicketAdmin(admin.ModelAdmin):
             "show_save_and_add_another": False,
         }
         return super().change_view(request, object_id, form_url, extra_context)
+
+
+def _link_examples(summary: dict) -> None:
+    """Give each example run its link: the trace list showing that whole run (same trace id,
+    same application) step by step. One query for the applications' names."""
+    examples = [example for item in summary["items"] for example in item["examples"]]
+    for example in examples:
+        owner = example["application_id"]
+        if owner is not None and (not isinstance(owner, int) or isinstance(owner, bool)):
+            # Not an id this page can trust: link the trace id in any application.
+            example["application_id"], example["resolved"] = None, False
+    ids = {example["application_id"] for example in examples if example["application_id"]}
+    names = dict(Application.objects.filter(pk__in=ids).values_list("pk", "name")) if ids else {}
+    changelist = reverse("admin:learning_trace_changelist")
+    for example in examples:
+        query = {"trace_id": example["trace_id"]}
+        application_id = example["application_id"]
+        if example["resolved"]:
+            if application_id:
+                query["application__id__exact"] = str(application_id)
+                example["application"] = names.get(application_id, f"#{application_id}")
+            else:
+                query["application__isnull"] = "True"
+                example["application"] = "operator import"
+        example["url"] = f"{changelist}?{urlencode(query)}"
 
 
 @admin.register(AuditEntry)
@@ -288,10 +395,15 @@ class ContractVersionAdmin(admin.ModelAdmin):
 
     def get_fieldsets(self, request, obj=None):
         # The contract's fields, grouped as the one table of contract fields says; the form
-        # names the document's ``name`` and ``status`` ``tool_name`` and ``lifecycle``.
+        # names the document's ``name`` and ``status`` ``tool_name`` and ``lifecycle``. A
+        # version that is not a form shows its JSON fields indented (``<field>_json``).
+        read_only = obj is not None and obj.status != ContractVersion.Status.APPROVED
         groups: dict[str, list[str]] = {}
         for field in FIELDS:
-            groups.setdefault(field.group, []).append(FORM_NAMES.get(field.name, field.name))
+            name = FORM_NAMES.get(field.name, field.name)
+            if read_only and name in JSON_FIELDS:
+                name = f"{name}_json"
+            groups.setdefault(field.group, []).append(name)
         fieldsets: list = [(group, {"fields": names}) for group, names in groups.items()]
         if obj is not None:
             fieldsets.append(("Record", {"fields": self.readonly_fields}))
@@ -300,8 +412,17 @@ class ContractVersionAdmin(admin.ModelAdmin):
     def get_readonly_fields(self, request, obj=None):
         # Only the approved version's page is a form: saving it proposes a new version.
         if obj is not None and obj.status != ContractVersion.Status.APPROVED:
-            return [*ContractForm.Meta.fields, "tool_name", *self.readonly_fields]
+            fields = [
+                f"{name}_json" if name in JSON_FIELDS else name for name in ContractForm.Meta.fields
+            ]
+            return [*fields, "tool_name", *self.readonly_fields]
         return self.readonly_fields
+
+    def has_change_permission(self, request, obj=None) -> bool:
+        # Any other version is a record to read: no Save button, nothing to submit.
+        if obj is not None and obj.status != ContractVersion.Status.APPROVED:
+            return False
+        return super().has_change_permission(request, obj)
 
     def get_form(self, request, obj=None, change=False, **kwargs):
         if obj is not None and obj.status != ContractVersion.Status.APPROVED:
@@ -346,3 +467,25 @@ class ContractVersionAdmin(admin.ModelAdmin):
 
     def response_change(self, request, obj):
         return self._to_ticket(request)
+
+
+JSON_FIELDS = frozenset(
+    field.name
+    for field in ContractVersion._meta.get_fields()
+    if isinstance(field, models.JSONField) and field.name in ContractForm.Meta.fields
+)
+
+
+def _json_display(name: str):
+    @admin.display(description=name.replace("_", " "))
+    def show(self, obj: ContractVersion) -> str:
+        return format_html(
+            '<pre class="json-field">{}</pre>',
+            json.dumps(getattr(obj, name), indent=2, ensure_ascii=False),
+        )
+
+    return show
+
+
+for _name in JSON_FIELDS:
+    setattr(ContractVersionAdmin, f"{_name}_json", _json_display(_name))

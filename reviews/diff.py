@@ -540,6 +540,13 @@ def _schema_diff(name: str, before: Mapping, after: Mapping, *, new_tool: bool) 
         "kind": "schema",
         "base": before,
         "proposed": after,
+        "properties": _property_rows(
+            old_nodes,
+            new_nodes,
+            old_required=old_required,
+            new_required=new_required,
+            paths=[*top_added, *top_removed, *(entry["name"] for entry in changed)],
+        ),
         "properties_added": top_added,
         "properties_removed": top_removed,
         "properties_added_schemas": {path: new_nodes[path].whole for path in top_added},
@@ -550,6 +557,66 @@ def _schema_diff(name: str, before: Mapping, after: Mapping, *, new_tool: bool) 
         "required_removed": required_removed,
         "other": other,
         "flags": [flag for _, _, flag in field_flags],
+    }
+
+
+def _property_rows(
+    old_nodes: dict[str, _SchemaNode],
+    new_nodes: dict[str, _SchemaNode],
+    *,
+    old_required: list[str],
+    new_required: list[str],
+    paths: list[str],
+) -> list[dict[str, Any]]:
+    """One row per property a reviewer must judge: added, removed, changed, or only made
+    (not) required, each with its type, required-ness and description before and after.
+
+    Only properties (paths whose last step is a property name, not a keyword such as
+    ``items`` or ``anyOf.0``) get rows; other subschemas stay in the detailed lists.
+    """
+    required_moved = [
+        path
+        for path in _unique([*new_required, *old_required])
+        if (path in new_required) != (path in old_required)
+    ]
+    rows = []
+    for path in _unique([*paths, *required_moved]):
+        old, new = old_nodes.get(path), new_nodes.get(path)
+        if old is None and new is None:
+            continue  # required names a property that is declared nowhere
+        op = "added" if old is None else "removed" if new is None else "changed"
+        rows.append(
+            {
+                "name": path,
+                "op": op,
+                "base": _property_facts(old, required=path in old_required),
+                "proposed": _property_facts(new, required=path in new_required),
+            }
+        )
+    return rows
+
+
+def _property_facts(node: _SchemaNode | None, *, required: bool) -> dict[str, Any] | None:
+    if node is None:
+        return None
+    own = node.own if isinstance(node.own, Mapping) else {}
+    kind = own.get("type")
+    if isinstance(kind, list):
+        kind = " | ".join(str(item) for item in kind)
+    elif kind is None:
+        kind = next(
+            (
+                keyword
+                for keyword in ("anyOf", "oneOf", "allOf", "$ref", "enum", "const")
+                if isinstance(node.whole, Mapping) and keyword in node.whole
+            ),
+            "any",
+        )
+    return {
+        "type": str(kind),
+        "required": required,
+        "description": _schema_text(own, "description"),
+        "enum": own.get("enum") if isinstance(own.get("enum"), list) else None,
     }
 
 

@@ -11,9 +11,9 @@ class ReviewError(Exception):
 
 class ReviewTicket(models.Model):
     class Kind(models.TextChoices):
-        NEW_TOOL = "new_tool", "new tool"
-        CHANGE = "change"
-        DRIFT = "drift"
+        NEW_TOOL = "new_tool", "New tool"
+        CHANGE = "change", "Change"
+        DRIFT = "drift", "Drift"
 
     class Status(models.TextChoices):
         OPEN = "open"
@@ -31,7 +31,8 @@ class ReviewTicket(models.Model):
     kind = models.CharField(max_length=20, choices=Kind.choices)
     status = models.CharField(max_length=20, choices=Status.choices, default=Status.OPEN)
     needs_rebase = models.BooleanField(
-        default=False, help_text="Its base was superseded: rebase before it can be approved."
+        default=False,
+        help_text="Set when another version was published after this proposal was written.",
     )
     evidence = models.JSONField(default=dict, blank=True)
     # NULL, not "": tickets without a fingerprint must stay outside the unique constraint.
@@ -118,10 +119,10 @@ class AuditEntry(models.Model):
         APPROVED = "approved"
         REJECTED = "rejected"
         PUBLISHED = "published"
-        AUTO_PUBLISHED = "auto_published", "published automatically"
+        AUTO_PUBLISHED = "auto_published", "Published automatically"
         REBASED = "rebased"
-        DRIFT_UPDATED = "drift_updated", "drift evidence updated"
-        PROPOSAL_UPDATED = "proposal_updated", "inferred proposal updated"
+        DRIFT_UPDATED = "drift_updated", "Drift evidence updated"
+        PROPOSAL_UPDATED = "proposal_updated", "Inferred proposal updated"
 
     actor = models.ForeignKey(
         settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.PROTECT

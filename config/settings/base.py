@@ -83,7 +83,7 @@ ALLOWED_HOSTS = env_value("ALLOWED_HOSTS", env.list, ["127.0.0.1", "localhost"])
 CSRF_TRUSTED_ORIGINS = env_value("CSRF_TRUSTED_ORIGINS", env.list, [])
 
 INSTALLED_APPS = [
-    "django.contrib.admin",
+    "config.apps.RegistryAdminConfig",
     "django.contrib.auth",
     "django.contrib.contenttypes",
     "django.contrib.sessions",
@@ -295,6 +295,8 @@ if not API_BUNDLE_URL.startswith("/") or not API_BUNDLE_URL.endswith("/"):
 
 # Learning.
 TRACE_RETENTION = timedelta(days=env_value("TRACE_RETENTION_DAYS", env.int, 30))
+# Per-tool daily statistics (the tool-health charts) outlive traces: one row per tool and day.
+TOOL_DAY_RETENTION = timedelta(days=env_value("TOOL_DAY_RETENTION_DAYS", env.int, 400))
 TRACE_BATCH_SIZE = 20_000  # per transaction: larger batches fold fewer stats rows per trace
 API_MAX_TRACES_PER_REQUEST = 1000
 DATA_UPLOAD_MAX_MEMORY_SIZE = env_value("DATA_UPLOAD_MAX_MEMORY_SIZE", env.int, 5 * 1024 * 1024)
@@ -308,10 +310,37 @@ OTLP_SETTLE_SECONDS = env_value("OTLP_SETTLE_SECONDS", env.int, 5)
 OTLP_QUIET_SECONDS = env_value("OTLP_QUIET_SECONDS", env.int, 60)
 OTLP_KEEP_ASSEMBLED = timedelta(seconds=env_value("OTLP_KEEP_ASSEMBLED_SECONDS", env.int, 3600))
 
+# Every record reaches the console once: Django's own "django" handler (debug only) is
+# replaced by the root's, and the development server's request line leaves 4xx and 5xx to
+# django.request, which names the reason.
 LOGGING = {
     "version": 1,
     "disable_existing_loggers": False,
-    "formatters": {"plain": {"format": "%(asctime)s %(levelname)s %(name)s %(message)s"}},
-    "handlers": {"console": {"class": "logging.StreamHandler", "formatter": "plain"}},
+    "filters": {
+        "below_400": {
+            "()": "django.utils.log.CallbackFilter",
+            "callback": "ext://config.logging.request_line_below_400",
+        },
+    },
+    "formatters": {
+        "plain": {"format": "%(asctime)s %(levelname)s %(name)s %(message)s"},
+        "django.server": {
+            "()": "django.utils.log.ServerFormatter",
+            "format": "[{server_time}] {message}",
+            "style": "{",
+        },
+    },
+    "handlers": {
+        "console": {"class": "logging.StreamHandler", "formatter": "plain"},
+        "django.server": {
+            "class": "logging.StreamHandler",
+            "formatter": "django.server",
+            "filters": ["below_400"],
+        },
+    },
+    "loggers": {
+        "django": {"handlers": [], "level": "INFO", "propagate": True},
+        "django.server": {"handlers": ["django.server"], "level": "INFO", "propagate": False},
+    },
     "root": {"handlers": ["console"], "level": env_value("LOG_LEVEL", env.str, "INFO")},
 }

@@ -301,3 +301,29 @@ def test_apply_drift_replaces_only_the_drifted_fields():
     assert proposal["produces"] == ["refund_id", "refund_receipt_url"]
     assert proposal["risk"] == "high"  # not drift: a person's label stays
     assert APPROVED["produces"] == ["refund_id"]  # the approved document is not touched
+
+
+def test_apply_drift_proposes_the_measured_cost_whatever_drifted():
+    observed = inferred(
+        produces=["refund_id", "refund_receipt_url"],
+        cost={"error_rate": 0.09, "latency_ms_p50": 380.0, "latency_ms_p95": 1336.4},
+    )
+    items = contract_drift(approved=APPROVED, inferred=observed)
+    assert "error_rate" not in {item["field"] for item in items}  # below the jump
+    proposal = apply_drift(APPROVED, observed, items)
+    assert proposal["cost"] == {
+        "error_rate": 0.09,
+        "latency_ms_p50": 380.0,
+        "latency_ms_p95": 1336.4,
+    }
+    assert APPROVED["cost"] == {"error_rate": 0.02}
+
+
+def test_apply_drift_keeps_a_declared_figure_the_traces_did_not_measure():
+    observed = inferred(
+        produces=["refund_id", "refund_receipt_url"],
+        cost={"error_rate": 0.02, "latency_ms_p50": None, "latency_ms_p95": None},
+    )
+    approved = {**APPROVED, "cost": {"error_rate": 0.02, "latency_ms_p95": 900}}
+    proposal = apply_drift(approved, observed, contract_drift(approved=approved, inferred=observed))
+    assert proposal["cost"] == {"error_rate": 0.02, "latency_ms_p95": 900}

@@ -530,3 +530,65 @@ def test_it_does_not_reflag_a_problem_the_approved_version_already_had():
 
     assert field_names(diff) == ["risk"]
     assert has_poisoning(diff) is False
+
+
+# --- Property rows: what a reviewer reads about each property ----------------------------------
+
+
+def test_it_gives_an_added_property_its_type_requiredness_and_description():
+    def mutate(schema):
+        schema["properties"]["location"] = {"type": "string", "description": "Where it is."}
+        schema["required"].append("location")
+
+    rows = field(contract_diff(contract(), with_schema(mutate)), "input_schema")["properties"]
+    assert rows == [
+        {
+            "name": "location",
+            "op": "added",
+            "base": None,
+            "proposed": {
+                "type": "string",
+                "required": True,
+                "description": "Where it is.",
+                "enum": None,
+            },
+        }
+    ]
+
+
+def test_it_shows_a_changed_type_and_a_property_made_optional_before_and_after():
+    def mutate(schema):
+        schema["properties"]["start"] = {"type": ["string", "null"]}
+        schema["required"] = []
+
+    rows = field(contract_diff(contract(), with_schema(mutate)), "input_schema")["properties"]
+    by_name = {row["name"]: row for row in rows}
+    assert by_name["start"]["op"] == "changed"
+    assert by_name["start"]["base"]["type"] == "string"
+    assert by_name["start"]["proposed"]["type"] == "string | null"
+    # Only its required-ness moved: still a row, with both sides.
+    assert by_name["title"]["op"] == "changed"
+    assert by_name["title"]["base"]["required"] is True
+    assert by_name["title"]["proposed"]["required"] is False
+    assert by_name["title"]["proposed"]["description"] == "What the event is called."
+
+
+def test_it_lists_a_removed_property_with_what_it_was():
+    def mutate(schema):
+        del schema["properties"]["title"]
+        schema["required"] = []
+
+    rows = field(contract_diff(contract(), with_schema(mutate)), "input_schema")["properties"]
+    assert rows == [
+        {
+            "name": "title",
+            "op": "removed",
+            "base": {
+                "type": "string",
+                "required": True,
+                "description": "What the event is called.",
+                "enum": None,
+            },
+            "proposed": None,
+        }
+    ]

@@ -1,6 +1,9 @@
+import io
 import json
+import os
 from pathlib import Path
 
+from django.conf import settings
 from django.contrib.auth import get_user_model
 from django.contrib.auth.models import Group
 from django.core.management import call_command
@@ -14,6 +17,7 @@ from reviews.models import ReviewTicket
 from reviews.services import contract_propose, registry_import
 
 DEMO_FILE = Path(__file__).resolve().parents[2] / "registry.json"
+WELCOME_FILE = "welcome.txt"
 DEMO_USERS = [
     # username, password, superuser, reviewer
     ("admin", "admin-demo-2026", True, True),
@@ -27,8 +31,15 @@ class Command(BaseCommand):
 
     def add_arguments(self, parser):
         parser.add_argument("--no-traces", action="store_true", help="Skip demo traces.")
+        parser.add_argument(
+            "--welcome",
+            action="store_true",
+            help="Also create a runtime token for the demo application and write the logins "
+            "and the token to var/welcome.txt, which `serve --welcome` prints once the server "
+            "is up (and then deletes).",
+        )
 
-    def handle(self, *args, no_traces, **options):
+    def handle(self, *args, no_traces, welcome=False, **options):
         with transaction.atomic():
             result = registry_import(data=json.loads(DEMO_FILE.read_text()), approve=True)
             self._users()
@@ -39,11 +50,36 @@ class Command(BaseCommand):
         )
         if not no_traces:
             self._traces()
+        if welcome:
+            self._welcome()
+            return
         self.stdout.write(self.style.SUCCESS("Admin login: admin / admin-demo-2026"))
         self.stdout.write(
             "Second reviewer: reviewer / reviewer-demo-2026; "
             "proposer: proposer / proposer-demo-2026"
         )
+
+    def _welcome(self) -> None:
+        """The lines a person needs after `make run`, kept for the server to print last."""
+        out = io.StringIO()
+        # A command, not an import: the API's token service lives beside the demo, not below.
+        call_command("create_runtime_token", application="assistant", name="demo", stdout=out)
+        token = out.getvalue().strip().splitlines()[-1]
+        lines = [
+            "Admin:      http://127.0.0.1:8000/admin/  (admin / admin-demo-2026)",
+            "Reviewer:   reviewer / reviewer-demo-2026  (a second reviewer)",
+            "Proposer:   proposer / proposer-demo-2026",
+            f"Runtime token (application assistant, shown once): {token}",
+            "API docs:   http://127.0.0.1:8000/api/v1/docs/",
+        ]
+        if settings.EMAIL_BACKEND == "config.mail.OutboxEmailBackend":
+            outbox = Path(settings.EMAIL_FILE_PATH) / "outbox.log"
+            shown = os.path.relpath(outbox) if outbox.is_relative_to(Path.cwd()) else outbox
+            lines.insert(-1, f"E-mails:    {shown}")
+        path = Path(settings.VAR_DIR) / WELCOME_FILE
+        path.touch(mode=0o600)
+        path.write_text("\n".join(lines) + "\n")
+        self.stdout.write("Demo logins and a runtime token: printed when the server is up.")
 
     def _users(self) -> None:
         reviewers = Group.objects.get(name="Reviewers")

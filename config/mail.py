@@ -1,0 +1,13 @@
+"""Development mail: every message appended to one file, ``var/mail/outbox.log``."""
+
+import os
+
+from django.core.mail.backends import filebased
+
+
+class OutboxEmailBackend(filebased.EmailBackend):
+    """Django's file backend writes one file per connection (one per message sent with
+    ``send_mail``); a person looking for the demo's mail wants one file to read or tail."""
+
+    def _get_filename(self) -> str:
+        return os.path.join(self.file_path, "outbox.log")

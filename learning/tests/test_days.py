@@ -1,0 +1,113 @@
+"""Per-tool, per-day statistics folded at ingest: what the tool-health charts draw."""
+
+from datetime import UTC, date, datetime, timedelta
+
+import pytest
+from django.utils import timezone
+
+from conftest import contract
+from learning.aggregates import aggregate_percentile
+from learning.ingest import tool_fold, traces_ingest
+from learning.models import InferredContract, ToolDayStats, Trace
+from learning.services import tool_refresh, traces_prune
+from learning.tests.test_services import call
+from registry.models import Tool
+from reviews.services import registry_import
+
+pytestmark = pytest.mark.django_db
+DAY_1 = datetime(2026, 3, 1, 10, tzinfo=UTC)
+DAY_2 = datetime(2026, 3, 2, 23, 59, tzinfo=UTC)
+
+
+def at(moment: datetime, step: int, **kwargs) -> dict:
+    return {**call(step, **kwargs), "occurred_at": moment.isoformat(), "duration_ms": 100 + step}
+
+
+@pytest.fixture
+def get_event(vocabulary):
+    registry_import(
+        data=[
+            contract(
+                name="calendar.get_event",
+                requires=["event_id"],
+                produces=["event_details"],
+                input_schema={
+                    "type": "object",
+                    "properties": {"event_id": {"type": "string"}},
+                    "required": ["event_id"],
+                },
+                risk="high",
+            )
+        ],
+        approve=True,
+    )
+    return Tool.objects.get(name="calendar.get_event")
+
+
+def days() -> dict[date, ToolDayStats]:
+    return {row.day: row for row in ToolDayStats.objects.filter(tool_name="calendar.get_event")}
+
+
+def test_it_folds_calls_errors_durations_and_last_seen_per_day(get_event):
+    traces = [at(DAY_1 + timedelta(minutes=n), n, run="a") for n in range(5)]
+    traces += [at(DAY_2 - timedelta(minutes=n), n, run="b", status="error") for n in range(3)]
+    traces_ingest(items=enumerate(traces))
+
+    rows = days()
+    assert sorted(rows) == [date(2026, 3, 1), date(2026, 3, 2)]
+    first, second = rows[date(2026, 3, 1)], rows[date(2026, 3, 2)]
+    assert (first.calls, first.errors, second.calls, second.errors) == (5, 0, 3, 3)
+    assert sum(first.durations.values()) == 5
+    assert 95 <= aggregate_percentile({"durations": first.durations}, 50) <= 110
+    assert first.last_seen_at == DAY_1 + timedelta(minutes=4)
+    assert second.last_seen_at == DAY_2
+    assert first.tool_id == get_event.pk
+
+
+def test_it_adds_later_batches_and_never_counts_a_duplicate_twice(get_event):
+    traces_ingest(items=enumerate([at(DAY_1, n, run="a") for n in range(4)]))
+    traces_ingest(items=enumerate([at(DAY_1, n, run="a") for n in range(6)]))  # 4 repeats
+    traces_ingest(items=enumerate([at(DAY_1, 0, run="c", status="error")]), batch_size=1)
+    row = days()[date(2026, 3, 1)]
+    assert (row.calls, row.errors) == (7, 1)
+    assert Trace.objects.filter(tool_name="calendar.get_event").count() == 7
+
+
+def test_traces_left_pending_by_an_interrupted_ingest_are_folded_into_days_once(get_event):
+    traces_ingest(items=enumerate([at(DAY_1, n, run="a") for n in range(4)]))
+    ToolDayStats.objects.all().delete()  # as if the fold had been lost with its transaction
+    Trace.objects.filter(step__lt=2).update(aggregated=False)
+    assert tool_fold(tool_name="calendar.get_event") == 2
+    assert days()[date(2026, 3, 1)].calls == 2
+    assert tool_fold(tool_name="calendar.get_event") == 0
+
+
+def test_days_outlive_pruned_traces_but_not_their_own_retention(get_event, settings):
+    old = timezone.now() - timedelta(days=60)
+    traces_ingest(items=enumerate([at(old, n, run="old") for n in range(3)]))
+    traces_ingest(items=enumerate([at(timezone.now(), 0, run="new")]))
+    assert traces_prune() == 3
+    assert sum(row.calls for row in days().values()) == 4
+
+    settings.TOOL_DAY_RETENTION = timedelta(days=30)
+    traces_prune()
+    assert sum(row.calls for row in days().values()) == 1
+
+
+def test_an_unregistered_name_keeps_days_only_as_long_as_its_traces(get_event):
+    old = timezone.now() - timedelta(days=60)
+    traces_ingest(items=enumerate([at(old, 0, run="x", tool="shadow.tool")]))
+    assert ToolDayStats.objects.filter(tool_name="shadow.tool").count() == 1
+    traces_prune()
+    assert not ToolDayStats.objects.filter(tool_name="shadow.tool").exists()
+
+
+def test_refresh_records_where_the_inferred_contract_differs(get_event):
+    traces = [
+        at(DAY_1, n, run=f"r{n}", extra_after={"event_updated": f"upd_{n}_long"}) for n in range(40)
+    ]
+    traces_ingest(items=enumerate(traces))
+    tool_refresh(tool_name="calendar.get_event")
+    inferred = InferredContract.objects.get(tool_name="calendar.get_event")
+    assert inferred.differs is True
+    assert "produces" in inferred.differing_fields

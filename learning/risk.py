@@ -211,13 +211,13 @@ class Lexicon:
     def verb(self, word: str) -> list[Sense]:
         """The danger senses of a verb: grown from the seeds, else found walking up."""
         wn = self._wn()
-        for form in wn.base_forms(word, "v"):
-            if form in self.verbs:
-                return self.verbs[form]
-        for form in wn.base_forms(word, "v"):
-            if wn.senses(form, "v"):
-                return self.climbed(form)
-        return []
+        grown = next((self.verbs[form] for form in wn.base_forms(word, "v") if form in self.verbs),
+                     [])  # fmt: skip
+        lemma = next((form for form in wn.base_forms(word, "v") if wn.senses(form, "v")), None)
+        if lemma is None:
+            return grown
+        known = {sense.danger for sense in grown}
+        return grown + [sense for sense in self.climbed(lemma) if sense.danger not in known]
 
     def climbed(self, lemma: str) -> list[Sense]:
         """Danger classes above the lemma's dominant senses, within ``DANGER_DEPTH``."""
@@ -546,7 +546,7 @@ def action_of(name: str, description: str, lex: Lexicon | None = None) -> Action
     if chosen is None:
         if lead and (lex.has_verb(lead[0]) or lex.compound(lead[0])):
             chosen = (lead[0], "description")
-        elif parts and lex.is_verb_like(parts[0], first=True):
+        elif parts and lex.has_verb(parts[0]):
             chosen = (parts[0], "name")
         elif parts and lex.has_verb(parts[-1]):
             chosen = (parts[-1], "name")

@@ -223,10 +223,10 @@ class Lexicon:
         """Danger classes above the lemma's dominant senses, within ``DANGER_DEPTH``."""
         if lemma not in self._climbed:
             found: list[Sense] = []
-            for offset in self._wn().senses(lemma, "v")[:DOMINANT_SENSES]:
+            for number, offset in enumerate(self._wn().senses(lemma, "v")[:DOMINANT_SENSES], 1):
                 for danger, chain in self.sense_reading(offset).dangers:
                     if all(sense.danger != danger for sense in found):
-                        found.append(Sense(danger, f"WordNet: {chain}"))
+                        found.append(Sense(danger, f"WordNet: {lemma}, sense {number}: {chain}"))
             self._climbed[lemma] = found
         return self._climbed[lemma]
 
@@ -295,18 +295,21 @@ class Lexicon:
         if lemma is None:
             reading = WordReading(word, None, UNKNOWN, False, "not a verb WordNet knows")
         else:
-            readings = [self.sense_reading(offset) for offset in wn.senses(lemma, "v")]
-            dominant = readings[:DOMINANT_SENSES]
-            danger = next((r for r in dominant if r.dangers), None)
-            change = next((r for r in dominant if r.change), None)
-            informing = next((r for r in dominant if r.information), None)
+            offsets = wn.senses(lemma, "v")[:DOMINANT_SENSES]
+            dominant = [(number, self.sense_reading(offset)) for number, offset in
+                        enumerate(offsets, 1)]  # fmt: skip
+            danger = next(((n, r) for n, r in dominant if r.dangers), None)
+            change = next(((n, r) for n, r in dominant if r.change), None)
+            informing = next(((n, r) for n, r in dominant if r.information), None)
             if danger is not None:
-                reading = WordReading(word, lemma, DANGER, False, danger.dangers[0][1])
+                via = f"{lemma}, sense {danger[0]}: {danger[1].dangers[0][1]}"
+                reading = WordReading(word, lemma, DANGER, False, via)
             elif change is not None:
-                reading = WordReading(word, lemma, CHANGES, False, str(change.change))
+                via = f"{lemma}, sense {change[0]}: {change[1].change}"
+                reading = WordReading(word, lemma, CHANGES, False, via)
             elif informing is not None:
-                first = informing is dominant[0]
-                reading = WordReading(word, lemma, INFORMS, first, str(informing.information))
+                via = f"{lemma}, sense {informing[0]}: {informing[1].information}"
+                reading = WordReading(word, lemma, INFORMS, informing[0] == 1, via)
             else:
                 first_sense = wn.synset(wn.senses(lemma, "v")[0], "v")
                 reading = WordReading(

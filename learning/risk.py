@@ -368,11 +368,12 @@ class Lexicon:
 def lexicon_build(wn: WordNet, seeds: dict[str, tuple[str, ...]] = SEEDS) -> Lexicon:
     """Grow the seed senses through WordNet: synonyms, hyponyms, derived act nouns."""
     lexicon = Lexicon(wordnet=wn)
-    for kind, names, table in (
-        ("change", CHANGE_SEEDS, lexicon.change_seeds),
-        ("information", INFORMATION_SEEDS, lexicon.information_seeds),
-    ):
-        for name in names:
+    tables: tuple[tuple[tuple[str, ...], dict[int, str]], ...] = (
+        (CHANGE_SEEDS, lexicon.change_seeds),
+        (INFORMATION_SEEDS, lexicon.information_seeds),
+    )
+    for kinds, table in tables:
+        for name in kinds:
             table[_seed(wn, name).offset] = name
     for danger, names in seeds.items():
         for name in names:
@@ -687,7 +688,7 @@ def suggest_risk(
             "no action word the lexicon can place: at least medium"
             if blocking is None or reading is None
             else {
-                INFORMS: f"'{blocking.word}' informs only in a less frequent sense: at least medium",
+                INFORMS: f"'{blocking.word}' informs only in a rarer sense: at least medium",
                 CHANGES: f"'{blocking.word}' changes things: at least medium",
                 ACTS: f"'{blocking.word}' acts on something: at least medium",
                 DANGER: f"'{blocking.word}' can be dangerous: at least medium",

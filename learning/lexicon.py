@@ -34,6 +34,7 @@ DETACH = {
 # nominalisations of actions ("deletion", "payment"), not the people or things around them
 # ("sender", "charger").
 ACTION_NOUN_FILES = frozenset({4, 11, 22})  # noun.act, noun.event, noun.process
+MISSING_BOUND = 10_000
 
 
 class LexiconMissing(RuntimeError):
@@ -72,6 +73,9 @@ class WordNet:
     def __init__(self, directory: Path) -> None:
         self.directory = directory
         self._index: dict[tuple[str, str], tuple[tuple[int, ...], int]] = {}
+        # Words WordNet lacks come from the input (names, descriptions): kept only up to a
+        # bound, so a stream of made-up words cannot grow the process.
+        self._missing: set[tuple[str, str]] = set()
         self._exceptions: dict[str, dict[str, tuple[str, ...]]] = {}
         self._synsets: dict[tuple[str, int], Synset] = {}
 
@@ -86,6 +90,8 @@ class WordNet:
     def entry(self, lemma: str, pos: str) -> tuple[tuple[int, ...], int]:
         """(synset offsets, tagged sense count) of a lemma from the sorted index file."""
         key = (POS_FILES[pos], lemma)
+        if key in self._missing:
+            return ((), 0)
         if key not in self._index:
             path = self.directory / f"index.{POS_FILES[pos]}"
             found: tuple[tuple[int, ...], int] = ((), 0)
@@ -98,6 +104,11 @@ class WordNet:
                     tagged = int(fields[5 + pointer_count])
                     offsets = fields[6 + pointer_count : 6 + pointer_count + synset_count]
                     found = (tuple(int(offset) for offset in offsets), tagged)
+            if not found[0]:
+                if len(self._missing) >= MISSING_BOUND:
+                    self._missing.clear()
+                self._missing.add(key)
+                return found
             self._index[key] = found
         return self._index[key]
 

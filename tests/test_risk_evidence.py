@@ -56,3 +56,7 @@ def test_a_tool_that_starts_deleting_gets_a_ticket_that_says_why(client, vocabul
     html = page.content.decode()
     assert page.status_code == 200
     assert 'id="risk-evidence"' in html and "event_deleted" in html and "destructive" in html
+    # The action word and the rule that set the floor are shown too.
+    block = html.split('id="risk-evidence"')[1].split("</ul>")[0]
+    assert "action word “get” (in the name) changes: get, sense 2" in block
+    assert "danger (destructive) in what the tool does: high" in block

@@ -4,8 +4,8 @@ import pytest
 
 from learning.aggregates import new_aggregate
 from learning.inference import infer_contract
-from learning.lexicon import WordNet, data_directory, wordnet
-from learning.risk import SEEDS, lexicon_build, suggest_risk
+from learning.lexicon import MISSING_BOUND, WordNet, data_directory, wordnet
+from learning.risk import SEEDS, action_of, lexicon, lexicon_build, suggest_risk
 
 SEED_WORDS = {name.rsplit(".", 2)[0] for names in SEEDS.values() for name in names}
 READS = [
@@ -39,15 +39,16 @@ def test_a_synonym_outside_the_seeds_is_high_with_read_neighbours(name, word):
     assert "WordNet" in verb["via"] or "head of" in verb["via"]
 
 
-def test_read_neighbours_never_pull_a_destructive_tool_below_medium():
+def test_read_neighbours_never_lower_a_destructive_action():
     labelled = [
         *READS,
         {"name": "records.erase_record", "description": "Erase one stored record", "risk": "low"},
     ]
     risk, _, evidence = suggest("records.obliterate_record", "Obliterate a stored record",
                                 labelled=labelled)  # fmt: skip
-    assert risk == "medium"  # the only destructive neighbour says low: the floor holds
-    assert any(item["kind"] == "neighbours" for item in evidence)
+    assert risk == "high"  # the only destructive neighbour says low: neighbours only raise
+    rule = next(item for item in evidence if item["kind"] == "rule")
+    assert rule["floor"] == "high"
 
 
 def test_danger_from_effects_only():
@@ -92,12 +93,14 @@ def test_a_negated_description_sets_the_floor_not_the_class():
 
 
 def test_ties_go_up():
+    # "tweak" changes things (floor medium); its two neighbours split low and high.
     labelled = [
-        {"name": "vault.erase_blob", "description": "Erase a blob", "risk": "low"},
-        {"name": "vault.erase_file", "description": "Erase a file", "risk": "high"},
+        {"name": "vault.tweak_blob", "description": "Tweak a blob", "risk": "low"},
+        {"name": "vault.tweak_file", "description": "Tweak a file", "risk": "high"},
     ]
-    risk, confidence, _ = suggest("vault.erase_item", "Erase an item", labelled=labelled)
+    risk, confidence, evidence = suggest("vault.tweak_item", "Tweak an item", labelled=labelled)
     assert (risk, confidence) == ("high", 0.5)
+    assert evidence[-1]["kind"] == "neighbours" and evidence[-1]["vote"] == "high"
     labelled = [
         {"name": "shelf.browse_a", "description": "Browse shelf", "risk": "low"},
         {"name": "shelf.browse_b", "description": "Browse shelf", "risk": "medium"},
@@ -105,12 +108,19 @@ def test_ties_go_up():
     assert suggest("shelf.browse_c", "Browse shelf", labelled=labelled).risk == "medium"
 
 
-def test_a_labelled_class_can_raise_but_never_lower_below_the_floor():
+def test_neighbours_never_lower_a_dangerous_action_but_may_raise_a_weak_one():
     labelled = [
         {"name": "invoices.void_invoice", "description": "Void an invoice", "risk": "medium"},
         {"name": "invoices.void_credit", "description": "Void a credit note", "risk": "medium"},
     ]
-    assert suggest("invoices.void_order", "Void an order", labelled=labelled).risk == "medium"
+    assert suggest("invoices.void_order", "Void an order", labelled=labelled).risk == "high"
+    # A negated danger word sets the floor (medium); a neighbour rated high raises it.
+    labelled = [{"name": "drafts.prepare_note", "description": "Prepare a note. Does not send it.",
+                 "risk": "high"}]  # fmt: skip
+    risk, _, evidence = suggest("drafts.prepare", "Prepare a draft. Does not send it.",
+                                labelled=labelled)  # fmt: skip
+    assert risk == "high"
+    assert evidence[-1]["vote"] == "high"
 
 
 def test_with_nothing_known_the_suggestion_is_medium():
@@ -144,3 +154,144 @@ def test_the_reader_finds_synsets_in_files_with_rewritten_line_ends():
     assert delete.words == ("delete", "cancel")
     assert wn.base_forms("sent", "v")[:2] == ["sent", "send"]
     assert wn.senses("no-such-verb") == ()
+
+
+def floor_of(evidence):
+    return next(item for item in evidence if item["kind"] == "rule")
+
+
+@pytest.mark.parametrize(
+    ("name", "description"),
+    [("widgets.frobnicate", "Frobnicate a widget."), ("widgets.zorble", ""),
+     ("people.employeeRecord", "")],
+)  # fmt: skip
+def test_an_action_word_the_lexicon_cannot_place_is_at_least_medium(name, description):
+    # Every labelled tool is a read rated low: nothing shows the action is benign.
+    risk, _, evidence = suggest(name, description)
+    assert risk == "medium"
+    assert floor_of(evidence)["floor"] == "medium"
+
+
+@pytest.mark.parametrize(
+    ("name", "word", "reading"),
+    [("ledger.truncate_table", "truncate", "changes"), ("ledger.reverse_entry", "reverse",
+     "changes"), ("archive.shred_record", "shred", "acts"), ("repo.flip_visibility", "flip",
+     "informs"), ("config.tweak_setting", "tweak", "changes")],
+)  # fmt: skip
+def test_a_verb_that_changes_or_acts_on_things_is_never_low(name, word, reading):
+    risk, _, evidence = suggest(name, f"{word.capitalize()} it.")
+    assert risk in ("medium", "high")
+    action = next(item for item in evidence if item["kind"] == "action")
+    assert (action["word"], action["reading"]) == (word, reading)
+    assert floor_of(evidence)["floor"] == "medium"
+
+
+def test_a_change_is_read_through_the_hypernym_chain():
+    _, _, evidence = suggest("ledger.truncate_table", "Truncate a table.")
+    action = next(item for item in evidence if item["kind"] == "action")
+    assert "truncate" in action["via"] and "change" in action["via"]
+
+
+@pytest.mark.parametrize(
+    ("name", "word", "danger"),
+    [("treasury.reimburse_expense", "reimburse", "money"),
+     ("people.disburse_salary", "disburse", "money"),
+     ("vendors.remit_amount", "remit", "money"),
+     ("stock.writeoff_item", "writeoff", "destructive"),
+     ("people.empower_user", "empower", "permissions")],
+)  # fmt: skip
+def test_synonyms_and_kinds_of_dangerous_verbs_are_high(name, word, danger):
+    assert word not in SEED_WORDS
+    risk, _, evidence = suggest(name, "")
+    assert risk == "high"
+    found = {(item["word"], item["class"]) for item in evidence if item["kind"] == "verb"}
+    assert (word, danger) in found  # "remit" is also a kind of cancelling (of a debt)
+
+
+def test_a_kind_of_payment_two_levels_down_shows_its_chain():
+    _, _, evidence = suggest("treasury.reimburse_expense", "")
+    verb = next(item for item in evidence if item["kind"] == "verb")
+    assert "refund" in verb["via"] and "pay" in verb["via"]
+
+
+@pytest.mark.parametrize(
+    "name",
+    ["catalogue.read_item", "catalogue.search_items", "catalogue.inspect_item",
+     "catalogue.compare_items", "catalogue.view_item", "access.lookup_user",
+     "catalogue.calculate_total"],
+)  # fmt: skip
+def test_reads_lookups_and_computations_stay_low(name):
+    risk, _, evidence = suggest(name, "")
+    assert risk == "low"
+    assert floor_of(evidence)["floor"] == "low"
+    assert not [item for item in evidence if item.get("class")]
+
+
+def test_a_description_that_changes_things_keeps_a_read_name_from_low():
+    risk, _, evidence = suggest("catalogue.read_items", "Update the stock count of each item.")
+    assert risk == "medium"
+    readings = {item["word"]: item["reading"] for item in evidence if item["kind"] == "action"}
+    assert readings == {"read": "informs", "update": "changes"}
+    assert "'update' changes things" in floor_of(evidence)["detail"]
+
+
+def test_an_action_that_informs_only_in_a_less_frequent_sense_needs_reviewers_labels():
+    # "extract" is first "pull out"; its information sense ("deduce") is third.
+    assert suggest("email.extract_deadline", "Extract a deadline.").risk == "medium"
+    labelled = [
+        *READS,
+        {"name": "docs.extract_title", "description": "Extract a title.", "risk": "low"},
+        {"name": "docs.extract_section", "description": "Extract a section.", "risk": "low"},
+    ]
+    risk, _, evidence = suggest("email.extract_deadline", "Extract a deadline.",
+                                labelled=labelled)  # fmt: skip
+    assert risk == "low"
+    assert "2 of 2" in floor_of(evidence)["detail"]
+    labelled[-1] = {**labelled[-1], "risk": "medium"}  # one low, one medium: a tie goes up
+    assert suggest("email.extract_deadline", "Extract a deadline.",
+                   labelled=labelled).risk == "medium"  # fmt: skip
+
+
+def test_neighbour_labels_raise_a_read():
+    labelled = [
+        *READS,
+        {"name": "mail.read_message", "description": "Read a mail message", "risk": "medium"},
+        {"name": "mail.read_thread", "description": "Read a mail thread", "risk": "medium"},
+    ]
+    risk, _, evidence = suggest("mail.read_draft", "Read a mail draft", labelled=labelled)
+    assert risk == "medium"
+    assert floor_of(evidence)["floor"] == "low"
+    assert evidence[-1]["basis"] == "same action word 'read'"
+
+
+def test_neighbour_labels_raise_a_change_to_high():
+    labelled = [
+        {"name": "calendar.delete_event", "description": "Delete an existing calendar event",
+         "risk": "high"},
+        {"name": "notes.create_note", "description": "Create a note", "risk": "medium"},
+    ]  # fmt: skip
+    risk, _, evidence = suggest("calendar.update_event", "Update an existing calendar event",
+                                labelled=labelled)  # fmt: skip
+    assert risk == "high"
+    assert floor_of(evidence)["floor"] == "medium"
+    assert evidence[-1]["tools"][0]["name"] == "calendar.delete_event"
+
+
+def test_the_action_word_comes_from_where_the_name_puts_it():
+    lex = lexicon()
+    assert action_of("patch_file", "Patch a code file.", lex).word == "patch"
+    assert action_of("treasury.ledgerEntryReverse", "", lex).word == "reverse"
+    assert action_of("catalogue.view_item", "", lex).word == "view"
+    assert action_of("clinic.chartView", "Show a patient's chart.", lex).word == "show"
+    # A first word in -ing modifies the noun after it.
+    assert action_of("shopping_write_records", "", lex).word == "write"
+
+
+def test_made_up_words_do_not_grow_the_lexicon():
+    lex = lexicon()
+    wn = lex.wordnet
+    before = len(lex._words), len(wn._index)
+    for index in range(MISSING_BOUND + 50):
+        suggest(f"junk.qz{index}x_qv{index}", f"Qz{index}x the thing.", labelled=[])
+    assert (len(lex._words), len(wn._index)) == before
+    assert len(wn._missing) <= MISSING_BOUND

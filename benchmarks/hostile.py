@@ -116,7 +116,8 @@ class Answer:
 
 
 class Server:
-    """gunicorn as docker-compose runs it (2 sync workers, 30 s timeout), on a free port."""
+    """gunicorn with 2 sync workers (one request at a time each, so a worker's memory is one
+    request's) and a 30 s timeout, on a free port."""
 
     def __init__(self, env: dict[str, str], log: Path):
         self.env = env

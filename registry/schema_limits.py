@@ -45,8 +45,9 @@ MAX_DEPTH = 64
 MAX_BRANCHES = 32
 MAX_EXPANDED = 5_000
 
-# Keywords whose value is one subschema, a list of them, or a map of names to them.
-_ONE = (
+# Keywords whose value is one subschema, a list of them, or a map of names to them (the one
+# list of them: the review diff walks schemas by the same keywords).
+ONE_SUBSCHEMA = (
     "additionalProperties",
     "unevaluatedProperties",
     "unevaluatedItems",
@@ -59,9 +60,9 @@ _ONE = (
     "then",
     "else",
 )
-_LIST = ("allOf", "anyOf", "oneOf", "prefixItems", "items")
+SUBSCHEMA_LISTS = ("allOf", "anyOf", "oneOf", "prefixItems", "items")
 _MAP = ("properties", "patternProperties", "dependentSchemas")
-_DEFINITIONS = ("$defs", "definitions")  # hold subschemas that only references evaluate
+DEFINITIONS = ("$defs", "definitions")  # hold subschemas that only references evaluate
 _COMBINATORS = ("allOf", "anyOf", "oneOf")
 _REFERENCES = ("$ref", "$dynamicRef")
 
@@ -122,14 +123,14 @@ def _subschemas(node: Any, *, definitions: bool) -> Iterator[tuple[tuple[str | i
     """(relative path, subschema) for each subschema directly under ``node``."""
     if not isinstance(node, Mapping):
         return
-    for keyword in _ONE:
+    for keyword in ONE_SUBSCHEMA:
         if isinstance(node.get(keyword), Mapping | bool):
             yield (keyword,), node[keyword]
-    for keyword in _LIST:
+    for keyword in SUBSCHEMA_LISTS:
         if isinstance(node.get(keyword), list):
             for index, child in enumerate(node[keyword]):
                 yield (keyword, index), child
-    for keyword in _MAP + (_DEFINITIONS if definitions else ()):
+    for keyword in _MAP + (DEFINITIONS if definitions else ()):
         if isinstance(node.get(keyword), Mapping):
             for name, child in node[keyword].items():
                 yield (keyword, name), child

@@ -17,6 +17,7 @@ from collections.abc import Iterable, Mapping
 from typing import Any, NamedTuple
 
 from registry.contract import BOOKKEEPING_KEYS, FIELDS, FIELDS_BY_NAME, empty_value
+from registry.schema_limits import DEFINITIONS, ONE_SUBSCHEMA, SUBSCHEMA_LISTS
 
 from .poisoning import Flag, poisoning_flags, visible
 
@@ -398,21 +399,7 @@ def _keyed_diff(
 # --- Schemas -----------------------------------------------------------------------------------
 
 # Keywords holding subschemas, walked so that a change deep inside shows with its path.
-_SUBSCHEMA_MAPS = ("patternProperties", "$defs", "definitions", "dependentSchemas")
-_SUBSCHEMA_LISTS = ("prefixItems", "anyOf", "oneOf", "allOf")
-_SUBSCHEMA_SINGLE = (
-    "items",
-    "additionalProperties",
-    "additionalItems",
-    "unevaluatedProperties",
-    "unevaluatedItems",
-    "contains",
-    "propertyNames",
-    "not",
-    "if",
-    "then",
-    "else",
-)
+_SUBSCHEMA_MAPS = ("patternProperties", "dependentSchemas", *DEFINITIONS)
 
 
 class _SchemaNode(NamedTuple):
@@ -445,9 +432,9 @@ def _flatten(schema: Any) -> tuple[dict[str, _SchemaNode], list[str]]:
                 children += [(_join(path, str(name)), sub) for name, sub in value.items()]
             elif keyword in _SUBSCHEMA_MAPS and isinstance(value, Mapping):
                 children += [(_join(path, f"{keyword}.{name}"), sub) for name, sub in value.items()]
-            elif keyword in (*_SUBSCHEMA_LISTS, "items") and isinstance(value, list):
+            elif keyword in SUBSCHEMA_LISTS and isinstance(value, list):
                 children += [(_join(path, f"{keyword}.{i}"), sub) for i, sub in enumerate(value)]
-            elif keyword in _SUBSCHEMA_SINGLE and isinstance(value, Mapping):
+            elif keyword in ONE_SUBSCHEMA and isinstance(value, Mapping):
                 children.append((_join(path, keyword), value))
             elif (
                 keyword == "required"

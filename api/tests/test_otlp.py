@@ -16,23 +16,13 @@ from api.tests.conftest import client_for
 from learning.models import CandidateVariable, OtelSpan, OtelTrace, SpanIntake, ToolStats, Trace
 from learning.otel_ingest import otel_traces_assemble
 from learning.otel_replay import request_as_json
-from learning.tests.otel_spans import TRACE, agent, body, request, span, tool_call
+from learning.tests.otel_spans import TRACE, body, request, run, span, tool_call
 from registry.models import Application
 
 pytestmark = pytest.mark.django_db
 URL = "/api/v1/otlp/v1/traces"
 PROTOBUF = "application/x-protobuf"
 TRACE_HEX = TRACE.hex()
-
-
-def run():
-    return [
-        agent({"event_query": "team sync"}),
-        tool_call(1, "calendar.find_events", args={"event_query": "team sync"},
-                  result={"eventId": "evt_9", "match_count": 3}),
-        tool_call(2, "calendar.get_event", args={"event_id": "evt_9"},
-                  result={"event_details": {"title": "Team sync"}}),
-    ]  # fmt: skip
 
 
 def send(client, payload: bytes, *, content_type=PROTOBUF, **headers):

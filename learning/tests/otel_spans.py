@@ -81,3 +81,14 @@ def request(*spans: Span) -> ExportTraceServiceRequest:
 
 def body(*spans: Span) -> bytes:
     return request(*spans).SerializeToString()
+
+
+def run():
+    """An agent run: find an event, then read it."""
+    return [
+        agent({"event_query": "team sync"}),
+        tool_call(1, "calendar.find_events", args={"event_query": "team sync"},
+                  result={"eventId": "evt_9", "match_count": 3}),
+        tool_call(2, "calendar.get_event", args={"event_id": "evt_9"},
+                  result={"event_details": {"title": "Team sync"}}),
+    ]  # fmt: skip

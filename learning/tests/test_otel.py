@@ -15,7 +15,7 @@ from learning.otel import (
 )
 from learning.otel_replay import request_as_json
 
-from .otel_spans import agent, body, request, span, tool_call
+from .otel_spans import agent, body, request, run, span, tool_call
 
 ALIASES = {"event_id": "event_id", "eventId": "event_id", "event_query": "event_query",
            "event_details": "event_details"}  # fmt: skip
@@ -28,17 +28,6 @@ def decode(*spans):
 def assemble(*spans):
     batch = decode(*spans)
     return trace_assemble(trace_id="t", spans=batch.spans, aliases=ALIASES)
-
-
-def run():
-    """An agent run: find an event, then read it."""
-    return [
-        agent({"event_query": "team sync"}),
-        tool_call(1, "calendar.find_events", args={"event_query": "team sync"},
-                  result={"eventId": "evt_9", "match_count": 3}),
-        tool_call(2, "calendar.get_event", args={"event_id": "evt_9"},
-                  result={"event_details": {"title": "Team sync"}}),
-    ]  # fmt: skip
 
 
 def test_it_reconstructs_the_state_from_the_data_flow():

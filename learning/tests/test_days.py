@@ -5,14 +5,11 @@ from datetime import UTC, date, datetime, timedelta
 import pytest
 from django.utils import timezone
 
-from conftest import contract
 from learning.aggregates import aggregate_percentile
 from learning.ingest import tool_fold, traces_ingest
 from learning.models import InferredContract, ToolDayStats, Trace
 from learning.services import tool_refresh, traces_prune
 from learning.tests.test_services import call
-from registry.models import Tool
-from reviews.services import registry_import
 
 pytestmark = pytest.mark.django_db
 DAY_1 = datetime(2026, 3, 1, 10, tzinfo=UTC)
@@ -21,27 +18,6 @@ DAY_2 = datetime(2026, 3, 2, 23, 59, tzinfo=UTC)
 
 def at(moment: datetime, step: int, **kwargs) -> dict:
     return {**call(step, **kwargs), "occurred_at": moment.isoformat(), "duration_ms": 100 + step}
-
-
-@pytest.fixture
-def get_event(vocabulary):
-    registry_import(
-        data=[
-            contract(
-                name="calendar.get_event",
-                requires=["event_id"],
-                produces=["event_details"],
-                input_schema={
-                    "type": "object",
-                    "properties": {"event_id": {"type": "string"}},
-                    "required": ["event_id"],
-                },
-                risk="high",
-            )
-        ],
-        approve=True,
-    )
-    return Tool.objects.get(name="calendar.get_event")
 
 
 def days() -> dict[date, ToolDayStats]:

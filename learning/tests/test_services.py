@@ -5,13 +5,11 @@ import pytest
 from django.core.management import CommandError, call_command
 from django.utils import timezone
 
-from conftest import contract
 from learning.ingest import traces_ingest
 from learning.models import DriftReport, InferredContract, ToolStats, Trace
 from learning.services import tool_refresh, tools_with_new_traces, traces_prune
-from registry.models import RiskLevel, Tool
+from registry.models import RiskLevel
 from reviews.models import ReviewTicket
-from reviews.services import registry_import
 
 pytestmark = pytest.mark.django_db
 
@@ -35,29 +33,6 @@ def call(
         "state_after": after if status == "success" else before,
         "duration_ms": 40 + step % 20, "occurred_at": timezone.now().isoformat(),
     }  # fmt: skip
-
-
-@pytest.fixture
-def get_event(vocabulary):
-    registry_import(
-        data=[
-            contract(
-                name="calendar.get_event",
-                description="Read one calendar event by id.",
-                requires=["event_id"],
-                produces=["event_details"],
-                input_schema={
-                    "type": "object",
-                    "properties": {"event_id": {"type": "string"}},
-                    "required": ["event_id"],
-                    "additionalProperties": False,
-                },
-                risk="high",
-            )
-        ],
-        approve=True,
-    )
-    return Tool.objects.get(name="calendar.get_event")
 
 
 def test_it_stores_valid_traces_and_counts_duplicates(get_event):

@@ -1,0 +1,28 @@
+import pytest
+
+from conftest import contract
+from registry.models import Tool
+from reviews.services import registry_import
+
+
+@pytest.fixture
+def get_event(vocabulary):
+    registry_import(
+        data=[
+            contract(
+                name="calendar.get_event",
+                description="Read one calendar event by id.",
+                requires=["event_id"],
+                produces=["event_details"],
+                input_schema={
+                    "type": "object",
+                    "properties": {"event_id": {"type": "string"}},
+                    "required": ["event_id"],
+                    "additionalProperties": False,
+                },
+                risk="high",
+            )
+        ],
+        approve=True,
+    )
+    return Tool.objects.get(name="calendar.get_event")

@@ -23,11 +23,18 @@ def free_port() -> int:
 
 
 class RedisServer:
-    def __init__(self) -> None:
+    def __init__(self, data_dir: str | None = None) -> None:
+        """``data_dir``: keep the data there, as the production broker does (append-only file),
+        so it survives ``restart``; else nothing is kept."""
         self.port = free_port()
+        self.data_dir = data_dir
+        self.start()
+
+    def start(self) -> None:
+        keep = ["--appendonly", "yes", "--dir", self.data_dir] if self.data_dir else []
         self.process = subprocess.Popen(
             [REDIS_SERVER, "--port", str(self.port), "--bind", "127.0.0.1",
-             "--save", "", "--appendonly", "no"],
+             "--save", "", "--appendonly", "no", *keep],
             stdout=subprocess.DEVNULL,
         )  # fmt: skip
         client = redis.Redis(port=self.port, socket_timeout=1)
@@ -54,6 +61,14 @@ class RedisServer:
     def resume(self) -> None:
         os.kill(self.process.pid, signal.SIGCONT)
 
+    def restart(self, down_seconds: float = 0) -> None:
+        """Stop it as an operator would (SIGTERM: it saves and closes every connection), stay
+        down a while, start it again on the same port."""
+        self.process.terminate()
+        self.process.wait(10)
+        time.sleep(down_seconds)
+        self.start()
+
     def kill(self) -> None:
         if self.process.poll() is None:
             self.resume()
@@ -62,8 +77,8 @@ class RedisServer:
 
 
 @contextmanager
-def redis_server() -> Iterator[RedisServer]:
-    server = RedisServer()
+def redis_server(data_dir: str | None = None) -> Iterator[RedisServer]:
+    server = RedisServer(data_dir)
     try:
         yield server
     finally:

@@ -218,6 +218,8 @@ else:
 # Celery: JSON only, time limits on every task, schedules in the database (django-celery-beat).
 if REDIS_URL:
     CELERY_BROKER_URL = REDIS_URL
+    # kombu's Redis transport, made to survive a broker restart: see config/broker.py.
+    CELERY_BROKER_TRANSPORT = "config.broker:Transport"
     CELERY_BROKER_TRANSPORT_OPTIONS = {"visibility_timeout": 3600}
 else:
     _broker_dir = VAR_DIR / "broker"
@@ -240,6 +242,9 @@ CELERY_TASK_TIME_LIMIT = 360  # stays below the broker's visibility_timeout
 CELERY_TASK_ACKS_LATE = True
 CELERY_TASK_REJECT_ON_WORKER_LOST = True
 CELERY_WORKER_PREFETCH_MULTIPLIER = 1
+# On a lost broker connection, a running late-acknowledged task is stopped: its message goes back
+# to the queue with the others the worker held (config/broker.py), rather than running twice.
+CELERY_WORKER_CANCEL_LONG_RUNNING_TASKS_ON_CONNECTION_LOSS = True
 CELERY_TASK_ALWAYS_EAGER = env_bool("CELERY_TASK_ALWAYS_EAGER", False)
 CELERY_BEAT_SCHEDULER = "django_celery_beat.schedulers:DatabaseScheduler"
 CELERY_TIMEZONE = TIME_ZONE

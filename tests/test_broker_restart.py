@@ -1,0 +1,95 @@
+"""The worker survives a broker restart while it holds countdown tasks, and runs them.
+
+A real Celery worker (the production settings' transport, ``config/broker.py``) on a private
+redis-server that keeps its data on disk as the production broker does; countdown tasks are
+delivered to it and wait there, unacknowledged; the broker is stopped and started again. Before
+the fix the worker stopped with ``Unrecoverable error: AttributeError("'NoneType' object has no
+attribute 'hostname'")`` and the tasks waited for someone to restart it.
+"""
+
+import os
+import re
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+from celery import Celery
+from django.db import connection
+
+from tests.redis_server import needs_redis_server, redis_server
+
+pytestmark = [needs_redis_server, pytest.mark.django_db(transaction=True)]
+ROOT = Path(__file__).resolve().parent.parent
+COUNTDOWN = 8  # long enough that the worker still holds the tasks when the broker goes away
+
+
+def database_url() -> str:
+    database = connection.settings_dict
+    if database["ENGINE"].endswith("postgresql"):
+        return (
+            f"postgres://{database['USER']}:{database['PASSWORD'] or ''}@{database['HOST']}:"
+            f"{database['PORT']}/{database['NAME']}"
+        )
+    return f"sqlite:///{database['NAME']}"
+
+
+def wait_for(predicate, timeout: float) -> bool:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if predicate():
+            return True
+        time.sleep(0.2)
+    return False
+
+
+def test_the_worker_survives_a_broker_restart_and_runs_the_countdown_tasks_it_held(tmp_path):
+    log = tmp_path / "worker.log"
+    with redis_server(data_dir=str(tmp_path)) as broker:
+        env = {
+            **os.environ,
+            "DJANGO_SETTINGS_MODULE": "config.settings.test",
+            "DATABASE_URL": database_url(),
+            "REDIS_URL": broker.url(0),
+        }
+        with log.open("w") as output:
+            worker = subprocess.Popen(
+                [sys.executable, "-m", "celery", "-A", "config", "worker", "--pool", "solo",
+                 "--loglevel", "INFO", "--without-heartbeat", "--without-gossip",
+                 "--without-mingle"],
+                cwd=ROOT, env=env, stdout=output, stderr=subprocess.STDOUT,
+            )  # fmt: skip
+        try:
+            assert wait_for(lambda: " ready." in log.read_text(), 30), log.read_text()
+            sender = Celery(broker=broker.url(0), set_as_current=False)
+            ids = [
+                sender.send_task("learning.tasks.prune_traces", countdown=COUNTDOWN).id
+                for _ in range(3)
+            ]
+            sender.close()
+
+            def received() -> int:
+                return sum(f"[{task_id}] received" in log.read_text() for task_id in ids)
+
+            assert wait_for(lambda: received() == 3, 15), log.read_text()
+            assert not any(f"[{task_id}] succeeded" in log.read_text() for task_id in ids)
+
+            broker.restart(down_seconds=1)
+
+            def succeeded() -> list[int]:
+                text = log.read_text()
+                return [len(re.findall(rf"\[{task_id}\] succeeded", text)) for task_id in ids]
+
+            assert wait_for(lambda: succeeded() == [1, 1, 1], 30), log.read_text()
+            assert worker.poll() is None, log.read_text()
+            time.sleep(1)  # nothing runs twice
+            assert succeeded() == [1, 1, 1]
+            text = log.read_text()
+            assert "Unrecoverable error" not in text and "Connection to broker lost" in text
+        finally:
+            worker.terminate()
+            try:
+                worker.wait(20)
+            except subprocess.TimeoutExpired:
+                worker.kill()

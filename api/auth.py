@@ -1,14 +1,17 @@
 """Runtime authentication: ``Authorization: Bearer <token>``, tokens owned by an Application."""
 
 import logging
+import time
 from dataclasses import dataclass
 
+from django.conf import settings
 from django.core.cache import cache, caches
 from django.utils import timezone
 from django_redis import get_redis_connection
 from django_redis.cache import RedisCache
 from redis.exceptions import RedisError
 from rest_framework import authentication, exceptions, permissions
+from rest_framework.throttling import BaseThrottle
 
 from registry.models import Application
 from registry.revision import revision_current
@@ -45,9 +48,11 @@ class RuntimeTokenAuthentication(authentication.BaseAuthentication):
             return None
         if len(header) != 2:
             raise exceptions.AuthenticationFailed("Send 'Authorization: Bearer <token>'.")
+        address = client_address(request)
         try:
             raw = header[1].decode()
         except UnicodeDecodeError:
+            bearer_failure_record(address)
             raise exceptions.AuthenticationFailed("The token is not valid.") from None
         digest = RuntimeToken.hash(raw)
         # Keyed by the token alone: saving, revoking or deleting it drops this entry when the
@@ -55,11 +60,17 @@ class RuntimeTokenAuthentication(authentication.BaseAuthentication):
         # it again. The entry also carries the revision it was read at, because the token brings
         # its application along and an application's changes move the revision.
         key = RuntimeToken.cache_key(digest)
-        revision = revision_current()
         cached = cache.get(key)
+        if cached is None:
+            # Unknown here: an address that keeps sending bad tokens stops before the database
+            # (and before the revision, which may need it). Known tokens pass, as on the fast path.
+            bearer_failures_check(address)
+        revision = revision_current()
         if cached is not None and cached[0] == revision:
             token = cached[1]
         else:
+            if cached is not None:
+                bearer_failures_check(address)
             token = (
                 RuntimeToken.objects.select_related("application__max_risk", "application__policy")
                 .filter(token_hash=digest)
@@ -68,6 +79,7 @@ class RuntimeTokenAuthentication(authentication.BaseAuthentication):
             if token is not None:
                 cache.set(key, (revision, token), TOKEN_CACHE_SECONDS)
         if token is None or not token.is_usable:
+            bearer_failure_record(address)
             raise exceptions.AuthenticationFailed("The token is not valid, expired or revoked.")
         now = timezone.now()
         last_used = token.last_used_at
@@ -109,6 +121,49 @@ class HasScope(permissions.BasePermission):
                 return False
             return True
         return scope != RuntimeToken.Scope.TRACES_WRITE or bool(user and user.is_superuser)
+
+
+def client_address(request) -> str:
+    """The caller's address as DRF's throttles read it: ``REMOTE_ADDR``, or the address the
+    last of ``NUM_PROXIES`` trusted proxies put in ``X-Forwarded-For`` (docs/operations.md)."""
+    return BaseThrottle().get_ident(request)
+
+
+def _bearer_failures_window(address: str) -> tuple[str, float]:
+    """The cache key counting ``address``'s failures in the current window, and the seconds
+    until that window ends. Windows are aligned to the clock, so counting is one ``add`` and one
+    ``incr``, each atomic in Redis and in local memory; a burst across a boundary can reach twice
+    the limit, which still bounds the work to a few lookups a second."""
+    seconds = settings.API_FAILED_BEARER_WINDOW_SECONDS
+    now = time.time()
+    window = int(now // seconds)
+    return f"auth:bearer-failures:{address}:{window}", (window + 1) * seconds - now
+
+
+def bearer_failures_check(address: str) -> None:
+    """Refuse (429 with Retry-After) an address that sent too many bad bearer tokens in this
+    window: one cache read, before any database query or token lookup. The failed-bearer
+    throttle for every path that authenticates tokens (``RuntimeTokenAuthentication``; the fast
+    read path answers only tokens it holds a fresh record of, and hands the rest to it).
+
+    With the cache unreachable (its circuit breaker open) the read answers nothing and the
+    request goes on: throttling protects the service, it is not a permission."""
+    key, left = _bearer_failures_window(address)
+    failures = cache.get(key)
+    if failures is not None and failures >= settings.API_FAILED_BEARER_LIMIT:
+        raise exceptions.Throttled(
+            wait=max(left, 1.0), detail="Too many failed authentications from this address."
+        )
+
+
+def bearer_failure_record(address: str) -> None:
+    """Count one failed bearer authentication from ``address``."""
+    key, left = _bearer_failures_window(address)
+    if not cache.add(key, 1, int(left) + 1):
+        try:
+            cache.incr(key)
+        except ValueError:  # the window's key expired between add and incr: count it anew
+            cache.add(key, 1, int(left) + 1)
 
 
 def fast_record_write(*, digest: str, token: RuntimeToken, revision: int) -> None:

@@ -66,6 +66,7 @@ MIDDLEWARE = [
     "django.contrib.auth.middleware.AuthenticationMiddleware",
     "django.contrib.messages.middleware.MessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
+    "axes.middleware.AxesMiddleware",  # acts on locked-out logins only: adds nothing here
 ]
 
 # DRF splits the header on whitespace and compares the keyword without case; a token is "trk_"

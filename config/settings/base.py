@@ -94,6 +94,7 @@ INSTALLED_APPS = [
     "drf_spectacular",
     "drf_spectacular_sidecar",
     "django_celery_beat",
+    "axes",
     "registry",
     "reviews",
     "learning",
@@ -111,6 +112,8 @@ MIDDLEWARE = [
     "django.contrib.auth.middleware.AuthenticationMiddleware",
     "django.contrib.messages.middleware.MessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
+    # Last, as django-axes requires: answers a locked-out login attempt.
+    "axes.middleware.AxesMiddleware",
 ]
 
 ROOT_URLCONF = "config.urls"
@@ -138,6 +141,21 @@ if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
         {"timeout": 20, "init_command": "PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL;"}
     )
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
+
+# Failed logins (the admin's, and any other authenticate() with a request) are counted by
+# django-axes, per account and per address separately: past the limit either one is locked out
+# for the cool-off, answered 429 before any password is hashed. docs/operations.md says how to
+# let a reviewer back in early (axes_reset_username).
+AUTHENTICATION_BACKENDS = [
+    "axes.backends.AxesStandaloneBackend",
+    "django.contrib.auth.backends.ModelBackend",
+]
+AXES_FAILURE_LIMIT = env_value("LOGIN_FAILURE_LIMIT", env.int, 5)
+AXES_COOLOFF_TIME = timedelta(minutes=env_value("LOGIN_COOLOFF_MINUTES", env.int, 15))
+AXES_LOCKOUT_PARAMETERS = ["username", "ip_address"]
+AXES_RESET_ON_SUCCESS = True
+# The same address the API's throttles use (REMOTE_ADDR, or as NUM_PROXIES trusted proxies say).
+AXES_CLIENT_IP_CALLABLE = "api.auth.client_address"
 
 AUTH_PASSWORD_VALIDATORS = [
     {"NAME": "django.contrib.auth.password_validation.UserAttributeSimilarityValidator"},
@@ -262,7 +280,14 @@ REST_FRAMEWORK = {
     "EXCEPTION_HANDLER": "api.errors.exception_handler",
     "DEFAULT_THROTTLE_RATES": {"runtime": env_value("API_THROTTLE_RATE", env.str, "6000/min")},
     "UNAUTHENTICATED_USER": None,
+    # Proxies in front whose X-Forwarded-For is trusted for the caller's address (throttles,
+    # failed logins); 0 reads REMOTE_ADDR only, as a header a client sets proves nothing.
+    "NUM_PROXIES": env_value("NUM_PROXIES", env.int, 0),
 }
+# Failed bearer authentication, per client address (api/auth.py): past the limit in a window,
+# tokens not already cached are refused (429) before any database query.
+API_FAILED_BEARER_LIMIT = env_value("API_FAILED_BEARER_LIMIT", env.int, 20)
+API_FAILED_BEARER_WINDOW_SECONDS = env_value("API_FAILED_BEARER_WINDOW_SECONDS", env.int, 60)
 
 SPECTACULAR_SETTINGS = {
     "TITLE": "Tool-contract registry API",

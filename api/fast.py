@@ -66,6 +66,7 @@ MIDDLEWARE = [
     "django.contrib.auth.middleware.AuthenticationMiddleware",
     "django.contrib.messages.middleware.MessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
+    "csp.middleware.CSPMiddleware",  # leaves /api/ out (CONTENT_SECURITY_POLICY): adds nothing
     "axes.middleware.AxesMiddleware",  # acts on locked-out logins only: adds nothing here
 ]
 

@@ -95,6 +95,7 @@ INSTALLED_APPS = [
     "drf_spectacular_sidecar",
     "django_celery_beat",
     "axes",
+    "csp",
     "registry",
     "reviews",
     "learning",
@@ -112,6 +113,7 @@ MIDDLEWARE = [
     "django.contrib.auth.middleware.AuthenticationMiddleware",
     "django.contrib.messages.middleware.MessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
+    "csp.middleware.CSPMiddleware",
     # Last, as django-axes requires: answers a locked-out login attempt.
     "axes.middleware.AxesMiddleware",
 ]
@@ -156,6 +158,28 @@ AXES_LOCKOUT_PARAMETERS = ["username", "ip_address"]
 AXES_RESET_ON_SUCCESS = True
 # The same address the API's throttles use (REMOTE_ADDR, or as NUM_PROXIES trusted proxies say).
 AXES_CLIENT_IP_CALLABLE = "api.auth.client_address"
+
+# Content-Security-Policy (django-csp) on the admin and every other page: scripts, styles,
+# images and fonts from this site only (the admin has no inline script), no plugins, no framing,
+# forms post here only. Style attributes are allowed: a few legends use them, and they run no
+# script. The API (JSON, and its interactive docs) is left as it was: a JSON answer is no page,
+# and the fast read path (api/fast.py) must answer exactly as Django does.
+CONTENT_SECURITY_POLICY = {
+    "EXCLUDE_URL_PREFIXES": ["/api/"],
+    "DIRECTIVES": {
+        "default-src": ["'self'"],
+        "script-src": ["'self'"],
+        "style-src": ["'self'"],
+        "style-src-attr": ["'unsafe-inline'"],
+        "img-src": ["'self'", "data:"],
+        "font-src": ["'self'"],
+        "connect-src": ["'self'"],
+        "object-src": ["'none'"],
+        "base-uri": ["'none'"],
+        "form-action": ["'self'"],
+        "frame-ancestors": ["'self'"],
+    },
+}
 
 AUTH_PASSWORD_VALIDATORS = [
     {"NAME": "django.contrib.auth.password_validation.UserAttributeSimilarityValidator"},

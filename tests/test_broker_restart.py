@@ -15,6 +15,7 @@ import time
 from pathlib import Path
 
 import pytest
+import yaml
 from celery import Celery
 from django.db import connection
 
@@ -42,6 +43,18 @@ def wait_for(predicate, timeout: float) -> bool:
             return True
         time.sleep(0.2)
     return False
+
+
+def health(env: dict, *args: str) -> subprocess.CompletedProcess:
+    """docker-compose.yml's own worker healthcheck (under a supervising restart policy)."""
+    worker = yaml.safe_load((ROOT / "docker-compose.yml").read_text())["services"]["worker"]
+    assert worker["restart"] == "unless-stopped"
+    kind, program, *command = worker["healthcheck"]["test"]
+    assert (kind, program) == ("CMD", "python")
+    return subprocess.run(
+        [sys.executable, *command, *args],
+        cwd=ROOT, env=env, capture_output=True, text=True, timeout=60,
+    )  # fmt: skip
 
 
 def test_the_worker_survives_a_broker_restart_and_runs_the_countdown_tasks_it_held(tmp_path):
@@ -87,9 +100,34 @@ def test_the_worker_survives_a_broker_restart_and_runs_the_countdown_tasks_it_he
             assert succeeded() == [1, 1, 1]
             text = log.read_text()
             assert "Unrecoverable error" not in text and "Connection to broker lost" in text
+            # compose's healthcheck finds it answering.
+            assert health(env).returncode == 0
         finally:
             worker.terminate()
             try:
                 worker.wait(20)
             except subprocess.TimeoutExpired:
                 worker.kill()
+
+
+def test_the_healthcheck_stops_a_worker_that_does_not_answer_but_not_for_a_broker_down(tmp_path):
+    with redis_server() as broker:
+        env = {**os.environ, "DJANGO_SETTINGS_MODULE": "config.settings.test",
+               "DATABASE_URL": database_url(), "REDIS_URL": broker.url(0)}  # fmt: skip
+        stuck = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
+        try:
+            args = ("--node", "celery@stuck", "--pid", str(stuck.pid), "--pause", "0")
+            result = health(env, *args, "--timeout", "0.5")
+            assert result.returncode == 1 and "did not answer" in result.stderr
+            assert stuck.wait(10) == -3  # SIGQUIT: Celery's cold shutdown
+        finally:
+            stuck.kill()
+
+        broker.kill()
+        alive = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
+        try:
+            result = health(env, "--node", "celery@any", "--pid", str(alive.pid), "--timeout", "1")
+            assert result.returncode == 1 and "broker unreachable" in result.stderr
+            assert alive.poll() is None  # left alone: it reconnects when the broker is back
+        finally:
+            alive.kill()

@@ -25,7 +25,16 @@ request, bounded in count and time:
 7. a second gunicorn with ``API_THROTTLE_RATE=600/min`` and a private redis-server: 8 threads
    get at most 600 requests through;
 8. that private Redis SIGSTOPped for 10 s while reads go on: each still answers 200, the
-   slowest within 1 s.
+   slowest within 1 s;
+9. (on the first server, after 1-6) 300 wrong admin passwords for one reviewer from 8 threads
+   while a runtime reads: the account locks, the right password is then refused, reads stay
+   fast (no password hashing on the workers);
+10. 2,000 random bearer tokens from one address: at most the limit answered 401, the rest 429
+   before the database (the token table's reads, from PostgreSQL's statistics), and the good
+   token from that address still reads.
+
+``--authentication`` runs 9 and 10 alone, on ``registry_hostile_authentication`` and a
+redis-server of their own (about a minute).
 
 Each class prints one row: requests, statuses seen, the slowest answer, the workers' peak RSS
 during the class (VmHWM, reset at the class's start) and its growth over their RSS at the
@@ -64,6 +73,10 @@ HIGH_RISK_TOOL = "payments.charge_card"
 KIOSK_TOOLS = ["calendar.find_events", "documents.search", "documents.read", "mail.search_messages"]
 BODY = 100_000
 THROTTLE_LIMIT = 600
+FAILED_BEARER_TOKENS = 2000
+FAILED_BEARER_LIMIT = 20  # the default API_FAILED_BEARER_LIMIT, a minute
+WRONG_PASSWORDS = 300
+REVIEWER, REVIEWER_PASSWORD = "rita", "a-reviewer-password-2026"
 RESULTS: list[tuple[str, bool, str]] = []
 ROWS: list[Row] = []
 
@@ -686,6 +699,136 @@ def class_cache_junk(server: Server, token: str) -> None:
     )
 
 
+def token_lookups() -> int:
+    """Reads of the runtime-token table so far (PostgreSQL's statistics, flushed first)."""
+    from django.db import connection
+
+    # A busy backend reports its table statistics at most once a second, an idle one (the web
+    # workers keep their connections) within about ten.
+    time.sleep(11)
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT pg_stat_clear_snapshot()")
+        cursor.execute(
+            "SELECT coalesce(seq_scan, 0) + coalesce(idx_scan, 0) FROM pg_stat_user_tables"
+            " WHERE relname = 'api_runtimetoken'"
+        )
+        return int(cursor.fetchone()[0])
+
+
+def class_failed_bearer(server: Server, token: str) -> None:
+    row = Row(f"{FAILED_BEARER_TOKENS:,} random bearer tokens from one address", server)
+    lookups = token_lookups()
+    # The good token's authentication is cached for a minute from here: within it, the token
+    # passes from a throttled address; past it, it waits for the window like any other.
+    assert row.send("GET", "revision/", token).status == 200
+
+    def sender(worker: int) -> None:
+        for _ in range(worker, FAILED_BEARER_TOKENS, 4):
+            row.send("GET", "tools/?page_size=5", f"trk_{secrets.token_urlsafe(32)}")
+
+    seconds = in_threads(4, sender)
+    good = row.send("GET", "tools/?page_size=5", token)
+    looked_up = token_lookups() - lookups
+    row.finish()
+    refused = row.statuses[429]
+    print(
+        f"   {FAILED_BEARER_TOKENS:,} in {seconds:.1f} s: {row.statuses[401]} answered 401, "
+        f"{refused} refused 429 before the database; {looked_up} token lookups in all; the "
+        f"good token from the same address: {good.status}"
+    )
+    # 4 threads may pass the check at once before their failures are counted, and windows
+    # follow the clock, so a run across a minute's end may meet the limit twice.
+    allowed = 2 * FAILED_BEARER_LIMIT + 4
+    record(
+        "10. bad bearer tokens: throttled per address before the database",
+        row.statuses[401] <= allowed
+        and row.statuses[401] + refused == FAILED_BEARER_TOKENS
+        and looked_up <= allowed + 1  # the good token's, if its cached entry had expired
+        and good.status == 200,
+        f"{row.statuses[401]} × 401, {refused} × 429, {looked_up} token lookups",
+    )
+
+
+def admin_login(server: Server, username: str, password: str) -> Answer:
+    """The admin's login form as a browser posts it: its CSRF cookie and token first."""
+    connection = http.client.HTTPConnection("127.0.0.1", server.port, timeout=30)
+    started = time.perf_counter()
+    try:
+        connection.request("GET", "/admin/login/")
+        form = connection.getresponse()
+        page = form.read().decode()
+        cookie = form.getheader("Set-Cookie", "").split(";")[0]
+        csrf = page.split('name="csrfmiddlewaretoken" value="', 1)[1].split('"', 1)[0]
+        body = f"csrfmiddlewaretoken={csrf}&username={username}&password={password}"
+        connection.request(
+            "POST",
+            "/admin/login/?next=/admin/",
+            body=body,
+            headers={"Content-Type": "application/x-www-form-urlencoded", "Cookie": cookie},
+        )
+        answer = connection.getresponse()
+        answer.read()
+        return Answer(answer.status, b"", time.perf_counter() - started)
+    except (OSError, http.client.HTTPException, IndexError):
+        return Answer(0, b"", time.perf_counter() - started)
+    finally:
+        connection.close()
+
+
+def class_wrong_passwords(server: Server, token: str) -> None:
+    row = Row(f"{WRONG_PASSWORDS} wrong admin passwords from 8 threads, then the right one", server)
+    reads: list[Answer] = []
+    done = threading.Event()
+
+    def reader() -> None:
+        while not done.is_set():
+            reads.append(server.request("GET", "revision/", token))
+            time.sleep(0.05)
+
+    watcher = threading.Thread(target=reader)
+    watcher.start()
+
+    attempts: list[Answer] = []
+
+    def guesser(worker: int) -> None:
+        for attempt in range(worker, WRONG_PASSWORDS, 8):
+            answer = admin_login(server, REVIEWER, f"wrong-{attempt}")
+            with row.lock:
+                attempts.append(answer)
+                row.tried += 1
+                row.statuses[answer.status] += 1
+                row.worst = max(row.worst, answer.seconds)
+
+    seconds = in_threads(8, guesser)
+    done.set()
+    watcher.join()
+    right = admin_login(server, REVIEWER, REVIEWER_PASSWORD)
+    row.finish()
+    latencies = sorted(answer.seconds for answer in reads) or [0.0]
+
+    def median_ms(status: int) -> float:
+        times = [answer.seconds for answer in attempts if answer.status == status] or [0.0]
+        return statistics.median(times) * 1000
+
+    print(
+        f"   {row.tried} attempts in {seconds:.1f} s ({dict(row.statuses)}); then the right "
+        f"password: {right.status}. Median attempt (form and post): {median_ms(200):.0f} ms "
+        f"while still hashing, {median_ms(429):.0f} ms once locked. {len(reads)} API reads "
+        f"meanwhile (queued behind the attempts on 2 sync workers), all "
+        f"{sorted(Counter(answer.status for answer in reads))}, median "
+        f"{statistics.median(latencies) * 1000:.0f} ms, worst {latencies[-1] * 1000:.0f} ms"
+    )
+    record(
+        "9. wrong passwords: the account locks, the right one is refused, no hash once locked",
+        right.status == 429
+        and row.statuses[429] >= WRONG_PASSWORDS - 5
+        and all(answer.status == 200 for answer in reads)
+        and median_ms(429) < median_ms(200) / 2,
+        f"{row.statuses[429]} of {row.tried} refused 429, the right one {right.status}, "
+        f"a locked attempt {median_ms(429):.0f} ms against {median_ms(200):.0f} ms hashing",
+    )
+
+
 class PrivateRedis:
     """A redis-server of this run alone, so it can be stopped without touching anyone else's."""
 
@@ -836,17 +979,17 @@ def log_findings(log: Path) -> dict[str, int]:
     }
 
 
-def setup() -> tuple[str, str, str, str]:
+def setup(name: str = DATABASE, redis: str = SHARED_REDIS) -> tuple[str, str, str, str]:
     from benchmarks import database
 
     database.django_on_fresh_database(
-        DATABASE,
-        REDIS_URL=f"{SHARED_REDIS}/{BROKER_DB}",
-        CACHE_REDIS_URL=f"{SHARED_REDIS}/{CACHE_DB}",
+        name,
+        REDIS_URL=f"{redis}/{BROKER_DB}",
+        CACHE_REDIS_URL=f"{redis}/{CACHE_DB}",
         API_THROTTLE_RATE="1000000/min",
     )
     for number in (BROKER_DB, CACHE_DB):
-        redis_cli("-n", str(number), "flushdb")
+        redis_cli("-n", str(number), "flushdb", port=int(redis.rsplit(":", 1)[1]))
     from django.core.management import call_command
 
     from api.services import runtime_token_create
@@ -861,6 +1004,9 @@ def setup() -> tuple[str, str, str, str]:
     kiosk.allowed_permissions.set(Permission.objects.filter(name="read"))
     kiosk.enabled_tools.set(Tool.objects.filter(name__in=KIOSK_TOOLS))
     _, kiosk_token = runtime_token_create(application_name="kiosk", scopes=scopes)
+    from django.contrib.auth.models import User
+
+    User.objects.create_user(REVIEWER, password=REVIEWER_PASSWORD, is_staff=True)
     # Throttling counts per token: the throttled and the hung-cache classes get their own.
     _, throttled = runtime_token_create(application_name="assistant", scopes=scopes)
     _, hung = runtime_token_create(application_name="assistant", scopes=scopes)
@@ -888,6 +1034,9 @@ def main() -> None:
         class_schemas(server, assistant)
         class_cross_application(server, kiosk)
         class_cache_junk(server, assistant)
+        # Last on this server: each leaves its address locked out or throttled for a while.
+        class_wrong_passwords(server, assistant)
+        class_failed_bearer(server, assistant)
         server.stop()
 
         private_redis = PrivateRedis(folder)
@@ -939,5 +1088,30 @@ def main() -> None:
     sys.exit(1 if failed else 0)
 
 
+def main_authentication() -> None:
+    """``--authentication``: classes 9 and 10 alone, on their own database and redis-server."""
+    folder = tempfile.mkdtemp(prefix="hostile-authentication-")
+    private_redis = PrivateRedis(folder)
+    server: Server | None = None
+    try:
+        assistant, *_ = setup(
+            f"{DATABASE}_authentication", f"redis://127.0.0.1:{private_redis.port}"
+        )
+        server = Server(server_env(), Path(folder) / "gunicorn.log")
+        server.start()
+        for _ in range(5):
+            server.request("GET", "tools/?page_size=5", assistant)
+        class_wrong_passwords(server, assistant)
+        class_failed_bearer(server, assistant)
+    finally:
+        if server:
+            server.stop()
+        private_redis.stop()
+    print_table()
+    failed = [name for name, held, _ in RESULTS if not held]
+    print(f"\n{len(RESULTS) - len(failed)} of {len(RESULTS)} expectations held")
+    sys.exit(1 if failed else 0)
+
+
 if __name__ == "__main__":
-    main()
+    main_authentication() if "--authentication" in sys.argv[1:] else main()

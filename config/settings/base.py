@@ -260,8 +260,10 @@ else:
 # Celery: JSON only, time limits on every task, schedules in the database (django-celery-beat).
 if REDIS_URL:
     CELERY_BROKER_URL = REDIS_URL
-    # kombu's Redis transport, made to survive a broker restart: see config/broker.py.
-    CELERY_BROKER_TRANSPORT = "config.broker:Transport"
+    if not REDIS_URL.startswith("rediss://"):
+        # kombu's Redis transport, made to survive a broker restart: see config/broker.py.
+        # (kombu sets TLS up from the rediss:// scheme, which a transport named here hides.)
+        CELERY_BROKER_TRANSPORT = "config.broker:Transport"
     CELERY_BROKER_TRANSPORT_OPTIONS = {"visibility_timeout": 3600}
 else:
     _broker_dir = VAR_DIR / "broker"

@@ -36,19 +36,30 @@ class Runtime:
         return set(self.token.scopes)
 
 
+BEARER = "Bearer"
+
+
+def bearer_token(request) -> str | None:
+    """The token of ``Authorization: Bearer <token>``; None without one. A malformed header
+    raises ``AuthenticationFailed``. The fast read path (``api/fast.py``) reads it here too."""
+    header = authentication.get_authorization_header(request).split()
+    if not header or header[0].lower() != BEARER.lower().encode():
+        return None
+    if len(header) != 2:
+        raise exceptions.AuthenticationFailed("Send 'Authorization: Bearer <token>'.")
+    try:
+        return header[1].decode()
+    except UnicodeDecodeError:
+        raise exceptions.AuthenticationFailed("The token is not valid.") from None
+
+
 class RuntimeTokenAuthentication(authentication.BaseAuthentication):
-    keyword = "Bearer"
+    keyword = BEARER
 
     def authenticate(self, request):
-        header = authentication.get_authorization_header(request).split()
-        if not header or header[0].lower() != self.keyword.lower().encode():
+        raw = bearer_token(request)
+        if raw is None:
             return None
-        if len(header) != 2:
-            raise exceptions.AuthenticationFailed("Send 'Authorization: Bearer <token>'.")
-        try:
-            raw = header[1].decode()
-        except UnicodeDecodeError:
-            raise exceptions.AuthenticationFailed("The token is not valid.") from None
         digest = RuntimeToken.hash(raw)
         # Keyed by the token alone: saving, revoking or deleting it drops this entry when the
         # change commits (RuntimeToken's save and queryset), so the next request anywhere reads

@@ -111,6 +111,9 @@ MIDDLEWARE = [
     "django.contrib.auth.middleware.AuthenticationMiddleware",
     "django.contrib.messages.middleware.MessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
+    # The runtime API's hot reads from Redis (api/fast.py): after every middleware, so each one
+    # checks and shapes its answers as any other.
+    "api.fast.FastReadsMiddleware",
 ]
 
 ROOT_URLCONF = "config.urls"
@@ -279,8 +282,8 @@ DEFAULT_FROM_EMAIL = env_value("DEFAULT_FROM_EMAIL", env.str, "registry@localhos
 # needs it); a change made by another process is seen within this bound.
 REVISION_LOCAL_SECONDS = env_value("REVISION_LOCAL_SECONDS", env.float, 1.0)
 
-# The fast read path (api/fast.py, in front of Django in config/wsgi.py): hot reads answered
-# from Redis in one round trip. Needs a Redis cache; off without one.
+# The fast read path (api/fast.py, the last middleware): hot reads answered from Redis in one
+# round trip. Needs a Redis cache; off without one.
 API_FAST_READS = env_bool("API_FAST_READS", True)
 # When set, the exports of each application's bundle are also written as files under this
 # directory, one folder per application and revision, and the API answers them with an

@@ -8,6 +8,7 @@ kept in the shared cache under its tag and served again without the database.
 Views using ``ConditionalMixin`` implement ``read()``; ``get()`` is the mixin's.
 """
 
+import functools
 import hashlib
 from collections import OrderedDict
 from collections.abc import Callable, Hashable
@@ -71,7 +72,17 @@ def etag_of(*, revision: int, caller: str, path: str, params: list[tuple[str, st
 def conditional_headers(response: HttpResponseBase, *, etag: str, cache_seconds: int) -> None:
     """The ETag and Cache-Control of a read's 200 or 304 (the fast read path's too)."""
     response["ETag"] = etag
+    if "Cache-Control" in response:
+        patch_cache_control(response, private=True, max_age=cache_seconds, must_revalidate=True)
+    else:  # the common case, on every hot read: the same words each time
+        response["Cache-Control"] = _cache_control(cache_seconds)
+
+
+@functools.lru_cache(maxsize=16)
+def _cache_control(cache_seconds: int) -> str:
+    response = HttpResponse()
     patch_cache_control(response, private=True, max_age=cache_seconds, must_revalidate=True)
+    return response["Cache-Control"]
 
 
 class ConditionalMixin:

@@ -152,15 +152,16 @@ class FastReadsMiddleware:
             return None  # the view says what is wrong with the header
         if raw is None:
             return None
-        query = request.GET
-        if not set(query) <= route.known:
-            return None  # an unknown parameter: the view says which, 400
-        params = known_values(query, route.known)
+        params: list[tuple[str, str]] = []
+        if request.META.get("QUERY_STRING"):
+            if not set(request.GET) <= route.known:
+                return None  # an unknown parameter: the view says which, 400
+            params = known_values(request.GET, route.known)
         redis = self.redis()
         if redis is None:
             return None
         field = "" if route.kind == "revision" else bundle_field(request.path, params)
-        sent = [tag.strip() for tag in request.headers.get("If-None-Match", "").split(",")]
+        sent = [tag.strip() for tag in request.META.get("HTTP_IF_NONE_MATCH", "").split(",")]
         throttle = RuntimeThrottle()
         limited = throttle.rate is not None
         try:

@@ -6,11 +6,15 @@ the bytes ``tools/{name}/`` answers, as a file; wrk drives each in turn from ano
 the same machine. Prints requests/s, p50 and p99 of each read and its ratio to nginx's figure.
 
     .venv/bin/python benchmarks/api_load.py [--seconds 15] [--connections 32] [--tools 1000]
-        [--worker-class gthread] [--threads 4] [--quick]
+        [--worker-class gthread] [--threads 4] [--quick] [--database NAME] [--redis-db N]
 
 ``--quick`` (3 s per read, 100 tools) checks that it all runs. Needs ``wrk`` and ``nginx``
 (Debian packages) and PostgreSQL and Redis on 127.0.0.1. Uses its own database
-(``registry_bench_api``, recreated) and Redis databases 3 (broker) and 4 (cache, flushed).
+(``registry_bench_api``, recreated) and Redis databases 3 (broker) and 4 (cache, flushed);
+``--database`` and ``--redis-db`` (the broker's; the cache takes the next) choose others.
+
+It benchmarks the code of the checkout it lives in: copied into another checkout (say, of the
+previous commit), it measures that one, which is how two versions are compared in one sitting.
 """
 
 from __future__ import annotations
@@ -124,6 +128,8 @@ def main() -> None:
     parser.add_argument("--worker-class", default="gthread", choices=["gthread", "sync"])
     parser.add_argument("--threads", type=int, default=4)
     parser.add_argument("--quick", action="store_true", help="3 s per read, 100 tools")
+    parser.add_argument("--database", default="registry_bench_api")
+    parser.add_argument("--redis-db", type=int, default=3, help="the broker's; the cache: +1")
     args = parser.parse_args()
     if args.quick:
         args.seconds, args.tools = 3, 100
@@ -135,11 +141,11 @@ def main() -> None:
     from demo import scaled_world as world
 
     env = {
-        "REDIS_URL": "redis://127.0.0.1:6379/3",
-        "CACHE_REDIS_URL": "redis://127.0.0.1:6379/4",
+        "REDIS_URL": f"redis://127.0.0.1:6379/{args.redis_db}",
+        "CACHE_REDIS_URL": f"redis://127.0.0.1:6379/{args.redis_db + 1}",
         "API_THROTTLE_RATE": "1000000/min",
     }
-    database.django_on_fresh_database("registry_bench_api", **env)
+    database.django_on_fresh_database(args.database, **env)
     from django.core.cache import cache
 
     from api.bundles import bundle_render

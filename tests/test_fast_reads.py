@@ -393,7 +393,15 @@ def test_with_a_bundle_directory_but_no_nginx_in_front_the_body_is_sent(
 def test_the_fast_path_is_a_middleware_of_the_wsgi_application(registry):
     from config import wsgi
 
-    assert settings_middleware()[-1] == "api.fast.FastReadsMiddleware"
+    # After the middleware that shape every answer, before those of browser sessions.
+    middleware = settings_middleware()
+    fast_at = middleware.index("api.fast.FastReadsMiddleware")
+    assert {
+        "django.middleware.security.SecurityMiddleware",
+        "django.middleware.common.CommonMiddleware",
+        "django.middleware.clickjacking.XFrameOptionsMiddleware",
+    } <= set(middleware[:fast_at])
+    assert "django.contrib.sessions.middleware.SessionMiddleware" in middleware[fast_at:]
     _, raw = runtime_token_create(application_name="assistant", scopes=["contracts:read"])
     client = fast(APIClient())
     client.credentials(HTTP_AUTHORIZATION=f"Bearer {raw}")

@@ -105,15 +105,16 @@ MIDDLEWARE = [
     "django.middleware.security.SecurityMiddleware",
     # Serves the admin's static files under gunicorn too; no web server needed in front.
     "whitenoise.middleware.WhiteNoiseMiddleware",
-    "django.contrib.sessions.middleware.SessionMiddleware",
     "django.middleware.common.CommonMiddleware",
+    "django.middleware.clickjacking.XFrameOptionsMiddleware",
+    # The runtime API's hot reads from Redis (api/fast.py). The middleware above check and shape
+    # its answers as any other (a middleware that adds to every answer goes above it); those
+    # below serve browser sessions, which a runtime's bearer-token read does not use.
+    "api.fast.FastReadsMiddleware",
+    "django.contrib.sessions.middleware.SessionMiddleware",
     "django.middleware.csrf.CsrfViewMiddleware",
     "django.contrib.auth.middleware.AuthenticationMiddleware",
     "django.contrib.messages.middleware.MessageMiddleware",
-    "django.middleware.clickjacking.XFrameOptionsMiddleware",
-    # The runtime API's hot reads from Redis (api/fast.py): after every middleware, so each one
-    # checks and shapes its answers as any other.
-    "api.fast.FastReadsMiddleware",
 ]
 
 ROOT_URLCONF = "config.urls"

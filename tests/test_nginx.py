@@ -27,3 +27,10 @@ def test_the_bundle_location_is_internal_and_where_the_api_redirects():
     location = text.split(f"location {settings.API_BUNDLE_URL} {{", 1)[1].split("}", 1)[0]
     assert "internal;" in location
     assert "alias /var/lib/registry/bundles/;" in location
+
+
+def test_nginx_tells_the_api_it_sends_the_files():
+    from api.fast import ACCEL_HEADER, ACCEL_VALUE
+
+    header = ACCEL_HEADER.removeprefix("HTTP_").replace("_", "-").title()
+    assert f"proxy_set_header {header} {ACCEL_VALUE};" in CONFIG.read_text()

@@ -192,15 +192,8 @@ class FastReadsMiddleware:
                 return _error(Throttled(throttle.wait()), route)
         if code == 4:
             return _not_modified(reply[6].decode(), route)
-        tag = etag_of(
-            revision=revision, caller=f"app-{application}", path=request.path, params=params
-        )
-        if code == 3:  # revision/
-            if tag in sent:
-                return _not_modified(tag, route)
-            return _ok(b'{"revision":%d}' % revision, tag, route)
-        if code == 5:
-            value = reply[7]
+        if code == 5:  # the bundle's own tag, made by etag_of when it was rendered
+            tag, value = reply[6].decode(), reply[7]
             kind, payload = value[:1], value[1:]
             if kind == b"B":
                 return _ok(payload, tag, route)
@@ -209,6 +202,13 @@ class FastReadsMiddleware:
             if kind == b"F":
                 return _file(request, payload.decode(), tag, route)
             return None
+        tag = etag_of(
+            revision=revision, caller=f"app-{application}", path=request.path, params=params
+        )
+        if code == 3:  # revision/
+            if tag in sent:
+                return _not_modified(tag, route)
+            return _ok(b'{"revision":%d}' % revision, tag, route)
         # 6: not in the bundle. The view answers a matching tag before it reads anything.
         if tag in sent:
             return _not_modified(tag, route)

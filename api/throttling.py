@@ -56,6 +56,9 @@ class RuntimeThrottle(SimpleRateThrottle):
 
     scope = "runtime"
     cache_alias = "default"
+    # Set by DRF's __init__ from the rate (when there is one); declared for the type checker.
+    num_requests: int
+    duration: int
 
     @classmethod
     def token_key(cls, token_id: int | str) -> str:

@@ -1,6 +1,8 @@
 VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed-$(shell cksum pyproject.toml | cut -d' ' -f1)
+# The port `make run` and `make serve` listen on, on 127.0.0.1: `make run PORT=8001`.
+PORT ?= 8000
 
 .PHONY: install run serve test test-fast lint imports typecheck format migrations-check benchmarks ci
 
@@ -14,14 +16,16 @@ install: $(STAMP)
 
 ## The service with demo data on the embedded default (SQLite, filesystem broker).
 ## Ends with the logins and a runtime token as its last lines; e-mails go to var/mail/.
+## Stops at once, before any of that, when PORT is taken.
 run: install
+	$(PY) manage.py serve --check --addr 127.0.0.1:$(PORT)
 	$(PY) manage.py migrate --noinput
 	$(PY) manage.py load_demo --welcome
-	$(PY) manage.py serve --welcome
+	$(PY) manage.py serve --welcome --addr 127.0.0.1:$(PORT)
 
 ## Web, Celery worker and beat together; Ctrl-C stops all three.
 serve: install
-	$(PY) manage.py serve
+	$(PY) manage.py serve --addr 127.0.0.1:$(PORT)
 
 ## The whole suite (PostgreSQL and Redis when DATABASE_URL and REDIS_URL are set).
 test: install

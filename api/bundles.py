@@ -19,6 +19,12 @@ A body is stored as one of:
 The revision is read before anything else, so a body is never older than the revision it is
 filed under: a change that lands while a bundle renders is already in it, or makes a newer
 revision whose own bundle follows.
+
+Renders are queued once per burst: ``bundle_render_wanted`` marks one waiting render per
+application (and one waiting fan-out), and the render clears its mark as it starts, so any
+number of changes while it waits costs one render, and a change after it started queues the
+next. A renderer claims its (application, revision) with a short lock it renews while it works
+(``bundle_claim``): a worker killed mid-render holds nothing for longer than ``CLAIM_SECONDS``.
 """
 
 import logging
@@ -26,6 +32,9 @@ import math
 import os
 import shutil
 import tempfile
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from urllib.parse import urlencode
 
@@ -37,7 +46,7 @@ from django.utils import timezone
 from django_redis import get_redis_connection
 from django_redis.cache import RedisCache
 from redis import Redis
-from redis.exceptions import RedisError
+from redis.exceptions import LockError, RedisError
 from redis.typing import EncodableT, FieldT
 from rest_framework.exceptions import ValidationError
 from rest_framework.renderers import JSONRenderer
@@ -59,8 +68,12 @@ logger = logging.getLogger(__name__)
 # deletes it); this bounds what a forgotten one costs. A runtime reading after it expired
 # falls back to the normal path, which asks for it again.
 BUNDLE_SECONDS = 24 * 3600
-# One renderer per (application, revision) at a time; above the task's hard time limit.
-CLAIM_SECONDS = 600
+# One renderer per (application, revision) at a time: its claim expires this long after its
+# owner stops renewing it (every third of it), so a killed worker blocks the next one this long.
+CLAIM_SECONDS = 10
+# A render marked as waiting (queued, not started): further requests for it are dropped. Should
+# its message be lost, the mark expires and the next request queues it again.
+QUEUED_SECONDS = 30
 COMPLETE = "!"
 
 # The exports a bundle holds: (URL name, view, query, file name).
@@ -100,6 +113,75 @@ def _claim_key(application_id: int, revision: int) -> str:
     return str(caches["default"].make_key(f"registry:bundle-claim:{application_id}:{revision}"))
 
 
+def _queued_key(application_id: int | None) -> str:
+    name = "all" if application_id is None else str(application_id)
+    return str(caches["default"].make_key(f"registry:bundle-queued:{name}"))
+
+
+def bundle_render_wanted(*, application_id: int | None) -> bool:
+    """Mark a render of the application (None: the fan-out to all) as waiting. True when the
+    caller should queue it; False when one is already waiting, or there are no bundles (no
+    Redis cache), or Redis is down (the next request asks again)."""
+    client = bundle_client()
+    if client is None:
+        return False
+    try:
+        return bool(client.set(_queued_key(application_id), 1, nx=True, ex=QUEUED_SECONDS))
+    except RedisError as exc:
+        logger.warning("bundle render not queued: %s", exc)
+        return False
+
+
+def bundle_render_started(*, application_id: int | None) -> None:
+    """Clear the waiting mark: a change from now on queues a render of its own."""
+    client = bundle_client()
+    if client is None:
+        return
+    try:
+        client.delete(_queued_key(application_id))
+    except RedisError:
+        pass  # it expires on its own
+
+
+@contextmanager
+def bundle_claim(application_id: int, revision: int) -> Iterator[bool]:
+    """Whether this process may render the bundle (True while it holds the claim). The claim
+    is redis-py's lock, owned by a random token and renewed by a thread while the block runs:
+    it dies with its owner within CLAIM_SECONDS, and is never released by anyone else."""
+    client = bundle_client()
+    assert client is not None
+    lock = client.lock(
+        _claim_key(application_id, revision),
+        timeout=CLAIM_SECONDS,
+        blocking=False,
+        thread_local=False,  # the renewing thread holds the same token
+    )
+    if not lock.acquire():
+        yield False
+        return
+    stop = threading.Event()
+
+    def renew() -> None:
+        while not stop.wait(CLAIM_SECONDS / 3):
+            try:
+                lock.reacquire()
+            except (LockError, RedisError) as exc:
+                logger.warning("bundle claim of application %s lost: %s", application_id, exc)
+                return
+
+    renewer = threading.Thread(target=renew, name="bundle-claim", daemon=True)
+    renewer.start()
+    try:
+        yield True
+    finally:
+        stop.set()
+        renewer.join()
+        try:
+            lock.release()
+        except (LockError, RedisError):
+            pass  # expired or unreachable: it lapses on its own
+
+
 def bundle_field(path: str, params: list[tuple[str, str]]) -> str:
     """The field of a request: its path and known parameters, as the ETag orders them."""
     return f"{path}?{urlencode(params)}"
@@ -121,19 +203,27 @@ def bundle_render(*, application_id: int) -> int | None:
     client = bundle_client()
     if client is None:
         return None
+    bundle_render_started(application_id=application_id)  # before the revision is read
     revision = revision_stored()  # first: the bodies read below are at least this new
     revision_forget()
     if revision_current() < revision:
         # Visibility's own caches are keyed on the revision readers see: wait for them.
         raise RevisionNotSeenYet(f"the cache still says {revision_current()}, not {revision}")
     key = bundle_key(application_id, revision)
-    claim = _claim_key(application_id, revision)
     try:
-        if client.hexists(key, COMPLETE) or not client.set(claim, 1, nx=True, ex=CLAIM_SECONDS):
+        if client.hexists(key, COMPLETE):
             return None
+        with bundle_claim(application_id, revision) as claimed:
+            if not claimed:
+                return None
+            return _render_store(client, application_id, revision)
     except RedisError as exc:
         logger.warning("bundle of application %s not rendered: %s", application_id, exc)
         return None
+
+
+def _render_store(client: Redis, application_id: int, revision: int) -> int | None:
+    key = bundle_key(application_id, revision)
     try:
         application = (
             Application.objects.select_related("max_risk", "policy")
@@ -158,11 +248,6 @@ def bundle_render(*, application_id: int) -> int | None:
     except RedisError as exc:
         logger.warning("bundle of application %s not stored: %s", application_id, exc)
         return None
-    finally:
-        try:
-            client.delete(claim)
-        except RedisError:
-            pass  # the claim expires on its own
 
 
 def _render(application: Application, revision: int) -> dict[FieldT, EncodableT]:
@@ -229,13 +314,13 @@ def _view_data(view_class: type[views.ExportView], application: Application, que
     return view.read(request).data
 
 
-def _files_root() -> Path | None:
+def bundle_files_root() -> Path | None:
     folder = getattr(settings, "API_BUNDLE_DIR", None)
     return Path(folder) if folder else None
 
 
 def _files_folder(application_id: int, revision: int) -> Path | None:
-    root = _files_root()
+    root = bundle_files_root()
     if root is None:
         return None
     folder = root / str(application_id) / str(revision)
@@ -259,7 +344,7 @@ def _file_write(path: Path, body: bytes) -> None:
 def _files_forget(application_id: int, *, keep: tuple[int, ...]) -> None:
     """Drop the application's files of other revisions, keeping the previous one a while for
     requests that were redirected to it just before the new bundle landed."""
-    root = _files_root()
+    root = bundle_files_root()
     if root is None or not (root / str(application_id)).is_dir():
         return
     for folder in (root / str(application_id)).iterdir():

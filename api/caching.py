@@ -8,13 +8,14 @@ kept in the shared cache under its tag and served again without the database.
 Views using ``ConditionalMixin`` implement ``read()``; ``get()`` is the mixin's.
 """
 
+import functools
 import hashlib
 from collections import OrderedDict
 from collections.abc import Callable, Hashable
 from typing import Any, Generic, TypeVar
 
 from django.core.cache import cache
-from django.http import HttpResponse
+from django.http import HttpResponse, HttpResponseBase, QueryDict
 from django.utils.cache import patch_cache_control
 from rest_framework import status
 from rest_framework.exceptions import ValidationError
@@ -49,15 +50,16 @@ def etag_for(*, revision: int, caller: str, request: Request, known: frozenset[s
     cache entry nor a new tag (unknown parameters are refused before this).
     """
     return etag_of(
-        revision=revision, caller=caller, path=request.path, params=known_values(request, known)
+        revision=revision,
+        caller=caller,
+        path=request.path,
+        params=known_values(request.query_params, known),
     )
 
 
-def known_values(request: Request, known: frozenset[str]) -> list[tuple[str, str]]:
-    """The known parameters of a request with their (last) values, in a canonical order."""
-    return sorted(
-        (name, request.query_params.get(name, "")) for name in known & set(request.query_params)
-    )
+def known_values(query: QueryDict, known: frozenset[str]) -> list[tuple[str, str]]:
+    """The known parameters of a query with their (last) values, in a canonical order."""
+    return sorted((name, query.get(name, "")) for name in known & set(query))
 
 
 def etag_of(*, revision: int, caller: str, path: str, params: list[tuple[str, str]]) -> str:
@@ -65,6 +67,22 @@ def etag_of(*, revision: int, caller: str, path: str, params: list[tuple[str, st
     (``api/bundles.py``) make the very same tags without a request object."""
     key = f"{revision}|{caller}|{path}|{params!r}"
     return '"' + hashlib.sha256(key.encode()).hexdigest()[:32] + '"'
+
+
+def conditional_headers(response: HttpResponseBase, *, etag: str, cache_seconds: int) -> None:
+    """The ETag and Cache-Control of a read's 200 or 304 (the fast read path's too)."""
+    response["ETag"] = etag
+    if "Cache-Control" in response:
+        patch_cache_control(response, private=True, max_age=cache_seconds, must_revalidate=True)
+    else:  # the common case, on every hot read: the same words each time
+        response["Cache-Control"] = _cache_control(cache_seconds)
+
+
+@functools.lru_cache(maxsize=16)
+def _cache_control(cache_seconds: int) -> str:
+    response = HttpResponse()
+    patch_cache_control(response, private=True, max_age=cache_seconds, must_revalidate=True)
+    return response["Cache-Control"]
 
 
 class ConditionalMixin:
@@ -116,10 +134,7 @@ class ConditionalMixin:
         ):
             response.add_post_render_callback(self._remember)
         if self.etag_value and response.status_code in (200, 304):
-            response["ETag"] = self.etag_value
-            patch_cache_control(
-                response, private=True, max_age=self.cache_seconds, must_revalidate=True
-            )
+            conditional_headers(response, etag=self.etag_value, cache_seconds=self.cache_seconds)
         return response
 
     def _remember(self, response: HttpResponse) -> HttpResponse:

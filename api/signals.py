@@ -2,7 +2,6 @@
 registry revision, which every cached authentication is keyed on. And whenever the revision
 moves, the applications' bundles of hot read bodies are rendered again (``api/bundles.py``)."""
 
-import logging
 from typing import Any
 
 from django.db.models.signals import post_delete, post_save
@@ -10,11 +9,8 @@ from django.db.models.signals import post_delete, post_save
 from registry.revision import revision_changed
 from registry.signals import revision_bump_on_change
 
-from .bundles import bundle_client
 from .models import RuntimeToken
-from .tasks import bundles_render
-
-logger = logging.getLogger(__name__)
+from .tasks import bundle_render_queue
 
 post_save.connect(revision_bump_on_change, sender=RuntimeToken, dispatch_uid="revision-token-save")
 post_delete.connect(
@@ -23,14 +19,9 @@ post_delete.connect(
 
 
 def bundles_render_on_change(**kwargs: Any) -> None:
-    """After a bump commits: queue the renders. Only a Redis cache holds bundles. A broker
-    that refuses the message costs nothing more: the first read that misses queues it again."""
-    if bundle_client() is None:
-        return
-    try:
-        bundles_render.apply_async(retry=False)
-    except Exception as exc:  # the broker's errors vary by transport; the commit stands
-        logger.warning("bundles not queued after a revision change: %s", exc)
+    """After a bump commits: queue the renders, unless they already wait (only a Redis cache
+    holds bundles)."""
+    bundle_render_queue(application_id=None)
 
 
 revision_changed.connect(bundles_render_on_change, dispatch_uid="api-bundles-render")

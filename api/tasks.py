@@ -1,11 +1,15 @@
 """Thin, idempotent tasks: bundles of hot read bodies, rendered once per registry revision."""
 
+import logging
+
 from celery import shared_task
 from django.db import InterfaceError, OperationalError
 
 from . import bundles
 
 TRANSIENT = (OperationalError, InterfaceError, bundles.RevisionNotSeenYet)
+
+logger = logging.getLogger(__name__)
 
 
 @shared_task(
@@ -32,8 +36,27 @@ def bundle_render(self, application_id: int) -> int | None:
     time_limit=90,
 )
 def bundles_render(self) -> int:
-    """Fan out one render per application with a usable token (sent when the revision moves)."""
+    """Fan out one render per application with a usable token (sent when the revision moves),
+    each unless one already waits."""
+    bundles.bundle_render_started(application_id=None)
     applications = bundles.bundle_applications()
     for application_id in applications:
-        bundle_render.delay(application_id)
+        bundle_render_queue(application_id=application_id)
     return len(applications)
+
+
+def bundle_render_queue(*, application_id: int | None = None) -> None:
+    """Queue a render of the application's bundle (None: of every application's) unless one
+    is already waiting: a burst of changes costs one render per application. A broker that
+    refuses the message costs nothing more: the mark is dropped and the next change or read
+    that misses the bundle asks again."""
+    if not bundles.bundle_render_wanted(application_id=application_id):
+        return
+    try:
+        if application_id is None:
+            bundles_render.apply_async(retry=False)
+        else:
+            bundle_render.apply_async(args=[application_id], retry=False)
+    except Exception as exc:  # the broker's errors vary by transport
+        bundles.bundle_render_started(application_id=application_id)
+        logger.warning("bundle render of %s not queued: %s", application_id or "all", exc)

@@ -28,22 +28,27 @@ from .auth import Runtime
 
 logger = logging.getLogger(__name__)
 
-# Set in the WSGI environ by the fast read path (``api/fast.py``) when it counted a request in
-# its window and then passed it to Django: (throttle key, count, seconds left). A header cannot
-# set it (those arrive as HTTP_*).
+# Set in the request's META by the fast read path (``api/fast.py``) when it counted a request
+# in its window and then passed it on to the view: (throttle key, count, seconds left). A header
+# cannot set it (those arrive as HTTP_*).
 COUNTED_ENVIRON_KEY = "registry.throttle_counted"
 
-# One round trip: count, start the window's clock if it has none, say how long it has left.
-# Checking PTTL rather than "count == 1" also repairs a counter that somehow lost its expiry.
-WINDOW_HIT = """
-local count = redis.call('INCR', KEYS[1])
-local left = redis.call('PTTL', KEYS[1])
-if left < 0 then
-    redis.call('PEXPIRE', KEYS[1], ARGV[1])
-    left = tonumber(ARGV[1])
+# Count, start the window's clock if it has none, say how long it has left. Checking PTTL rather
+# than "count == 1" also repairs a counter that somehow lost its expiry. A Lua function, so the
+# fast read path's script counts with this very code in its own round trip.
+WINDOW_HIT_FUNCTION = """
+local function window_hit(key, window_ms)
+    local count = redis.call('INCR', key)
+    local left = redis.call('PTTL', key)
+    if left < 0 then
+        redis.call('PEXPIRE', key, window_ms)
+        left = tonumber(window_ms)
+    end
+    return count, left
 end
-return {count, left}
 """
+# One round trip: KEYS[1] the counter, ARGV[1] the window (ms).
+WINDOW_HIT = WINDOW_HIT_FUNCTION + "return {window_hit(KEYS[1], ARGV[1])}\n"
 
 
 class RuntimeThrottle(SimpleRateThrottle):
@@ -51,12 +56,20 @@ class RuntimeThrottle(SimpleRateThrottle):
 
     scope = "runtime"
     cache_alias = "default"
+    # Set by DRF's __init__ from the rate (when there is one); declared for the type checker.
+    num_requests: int
+    duration: int
+
+    @classmethod
+    def token_key(cls, token_id: int | str) -> str:
+        """The counter of a runtime token (the fast read path appends the id in Lua)."""
+        return f"throttle:{cls.scope}:token-{token_id}"
 
     def get_cache_key(self, request, view):
         user = request.user
         if isinstance(user, Runtime):
-            ident = f"token-{user.token.pk}"
-        elif user is not None and getattr(user, "is_authenticated", False):
+            return self.token_key(user.token.pk)
+        if user is not None and getattr(user, "is_authenticated", False):
             ident = f"user-{user.pk}"
         else:
             ident = self.get_ident(request)
@@ -74,6 +87,10 @@ class RuntimeThrottle(SimpleRateThrottle):
             hit = counted[1:]
         else:
             hit = window_hit(self.cache_alias, self.key, self.duration)
+        return self.allow_hit(hit)
+
+    def allow_hit(self, hit: tuple[int, float] | None) -> bool:
+        """Whether a request counted as ``hit`` (count, seconds left) may pass."""
         if hit is None:
             return True  # fail open: see the module's docstring
         count, self.seconds_left = hit

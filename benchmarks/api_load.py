@@ -3,14 +3,20 @@
 gunicorn (2 workers, production settings) on PostgreSQL and Redis with 1,000 approved tools,
 and nginx (Debian's nginx-light, a temporary config) serving one contract's JSON body, exactly
 the bytes ``tools/{name}/`` answers, as a file; wrk drives each in turn from another process on
-the same machine. Prints requests/s, p50 and p99 of each read and its ratio to nginx's figure.
+the same machine. Prints requests/s, p50 and p99 of each read, its ratio to nginx's figure,
+and the CPU time gunicorn's processes spent per request (from /proc: far steadier than
+requests/s on a busy machine).
 
     .venv/bin/python benchmarks/api_load.py [--seconds 15] [--connections 32] [--tools 1000]
-        [--worker-class gthread] [--threads 4] [--quick]
+        [--worker-class gthread] [--threads 4] [--quick] [--database NAME] [--redis-db N]
 
 ``--quick`` (3 s per read, 100 tools) checks that it all runs. Needs ``wrk`` and ``nginx``
 (Debian packages) and PostgreSQL and Redis on 127.0.0.1. Uses its own database
-(``registry_bench_api``, recreated) and Redis databases 3 (broker) and 4 (cache, flushed).
+(``registry_bench_api``, recreated) and Redis databases 3 (broker) and 4 (cache, flushed);
+``--database`` and ``--redis-db`` (the broker's; the cache takes the next) choose others.
+
+It benchmarks the code of the checkout it lives in: copied into another checkout (say, of the
+previous commit), it measures that one, which is how two versions are compared in one sitting.
 """
 
 from __future__ import annotations
@@ -62,16 +68,48 @@ http {{
 """
 
 
+def cpu_seconds(pid: int) -> float:
+    """CPU time (user + system) of a process and its children so far, from /proc."""
+    total = 0.0
+    for task in [pid, *children(pid)]:
+        try:
+            fields = Path(f"/proc/{task}/stat").read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        total += (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    return total
+
+
+def children(pid: int) -> list[int]:
+    try:
+        text = Path(f"/proc/{pid}/task/{pid}/children").read_text()
+    except OSError:
+        return []
+    return [int(child) for child in text.split()]
+
+
 def wrk(
-    url: str, *, seconds: int, connections: int, headers: list[str], script: str | None = None
+    url: str,
+    *,
+    seconds: int,
+    connections: int,
+    headers: list[str],
+    script: str | None = None,
+    server: int | None = None,
 ) -> dict:
+    """wrk's figures; with ``server`` (a pid), also that process tree's CPU per request, which
+    depends much less than requests/s on what else the machine is doing."""
     command = ["wrk", "-t2", f"-c{connections}", f"-d{seconds}s", "--latency"]
     for header in headers:
         command += ["-H", header]
     if script:
         command += ["-s", script]
+    cpu_before = cpu_seconds(server) if server else 0.0
     output = subprocess.run([*command, url], capture_output=True, text=True, check=True).stdout
     figures = {"rps": float(re.search(r"Requests/sec:\s+([\d.]+)", output).group(1))}
+    if server:
+        requests = int(re.search(r"(\d+) requests in", output).group(1))
+        figures["cpu_us"] = (cpu_seconds(server) - cpu_before) / max(requests, 1) * 1e6
     for percentile in ("50", "99"):
         match = re.search(rf"\s{percentile}%\s+([\d.]+)(us|ms|s)", output)
         value, unit = float(match.group(1)), match.group(2)
@@ -124,6 +162,8 @@ def main() -> None:
     parser.add_argument("--worker-class", default="gthread", choices=["gthread", "sync"])
     parser.add_argument("--threads", type=int, default=4)
     parser.add_argument("--quick", action="store_true", help="3 s per read, 100 tools")
+    parser.add_argument("--database", default="registry_bench_api")
+    parser.add_argument("--redis-db", type=int, default=3, help="the broker's; the cache: +1")
     args = parser.parse_args()
     if args.quick:
         args.seconds, args.tools = 3, 100
@@ -135,11 +175,11 @@ def main() -> None:
     from demo import scaled_world as world
 
     env = {
-        "REDIS_URL": "redis://127.0.0.1:6379/3",
-        "CACHE_REDIS_URL": "redis://127.0.0.1:6379/4",
+        "REDIS_URL": f"redis://127.0.0.1:6379/{args.redis_db}",
+        "CACHE_REDIS_URL": f"redis://127.0.0.1:6379/{args.redis_db + 1}",
         "API_THROTTLE_RATE": "1000000/min",
     }
-    database.django_on_fresh_database("registry_bench_api", **env)
+    database.django_on_fresh_database(args.database, **env)
     from django.core.cache import cache
 
     from api.bundles import bundle_render
@@ -204,21 +244,22 @@ def main() -> None:
             }  # fmt: skip
             bearer = f"Authorization: Bearer {raw}"
             common = {"seconds": args.seconds, "connections": args.connections}
+            measured = {**common, "server": server.pid}
             wrk(f"{base}/api/v1/revision/", headers=[bearer], seconds=2, connections=8)  # warm
             runs = [
                 ("nginx, the same body as a static file", wrk(static, headers=[], **common)),
-                ("GET revision/", wrk(f"{base}/api/v1/revision/", headers=[bearer], **common)),
+                ("GET revision/", wrk(f"{base}/api/v1/revision/", headers=[bearer], **measured)),
                 (
                     f"GET tools/{{name}}/, rotating over all {len(names):,} tools",
-                    wrk(base, headers=[bearer], script=str(script), **common),
+                    wrk(base, headers=[bearer], script=str(script), **measured),
                 ),
                 (
                     "GET tools/ (first page)",
-                    wrk(f"{base}/api/v1/tools/", headers=[bearer], **common),
+                    wrk(f"{base}/api/v1/tools/", headers=[bearer], **measured),
                 ),
                 (
                     "GET export/openai/",
-                    wrk(f"{base}/api/v1/export/openai/", headers=[bearer], **common),
+                    wrk(f"{base}/api/v1/export/openai/", headers=[bearer], **measured),
                 ),
             ]
             for path, tag in tags.items():
@@ -226,7 +267,7 @@ def main() -> None:
                 runs.append(
                     (
                         f"GET {label} with If-None-Match (304)",
-                        wrk(f"{base}{path}", headers=[bearer, f"If-None-Match: {tag}"], **common),
+                        wrk(f"{base}{path}", headers=[bearer, f"If-None-Match: {tag}"], **measured),
                     )
                 )
         finally:
@@ -244,13 +285,14 @@ def main() -> None:
         f"wrk -t2 -c{args.connections} -d{args.seconds}s"
     )
     reference = runs[0][1]["rps"]
-    print("| read | requests/s | p50 | p99 | errors | vs nginx |")
-    print("|---|---:|---:|---:|---:|---:|")
+    print("| read | requests/s | p50 | p99 | errors | vs nginx | gunicorn CPU per request |")
+    print("|---|---:|---:|---:|---:|---:|---:|")
     for label, figures in runs:
         ratio = "1" if figures is runs[0][1] else f"1/{reference / figures['rps']:.0f}"
+        cpu = f"{figures['cpu_us']:.0f} µs" if "cpu_us" in figures else ""
         print(
             f"| {label} | {figures['rps']:,.0f} | {figures['p50_ms']:.2f} ms | "
-            f"{figures['p99_ms']:.2f} ms | {figures['errors']} | {ratio} |"
+            f"{figures['p99_ms']:.2f} ms | {figures['errors']} | {ratio} | {cpu} |"
         )
     slower = min(runs[1][1]["rps"], runs[2][1]["rps"])
     worst_p99 = max(runs[1][1]["p99_ms"], runs[2][1]["p99_ms"])

@@ -2,8 +2,8 @@
 
 Runtimes poll it and every ETag is derived from it, so this module is its one owner:
 
-- ``revision_bump()`` moves it inside the writing transaction; once the change commits, the
-  shared cache's copy and this process's copy are dropped.
+- ``revision_bump()`` moves it inside the writing transaction, once however often it is called
+  there; once the change commits, the shared cache's copy and this process's copy are dropped.
 - ``revision_current()`` is what readers use: this process's copy for at most
   ``settings.REVISION_LOCAL_SECONDS`` (every API read needs it), then the shared cache, then the
   database. The local bound is how long another process's change can go unseen.
@@ -13,6 +13,7 @@ Runtimes poll it and every ETag is derived from it, so this module is its one ow
   by which a higher layer (the API's bundles) follows the revision without an import upwards.
 """
 
+import functools
 import time
 from typing import Any
 
@@ -40,10 +41,27 @@ def revision_stored() -> int:
 
 
 def revision_bump() -> None:
-    """Move the counter; cached copies are dropped once the change commits."""
+    """Move the counter, once per transaction; cached copies are dropped once it commits.
+
+    A transaction that changes many things (an import of thousands of tools) moves it once:
+    readers only ever see the committed state, and each move costs every application a render
+    of its bundle. The transaction moved it already if its commit callback is still pending,
+    which a rolled-back savepoint takes away together with the update it undid.
+    """
+    connection = transaction.get_connection()
+    # The outermost block is the transaction; a test case's own blocks are not one.
+    blocks = [b for b in connection.atomic_blocks if not getattr(b, "_from_testcase", False)]
+    transaction_block = blocks[0] if blocks else None
+    if transaction_block is not None and any(
+        getattr(callback, "block", None) is transaction_block
+        for _savepoints, callback, _robust in connection.run_on_commit
+    ):
+        return
     if not Revision.objects.filter(pk=1).update(value=F("value") + 1, changed_at=timezone.now()):
         Revision.objects.create(pk=1, value=1)
-    transaction.on_commit(_forget_everywhere)
+    callback = functools.partial(_forget_everywhere)
+    callback.block = transaction_block  # type: ignore[attr-defined]
+    transaction.on_commit(callback)
 
 
 def revision_current() -> int:

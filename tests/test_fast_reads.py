@@ -7,6 +7,7 @@ headers, ETags and bodies; a token refused on its next request; visibility per a
 throttling counted once across both; bundles rendered by the task after publishing.
 """
 
+import io
 import json
 import time
 from datetime import timedelta
@@ -19,13 +20,14 @@ from django_redis.cache import RedisCache
 from rest_framework.test import APIClient
 
 from api import bundles
-from api.fast import FastReads
+from api.fast import ANSWERED_KEY
 from api.models import RuntimeToken
 from api.services import runtime_token_create, runtime_tokens_revoke
 
 # The API's fixtures, used by name below (hence F811 for the whole file).
 from api.tests.conftest import registry, restricted  # noqa: F401
 from api.tests.fast_client import fast
+from api.tests.fast_client import plain as straight
 from api.throttling import RuntimeThrottle
 from config.cache import redis_cache
 from config.celery_app import app as celery_app
@@ -34,7 +36,14 @@ from registry.models import Application
 from reviews.services import contract_propose, review_approve
 from tests.redis_server import needs_redis_server, redis_server
 
-pytestmark = pytest.mark.django_db
+pytestmark = [
+    pytest.mark.django_db,
+    # Bundles and the fast path live in the cache's Redis: the embedded default has none.
+    pytest.mark.skipif(
+        not isinstance(caches["default"], RedisCache),
+        reason="needs a Redis cache: run with REDIS_URL set (CI does)",
+    ),
+]
 
 DETAIL = "/api/v1/tools/calendar.find_events/"
 HOT = [
@@ -47,12 +56,6 @@ HOT = [
     "/api/v1/export/anthropic/",
     "/api/v1/export/mcp/",
 ]
-
-
-@pytest.fixture(autouse=True)
-def _redis_cache():
-    # These tests are about Redis: the suite runs them with REDIS_URL set (PostgreSQL + Redis).
-    assert isinstance(caches["default"], RedisCache), "run with REDIS_URL set"
 
 
 @pytest.fixture
@@ -78,7 +81,7 @@ def both(name: str = "assistant", scopes=("contracts:read",)) -> tuple[APIClient
     plain, quick = APIClient(), APIClient()
     for client in (plain, quick):
         client.credentials(HTTP_AUTHORIZATION=f"Bearer {raw}")
-    return plain, fast(quick)
+    return straight(plain), fast(quick)
 
 
 def publish(proposer, reviewer, django_capture_on_commit_callbacks, **changes) -> None:
@@ -340,18 +343,22 @@ def test_a_dead_or_hung_redis_sends_reads_to_django_at_once(registry, settings):
         server.resume()
 
 
+EXPORT_FILES = (
+    ("/api/v1/export/openai/", "export-openai.json"),
+    ("/api/v1/export/openai/?strict=true", "export-openai-strict.json"),
+    ("/api/v1/export/mcp/", "export-mcp.json"),
+)
+
+
 def test_with_a_bundle_directory_nginx_sends_the_exports_file(registry, settings, tmp_path):
     settings.API_BUNDLE_DIR = str(tmp_path)
     plain, quick = both()
     quick.get("/api/v1/revision/")
     revision = render("assistant")
     application = application_of("assistant").pk
-    for url, name in (
-        ("/api/v1/export/openai/", "export-openai.json"),
-        ("/api/v1/export/openai/?strict=true", "export-openai-strict.json"),
-        ("/api/v1/export/mcp/", "export-mcp.json"),
-    ):
-        response = quick.get(url)
+    nginx = {"HTTP_X_SENDFILE_TYPE": "X-Accel-Redirect"}  # what deploy/nginx.conf sets
+    for url, name in EXPORT_FILES:
+        response = quick.get(url, **nginx)
         assert response.status_code == 200 and quick.handler.answered[-1] == "fast"
         assert response["X-Accel-Redirect"] == f"/_bundles/{application}/{revision}/{name}"
         assert response.content == b""
@@ -362,15 +369,39 @@ def test_with_a_bundle_directory_nginx_sends_the_exports_file(registry, settings
         assert response["ETag"] == normal["ETag"]
         assert response["Content-Type"] == "application/json"
     # A 304 needs no file at all.
-    tag = quick.get("/api/v1/export/mcp/")["ETag"]
-    conditional = quick.get("/api/v1/export/mcp/", HTTP_IF_NONE_MATCH=tag)
+    tag = quick.get("/api/v1/export/mcp/", **nginx)["ETag"]
+    conditional = quick.get("/api/v1/export/mcp/", HTTP_IF_NONE_MATCH=tag, **nginx)
     assert conditional.status_code == 304 and "X-Accel-Redirect" not in conditional
 
 
-def test_the_wsgi_application_puts_the_fast_path_in_front(registry):
+def test_with_a_bundle_directory_but_no_nginx_in_front_the_body_is_sent(
+    registry, settings, tmp_path
+):
+    settings.API_BUNDLE_DIR = str(tmp_path)
+    plain, quick = both()
+    quick.get("/api/v1/revision/")
+    render("assistant")
+    for url, _name in EXPORT_FILES:
+        for _ in range(3):  # the same answer every time, never an empty redirect
+            response = quick.get(url)
+            assert quick.handler.answered[-1] == "fast"
+            assert "X-Accel-Redirect" not in response
+            same(response, plain.get(url))
+            assert json.loads(response.content)
+
+
+def test_the_fast_path_is_a_middleware_of_the_wsgi_application(registry):
     from config import wsgi
 
-    assert isinstance(wsgi.application, FastReads)
+    # After the middleware that shape every answer, before those of browser sessions.
+    middleware = settings_middleware()
+    fast_at = middleware.index("api.fast.FastReadsMiddleware")
+    assert {
+        "django.middleware.security.SecurityMiddleware",
+        "django.middleware.common.CommonMiddleware",
+        "django.middleware.clickjacking.XFrameOptionsMiddleware",
+    } <= set(middleware[:fast_at])
+    assert "django.contrib.sessions.middleware.SessionMiddleware" in middleware[fast_at:]
     _, raw = runtime_token_create(application_name="assistant", scopes=["contracts:read"])
     client = fast(APIClient())
     client.credentials(HTTP_AUTHORIZATION=f"Bearer {raw}")
@@ -379,9 +410,12 @@ def test_the_wsgi_application_puts_the_fast_path_in_front(registry):
         "REQUEST_METHOD": "GET",
         "PATH_INFO": "/api/v1/revision/",
         "QUERY_STRING": "",
+        "SERVER_NAME": "testserver",
+        "SERVER_PORT": "80",
         "HTTP_HOST": "testserver",
         "HTTP_AUTHORIZATION": f"Bearer {raw}",
         "wsgi.url_scheme": "http",
+        "wsgi.input": io.BytesIO(),
     }
     seen = {}
 
@@ -389,5 +423,12 @@ def test_the_wsgi_application_puts_the_fast_path_in_front(registry):
         seen.update(status=status, headers=dict(headers))
 
     body = b"".join(wsgi.application(environ, start_response))
-    assert seen["status"] == "200 OK"
+    assert seen["status"] == "200 OK" and environ[ANSWERED_KEY] is True
+    assert seen["headers"]["X-Frame-Options"] == "DENY"  # the middleware before it added theirs
     assert json.loads(body) == {"revision": client.get("/api/v1/revision/").json()["revision"]}
+
+
+def settings_middleware() -> list[str]:
+    from django.conf import settings
+
+    return list(settings.MIDDLEWARE)

@@ -47,6 +47,19 @@ def wait_for_port(port: int, process: subprocess.Popen, seconds: float = 60) -> 
             time.sleep(0.2)
 
 
+def stop(process: subprocess.Popen, *, seconds: float = 30) -> str:
+    """Ctrl-C to the process's group (started with ``start_new_session``), then SIGKILL if it
+    outlives ``seconds``: a test that fails or times out never leaves a server listening."""
+    try:
+        os.killpg(process.pid, signal.SIGINT)
+        return process.communicate(timeout=seconds)[0] or ""
+    except ProcessLookupError:
+        return process.communicate()[0] or ""
+    except subprocess.TimeoutExpired:
+        os.killpg(process.pid, signal.SIGKILL)
+        return process.communicate()[0] or ""
+
+
 def get(url: str) -> int:
     try:
         with urllib.request.urlopen(url, timeout=30) as response:
@@ -62,7 +75,9 @@ def test_each_4xx_is_logged_once_and_the_favicon_answers(tmp_path):
         [sys.executable, "manage.py", "runserver", f"127.0.0.1:{port}", "--noreload",
          "--skip-checks"],
         cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+        start_new_session=True,
     )  # fmt: skip
+    output = ""
     try:
         wait_for_port(port, server)
         assert get(f"http://127.0.0.1:{port}/no-such-page") == 404
@@ -70,8 +85,7 @@ def test_each_4xx_is_logged_once_and_the_favicon_answers(tmp_path):
         assert get(f"http://127.0.0.1:{port}/favicon.ico") == 200  # after its redirect
         time.sleep(0.5)
     finally:
-        server.send_signal(signal.SIGINT)
-        output = server.communicate(timeout=30)[0]
+        output = stop(server)
     assert output.count("/no-such-page") == 1, output
     assert output.count("/admin/login/") == 1, output
 
@@ -99,10 +113,11 @@ def test_make_run_ends_with_the_logins_and_the_token(tmp_path):
                 lines.append(serve.stdout.readline().rstrip("\n"))  # the closing rule
                 break
     finally:
-        os.killpg(serve.pid, signal.SIGINT)
-        serve.communicate(timeout=60)
+        stop(serve, seconds=60)
     tail = lines[-7:]
     assert tail[0].startswith("Admin:") and "admin / admin-demo-2026" in tail[0], lines
+    assert f"http://127.0.0.1:{port}/admin/" in tail[0]  # the address it listens on
+    assert f"Serving admin and API at http://127.0.0.1:{port} (Ctrl-C stops)" in lines
     assert tail[1].startswith("Reviewer:") and tail[2].startswith("Proposer:")
     assert tail[3].startswith("Runtime token") and tail[3].split()[-1].startswith("trk_")
     assert tail[4].startswith("E-mails:") and "outbox.log" in tail[4]
@@ -112,3 +127,26 @@ def test_make_run_ends_with_the_logins_and_the_token(tmp_path):
     assert (tmp_path / "mail" / "outbox.log").read_text().count("Subject:") >= 1
     assert not any(line.startswith("Subject:") for line in lines)
     assert (tmp_path / "log" / "worker.log").exists()
+
+
+def test_a_taken_port_stops_serve_at_once_and_keeps_the_token_unprinted(tmp_path):
+    env = local_env(tmp_path)
+    (tmp_path / "welcome.txt").write_text("Runtime token (application assistant): trk_secret\n")
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        serve = subprocess.run(
+            [sys.executable, "manage.py", "serve", "--welcome", "--addr", f"127.0.0.1:{port}"],
+            cwd=ROOT, env=env, capture_output=True, text=True, timeout=60,
+        )  # fmt: skip
+        check = subprocess.run(
+            [sys.executable, "manage.py", "serve", "--check", "--addr", f"127.0.0.1:{port}"],
+            cwd=ROOT, env=env, capture_output=True, text=True, timeout=60,
+        )  # fmt: skip
+    for answer in (serve, check):
+        assert answer.returncode == 1
+        assert f"cannot listen on 127.0.0.1:{port}: Address already in use" in answer.stderr
+        assert f"make run PORT={port + 1}" in answer.stderr
+        assert "trk_" not in answer.stdout + answer.stderr and "Serving" not in answer.stdout
+    assert (tmp_path / "welcome.txt").exists()  # printed by the next serve that comes up

@@ -93,3 +93,10 @@ def test_a_reviewer_logs_in_to_the_admin_through_nginx_on_a_port_of_its_own(
     assert answer.headers["Location"] == "/admin/"
     desk = session.get(f"{base}/admin/", timeout=10)
     assert desk.status_code == 200 and 'id="user-tools"' in desk.text
+
+
+def test_nginx_tells_the_api_it_sends_the_files():
+    from api.fast import ACCEL_HEADER, ACCEL_VALUE
+
+    header = ACCEL_HEADER.removeprefix("HTTP_").replace("_", "-").title()
+    assert f"proxy_set_header {header} {ACCEL_VALUE};" in CONFIG.read_text()

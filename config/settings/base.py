@@ -107,12 +107,16 @@ MIDDLEWARE = [
     "django.middleware.security.SecurityMiddleware",
     # Serves the admin's static files under gunicorn too; no web server needed in front.
     "whitenoise.middleware.WhiteNoiseMiddleware",
-    "django.contrib.sessions.middleware.SessionMiddleware",
     "django.middleware.common.CommonMiddleware",
+    "django.middleware.clickjacking.XFrameOptionsMiddleware",
+    # The runtime API's hot reads from Redis (api/fast.py). The middleware above check and shape
+    # its answers as any other (a middleware that adds to every answer goes above it); those
+    # below serve browser sessions, which a runtime's bearer-token read does not use.
+    "api.fast.FastReadsMiddleware",
+    "django.contrib.sessions.middleware.SessionMiddleware",
     "django.middleware.csrf.CsrfViewMiddleware",
     "django.contrib.auth.middleware.AuthenticationMiddleware",
     "django.contrib.messages.middleware.MessageMiddleware",
-    "django.middleware.clickjacking.XFrameOptionsMiddleware",
     "csp.middleware.CSPMiddleware",
     # Last, as django-axes requires: answers a locked-out login attempt.
     "axes.middleware.AxesMiddleware",
@@ -335,8 +339,8 @@ DEFAULT_FROM_EMAIL = env_value("DEFAULT_FROM_EMAIL", env.str, "registry@localhos
 # needs it); a change made by another process is seen within this bound.
 REVISION_LOCAL_SECONDS = env_value("REVISION_LOCAL_SECONDS", env.float, 1.0)
 
-# The fast read path (api/fast.py, in front of Django in config/wsgi.py): hot reads answered
-# from Redis in one round trip. Needs a Redis cache; off without one.
+# The fast read path (api/fast.py, the last middleware): hot reads answered from Redis in one
+# round trip. Needs a Redis cache; off without one.
 API_FAST_READS = env_bool("API_FAST_READS", True)
 # When set, the exports of each application's bundle are also written as files under this
 # directory, one folder per application and revision, and the API answers them with an

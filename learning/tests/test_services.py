@@ -183,6 +183,16 @@ def test_refresh_contracts_command_and_inferred_export(get_event, capsys):
     assert {"requires", "produces", "risk", "input_schema", "cost"} <= set(documents[0])
 
 
+def test_refresh_contracts_says_which_names_are_not_in_the_registry(get_event, capsys):
+    traces_ingest(items=enumerate(call(i) for i in range(3)))
+    traces_ingest(items=enumerate(call(i, run="x", tool="calendar.unheard_of") for i in range(2)))
+    call_command("refresh_contracts", "--no-progress")
+    assert capsys.readouterr().out.strip() == (
+        "Refreshed 2 tool(s): 1 in the registry and 1 seen only in traces (not registered; "
+        "0 proposed as a new tool). 0 drifted, 0 with a review ticket."
+    )
+
+
 def test_refresh_of_an_unknown_tool_name_is_a_clear_error(get_event):
     with pytest.raises(CommandError, match="no traces"):
         call_command("refresh_contracts", "--tool", "nope.nothing", "--no-progress")

@@ -60,17 +60,18 @@ class Command(BaseCommand):
         )
 
     def _welcome(self) -> None:
-        """The lines a person needs after `make run`, kept for the server to print last."""
+        """The lines a person needs after `make run`, kept for the server to print last
+        (``serve`` puts the address it listens on in place of ``{address}``)."""
         out = io.StringIO()
         # A command, not an import: the API's token service lives beside the demo, not below.
         call_command("create_runtime_token", application="assistant", name="demo", stdout=out)
         token = out.getvalue().strip().splitlines()[-1]
         lines = [
-            "Admin:      http://127.0.0.1:8000/admin/  (admin / admin-demo-2026)",
+            "Admin:      http://{address}/admin/  (admin / admin-demo-2026)",
             "Reviewer:   reviewer / reviewer-demo-2026  (a second reviewer)",
             "Proposer:   proposer / proposer-demo-2026",
             f"Runtime token (application assistant, shown once): {token}",
-            "API docs:   http://127.0.0.1:8000/api/v1/docs/",
+            "API docs:   http://{address}/api/v1/docs/",
         ]
         if settings.EMAIL_BACKEND == "config.mail.OutboxEmailBackend":
             outbox = Path(settings.EMAIL_FILE_PATH) / "outbox.log"

@@ -2,6 +2,7 @@ from django.core.management.base import BaseCommand, CommandError
 from tqdm import tqdm
 
 from learning.services import REFRESH_CHUNK, tools_refresh, tools_with_new_traces
+from registry.models import Tool
 
 
 class Command(BaseCommand):
@@ -13,7 +14,8 @@ class Command(BaseCommand):
 
     def handle(self, *args, tool, no_progress, **options):
         names = [tool] if tool else tools_with_new_traces()
-        tickets = drifted = 0
+        tickets = drifted = proposed = 0
+        registered = set(Tool.objects.filter(name__in=names).values_list("name", flat=True))
         with tqdm(
             total=len(names), desc="tools", disable=no_progress, file=self.stderr._out
         ) as bar:
@@ -24,7 +26,17 @@ class Command(BaseCommand):
                         raise CommandError(f"{tool}: no traces recorded for this tool.")
                     drifted += bool(result.drift)
                     tickets += result.ticket_id is not None
+                    proposed += result.ticket_id is not None and result.tool_name not in registered
                 bar.update(len(results))
+        unregistered = len(names) - len(registered)
+        # A name in traces but not in the registry is refreshed too (a shadow tool): say so.
+        seen = (
+            f": {len(registered)} in the registry and {unregistered} seen only in traces "
+            f"(not registered; {proposed} proposed as a new tool)."
+            if unregistered
+            else "."
+        )
         self.stdout.write(
-            f"Refreshed {len(names)} tool(s): {drifted} drifted, {tickets} with a review ticket."
+            f"Refreshed {len(names)} tool(s){seen} {drifted} drifted, "
+            f"{tickets} with a review ticket."
         )

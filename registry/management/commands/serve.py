@@ -6,7 +6,7 @@ import time
 from pathlib import Path
 
 from django.conf import settings
-from django.core.management.base import BaseCommand
+from django.core.management.base import BaseCommand, CommandError
 
 WELCOME_FILE = "welcome.txt"  # written by `load_demo --welcome`
 
@@ -15,15 +15,31 @@ class Command(BaseCommand):
     help = "Run the web server, a Celery worker and beat together; Ctrl-C stops all three."
 
     def add_arguments(self, parser):
-        parser.add_argument("--addr", default="127.0.0.1:8000")
+        parser.add_argument(
+            "--addr",
+            default="127.0.0.1:8000",
+            help="Where the web server listens: [host:]port, as runserver takes it "
+            "(default 127.0.0.1:8000). `make run PORT=8001` passes 127.0.0.1:8001.",
+        )
         parser.add_argument(
             "--welcome",
             action="store_true",
             help="Send the worker's and beat's logs to var/log/ and, once the web server "
             "answers, print var/welcome.txt (logins, token) as the last lines, then delete it.",
         )
+        parser.add_argument(
+            "--check",
+            action="store_true",
+            help="Only check that --addr is free (exit status 1 if not), start nothing.",
+        )
 
-    def handle(self, *args, addr, welcome=False, **options):
+    def handle(self, *args, addr, welcome=False, check=False, **options):
+        host, port = address_split(addr)
+        # Before anything starts or prints: a taken port would print the logins and the token
+        # of a server that never comes up.
+        address_check_free(host, port)
+        if check:
+            return
         python = sys.executable
         commands = {
             "worker": [python, "-m", "celery", "-A", "config", "worker", "--loglevel=INFO",
@@ -45,15 +61,17 @@ class Command(BaseCommand):
             )
             for name, command in commands.items()
         }
-        self.stdout.write(f"Serving admin and API at http://{addr} (Ctrl-C stops)")
-        if welcome:
-            self._welcome(addr, logs, processes["web"])
         signal.signal(signal.SIGTERM, lambda *_: (_ for _ in ()).throw(KeyboardInterrupt))
+        stopped: list[str] = []
         try:
-            while all(process.poll() is None for process in processes.values()):
-                time.sleep(0.5)
+            if self._wait_until_up(host, port, processes["web"]):
+                self.stdout.write(f"Serving admin and API at http://{addr} (Ctrl-C stops)")
+                if welcome:
+                    self._welcome(addr, logs)
+                while all(process.poll() is None for process in processes.values()):
+                    time.sleep(0.5)
             stopped = [name for name, process in processes.items() if process.poll() is not None]
-            self.stderr.write(f"{', '.join(stopped)} stopped; stopping the rest.")
+            self.stderr.write(f"{', '.join(stopped) or 'web'} stopped; stopping the rest.")
         except KeyboardInterrupt:
             pass
         finally:
@@ -68,20 +86,26 @@ class Command(BaseCommand):
                     process.wait(max(0.1, deadline - time.monotonic()))
                 except subprocess.TimeoutExpired:
                     process.kill()
+        if stopped:
+            raise CommandError(f"{', '.join(stopped)} stopped")
 
-    def _welcome(self, addr: str, logs: Path, web: subprocess.Popen) -> None:
-        """Wait until the web server accepts connections, then print the welcome last."""
-        host, _, port = addr.rpartition(":")
-        deadline = time.monotonic() + 30
+    def _wait_until_up(self, host: str, port: int, web: subprocess.Popen) -> bool:
+        """Whether the web server accepts connections (False once it exited or after 60 s)."""
+        deadline = time.monotonic() + 60
         while time.monotonic() < deadline and web.poll() is None:
             try:
-                socket.create_connection((host or "127.0.0.1", int(port)), timeout=1).close()
-                break
+                socket.create_connection((host, port), timeout=1).close()
+                return True
             except OSError:
                 time.sleep(0.2)
+        return False
+
+    def _welcome(self, addr: str, logs: Path) -> None:
+        """Print the welcome last, once the web server answers, with its real address."""
         time.sleep(0.3)  # let the server finish its own start-up lines
         path = Path(settings.VAR_DIR) / WELCOME_FILE
-        lines = path.read_text().splitlines() if path.exists() else []
+        text = path.read_text() if path.exists() else ""
+        lines = text.replace("{address}", addr).splitlines()
         path.unlink(missing_ok=True)  # it holds a token: print it once
         rule = "─" * 78
         self.stdout.write(rule)
@@ -90,3 +114,27 @@ class Command(BaseCommand):
             self.stdout.write(self.style.SUCCESS(line))
         self.stdout.write(rule)
         self.stdout.flush()
+
+
+def address_split(addr: str) -> tuple[str, int]:
+    """(host, port) of ``[host:]port`` as runserver reads it; a bad one is a clear error."""
+    host, _, port = addr.rpartition(":")
+    host = host.strip("[]") or "127.0.0.1"
+    if not port.isdigit() or not 0 < int(port) < 65536:
+        raise CommandError(f"--addr {addr!r}: expected [host:]port, e.g. 127.0.0.1:8001")
+    return host, int(port)
+
+
+def address_check_free(host: str, port: int) -> None:
+    """Refuse at once when something already listens on the address."""
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    with socket.socket(family) as probe:
+        # As the server will: a port left in TIME_WAIT is free, one with a listener is not.
+        probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            probe.bind((host, port))
+        except OSError as exc:
+            raise CommandError(
+                f"cannot listen on {host}:{port}: {exc.strerror}. Stop what uses it, or "
+                f"choose another port: make run PORT={port + 1}"
+            ) from None

@@ -2,7 +2,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed-$(shell cksum pyproject.toml | cut -d' ' -f1)
 
-.PHONY: install run serve test test-fast lint imports typecheck format migrations-check benchmarks ci
+.PHONY: install mcp-servers run serve test test-fast lint imports typecheck format migrations-check benchmarks ci
 
 $(STAMP): pyproject.toml
 	test -x $(PY) || python3 -m venv $(VENV)
@@ -23,8 +23,12 @@ run: install
 serve: install
 	$(PY) manage.py serve
 
+## Real MCP servers the sources tests sync against (npm, locked; skipped without node).
+mcp-servers:
+	if command -v npm >/dev/null 2>&1; then npm ci --prefix tests/mcp_servers --no-audit --no-fund --silent; fi
+
 ## The whole suite (PostgreSQL and Redis when DATABASE_URL and REDIS_URL are set).
-test: install
+test: install mcp-servers
 	$(PY) -m pytest
 
 ## ruff, the layers between apps, and the types of services, selectors and pure modules.

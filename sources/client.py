@@ -174,7 +174,7 @@ class _CountingTransport(httpx2.AsyncBaseTransport):
 
     async def handle_async_request(self, request: httpx2.Request) -> httpx2.Response:
         response = await self.inner.handle_async_request(request)
-        response.stream = _CountedStream(response.stream, self.budget)  # type: ignore[arg-type]
+        response.stream = _CountedStream(response.stream, self.budget)
         return response
 
     async def aclose(self) -> None:

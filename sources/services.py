@@ -11,6 +11,7 @@ import json
 import os
 import time
 from dataclasses import asdict, dataclass, field
+from datetime import timedelta
 from typing import Any
 
 from django.conf import settings
@@ -154,7 +155,7 @@ def mcp_server_sync(
 def _claim(server: McpServer) -> None:
     # Two workers (beat and "sync now") must not write the same declarations at once; a claim
     # older than any sync can last is a dead worker's and may be taken over.
-    stale = timezone.now() - timezone.timedelta(seconds=settings.MCP_SYNC_TIMEOUT_SECONDS * 4)
+    stale = timezone.now() - timedelta(seconds=settings.MCP_SYNC_TIMEOUT_SECONDS * 4)
     claimed = (
         McpServer.objects.filter(pk=server.pk)
         .filter(Q(sync_started_at__isnull=True) | Q(sync_started_at__lt=stale))
@@ -278,6 +279,7 @@ def _declared_apply(
     document = declared_document(declared, approved=base, risk=risk)
     evidence = _evidence(server, declared, base, document, risk_evidence)
     open_ticket = row.ticket if row is not None and row.ticket is not None else None
+    ticket: ReviewTicket | None
     if open_ticket is not None and open_ticket.status == ReviewTicket.Status.OPEN:
         ticket = ticket_proposal_replace(ticket=open_ticket, document=document, evidence=evidence)
         if ticket.status == ReviewTicket.Status.SUPERSEDED:

@@ -24,8 +24,9 @@ from django_celery_beat.models import IntervalSchedule, PeriodicTask
 from learning.risk import prepare_labels, suggest_risk
 from registry.contract import with_defaults
 from registry.models import Application, ContractVersion, RiskLevel, Tool
+from registry.selectors import registry_context
 from registry.services import tool_lock_or_create
-from registry.validation import ContractInvalid
+from registry.validation import ContractInvalid, RegistryContext
 from reviews.diff import contract_diff
 from reviews.models import AuditEntry, ReviewError, ReviewTicket
 from reviews.services import contract_propose, contract_publish, ticket_proposal_replace
@@ -208,6 +209,7 @@ def _apply(
     seen: set[str] = set()
     labelled: list[dict[str, Any]] | None = None
     risks = set(RiskLevel.objects.values_list("name", flat=True))
+    context: RegistryContext | None = None  # read once: declared tools name no dependencies
     for definition in definitions:
         try:
             declared = declared_tool(server.name, definition)
@@ -224,6 +226,7 @@ def _apply(
             continue
         if labelled is None and (row is None or row.ticket_id is None):
             labelled = _labelled()
+        context = context or registry_context()
         try:
             with transaction.atomic():
                 _declared_apply(
@@ -233,6 +236,7 @@ def _apply(
                     report,
                     labelled or [],
                     risks,
+                    context,
                     approve=approve,
                     actor=actor,
                 )
@@ -261,6 +265,7 @@ def _declared_apply(
     report: SyncReport,
     labelled: list[dict[str, Any]],
     risks: set[str],
+    context: RegistryContext,
     *,
     approve: bool,
     actor: User | None,
@@ -291,6 +296,7 @@ def _declared_apply(
             document=document,
             author=None,
             source=ContractVersion.Source.IMPORT,
+            context=context,
             evidence=evidence,
             kind=ReviewTicket.Kind.CHANGE,
         )
@@ -304,6 +310,7 @@ def _declared_apply(
             document=document,
             author=None,
             source=ContractVersion.Source.IMPORT,
+            context=context,
             evidence=evidence,
             kind=ReviewTicket.Kind.NEW_TOOL,
         )

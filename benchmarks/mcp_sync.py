@@ -1,12 +1,12 @@
 """Syncing an MCP server that declares 1,000 tools: the first sync, then an unchanged resync.
 
-    .venv/bin/python benchmarks/mcp_sync.py [--tools 1000]
+    .venv/bin/python benchmarks/mcp_sync.py [--tools 1000] [--memory]
 
 Uses its own database (``registry_bench_mcp``, recreated) on the PostgreSQL of DATABASE_URL's
 host. The server is the tests' stand-in (``sources/tests/standin_server.py``) over stdio,
-declaring generated tools; the figures are wall time (listing included, measured while
-tracemalloc traces, which slows Python down), SQL queries, and the peak of Python memory
-allocated during the sync (tracemalloc), for the first sync (every tool a
+declaring generated tools; the figures are wall time (listing included), SQL queries, and with
+``--memory`` the peak of Python memory allocated during the sync (tracemalloc, which slows
+Python down: times of that run are not comparable), for the first sync (every tool a
 new_tool proposal) and an unchanged resync (no write but the server's record).
 """
 
@@ -27,6 +27,7 @@ sys.path.insert(0, str(ROOT))
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--tools", type=int, default=1000)
+    parser.add_argument("--memory", action="store_true", help="trace Python allocations")
     args = parser.parse_args()
 
     from benchmarks import database
@@ -46,18 +47,19 @@ def main() -> None:
         print(f"{'sync':<18} {'seconds':>8} {'queries':>8} {'peak MB':>8} {'tickets':>8}")
         for label in ("first", "unchanged resync"):
             queries = []
-            tracemalloc.start()
+            if args.memory:
+                tracemalloc.start()
             started = time.perf_counter()
             with connection.execute_wrapper(
                 lambda run, sql, *rest, seen=queries: seen.append(sql) or run(sql, *rest)
             ):
                 report = mcp_server_sync(server=server)
             elapsed = time.perf_counter() - started
-            _, peak = tracemalloc.get_traced_memory()
+            peak = tracemalloc.get_traced_memory()[1] / 2**20 if args.memory else float("nan")
             tracemalloc.stop()
             assert report.outcome == "ok", report.error
             print(
-                f"{label:<18} {elapsed:>8.2f} {len(queries):>8,} {peak / 2**20:>8.1f} "
+                f"{label:<18} {elapsed:>8.2f} {len(queries):>8,} {peak:>8.1f} "
                 f"{ReviewTicket.objects.count():>8,}"
             )
 

@@ -7,7 +7,7 @@ with ``manage.py mcp_servers add``). URLs are checked against MCP_URL_ALLOWLIST 
 import shlex
 
 from django.contrib import admin, messages
-from django.db import transaction
+from django.db import models, transaction
 
 from .models import DeclaredTool, McpServer
 from .tasks import mcp_server_sync
@@ -68,6 +68,7 @@ class McpServerAdmin(admin.ModelAdmin):
             },
         ),
     )
+    formfield_overrides = {models.URLField: {"assume_scheme": "https"}}
     inlines = (DeclaredToolInline,)
     actions = ("sync_now",)
 

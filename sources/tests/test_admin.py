@@ -98,3 +98,25 @@ def test_sync_now_runs_on_the_worker(admin_client, worker, tmp_path):  # noqa: F
     assert server.tool_count == 1
     ticket = ReviewTicket.objects.get(tool__name="acme.greet")
     assert ticket.kind == ReviewTicket.Kind.NEW_TOOL and ticket.status == ReviewTicket.Status.OPEN
+
+
+def test_the_tool_page_shows_what_the_server_now_declares(admin_client, db, tmp_path):
+    from registry.models import Tool
+    from sources.services import mcp_server_sync
+
+    tools = tmp_path / "tools.json"
+    tools.write_text(__import__("json").dumps([GREET]))
+    server = mcp_server_add(name="acme", command=[sys.executable, STANDIN, str(tools)])
+    mcp_server_sync(server=server, approve=True)
+    tool = Tool.objects.get(name="acme.greet")
+    url = reverse("admin:registry_tool_change", args=[tool.pk])
+
+    page = admin_client.get(url).content.decode()
+    assert 'id="declared-drift"' in page and "declares the approved definition" in page
+
+    tools.write_text(__import__("json").dumps([{**GREET, "description": "Say hi."}]))
+    mcp_server_sync(server=server)
+    ticket = ReviewTicket.objects.get(tool=tool, kind=ReviewTicket.Kind.CHANGE)
+    page = admin_client.get(url).content.decode()
+    assert "declares another definition than the approved one" in page
+    assert f"ticket #{ticket.pk}</a> (Change, open)" in page

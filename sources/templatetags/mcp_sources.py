@@ -1,0 +1,30 @@
+"""``{% declared_drift tool %}``: what a tool's MCP server now declares, for the tool's page
+(beside the drift its calls show). A template tag, so learning's page needs no import of
+sources: the page names the tag, and a registry without the app shows nothing."""
+
+from django import template
+
+from registry.models import Tool
+
+from ..models import DeclaredTool
+
+register = template.Library()
+
+
+@register.inclusion_tag("sources/declared_drift.html")
+def declared_drift(tool: Tool) -> dict:
+    declared = (
+        DeclaredTool.objects.select_related("server", "ticket", "tool__current_version")
+        .filter(tool=tool)
+        .first()
+    )
+    if declared is None:
+        return {"declared": None}
+    approved = declared.tool.current_version
+    return {
+        "declared": declared,
+        "server": declared.server,
+        "matches": approved is not None and approved.definition_hash == declared.definition_hash,
+        "approved": approved,
+        "ticket": declared.ticket,
+    }

@@ -329,3 +329,38 @@ def test_a_misbehaving_server_changes_nothing_but_its_record(
     assert standin.last_sync_error == report.error
     assert standin.tool_count == 1  # what it declared when it last answered
     assert standin.sync_started_at is None
+
+
+def test_runtimes_of_its_applications_get_the_tools_with_annotations_and_pins(
+    runtime_client_factory,
+):
+    from registry.models import Application
+    from registry.pins import definition_hash
+
+    Application.objects.create(name="assistant")
+    Application.objects.create(name="other")
+    server = mcp_server_add(
+        name="clock",
+        command=[sys.executable, "-m", "mcp_server_time"],
+        applications=["assistant"],
+    )
+    declared = {
+        tool["name"]: tool
+        for tool in tools_list(
+            transport="stdio", command=server.command, limits=Limits(30, 100, 10**6)
+        )
+    }
+    mcp_server_sync(server=server, approve=True)
+
+    exported = runtime_client_factory("assistant").get("/api/v1/export/mcp/").json()["tools"]
+    assert sorted(tool["name"] for tool in exported) == sorted(f"clock.{n}" for n in declared)
+    for tool in exported:
+        live = declared[tool["name"].removeprefix("clock.")]
+        assert tool["annotations"] == live["annotations"]
+        assert tool["_meta"]["tool-contract-registry/definitionHash"] == definition_hash(live)
+    listed = runtime_client_factory("assistant").get("/api/v1/tools/").json()
+    rows = listed["results"] if isinstance(listed, dict) else listed
+    assert {row["definition_hash"] for row in rows} == {
+        definition_hash(tool) for tool in declared.values()
+    }
+    assert runtime_client_factory("other").get("/api/v1/export/mcp/").json()["tools"] == []

@@ -77,7 +77,7 @@ class Command(BaseCommand):
             line = (
                 f"{server.name}\t{server.transport}\t{where}\t"
                 f"{'enabled' if server.enabled else 'disabled'}\t{last}\t"
-                f"{server.get_last_sync_outcome_display()}\t"
+                f"{server.last_sync_outcome}\t"
                 f"{server.tool_count if server.tool_count is not None else '-'} tools"
             )
             if server.last_sync_error:

@@ -6,7 +6,7 @@ from django import template
 
 from registry.models import Tool
 
-from ..models import DeclaredTool
+from ..models import DeclaredTool, McpServer
 
 register = template.Library()
 
@@ -28,3 +28,13 @@ def declared_drift(tool: Tool) -> dict:
         "approved": approved,
         "ticket": declared.ticket,
     }
+
+
+@register.inclusion_tag("sources/desk_failures.html")
+def mcp_server_failures() -> dict:
+    """The desk's card of MCP servers whose last sync failed (nothing when none did)."""
+    failed = McpServer.objects.filter(enabled=True, last_sync_outcome=McpServer.Outcome.FAILED)
+    return {"failed": list(failed[:DESK_FAILURES]), "count": failed.count()}
+
+
+DESK_FAILURES = 10

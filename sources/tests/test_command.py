@@ -67,13 +67,17 @@ def test_it_says_what_is_wrong(db, args, message):
     assert McpServer.objects.filter(name="x").count() == 0
 
 
-def test_a_failed_sync_is_an_error_of_the_command_and_on_the_record(db, tmp_path):
+def test_a_failed_sync_is_an_error_of_the_command_on_the_record_and_the_desk(
+    db, tmp_path, admin_client
+):
     run("add", "gone", "--stdio", str(tmp_path / "no-such-program"))
     with pytest.raises(CommandError):
         run("sync")
     server = McpServer.objects.get(name="gone")
     assert server.last_sync_outcome == McpServer.Outcome.FAILED
     assert server.last_sync_error.startswith("cannot start the server")
+    desk = admin_client.get(reverse("admin:index")).content.decode()
+    assert 'id="desk-mcp-failures"' in desk and "cannot start the server" in desk
 
 
 def test_two_syncs_of_one_server_do_not_run_at_once(db, tools):
@@ -104,7 +108,8 @@ def test_reviewers_read_the_tickets_and_approving_a_retirement_deprecates_the_to
     retirement = ReviewTicket.objects.get(kind=ReviewTicket.Kind.RETIREMENT)
     page = admin_client.get(reverse("admin:reviews_reviewticket_change", args=[retirement.pk]))
     assert page.status_code == 200
-    assert admin_client.get(reverse("admin:index")).status_code == 200
+    desk = admin_client.get(reverse("admin:index")).content.decode()
+    assert "desk-mcp-failures" not in desk
 
     review_approve(ticket=retirement, reviewer=reviewer)
     tool = Tool.objects.get(name="acme.greet")

@@ -75,6 +75,10 @@ class McpServerAdmin(admin.ModelAdmin):
     def has_add_permission(self, request) -> bool:
         return False  # a server is added by an operator: manage.py mcp_servers add
 
+    def delete_queryset(self, request, queryset) -> None:
+        for server in queryset:
+            server.delete()  # one by one: each takes its beat entry with it
+
     @admin.display(description="command")
     def command_line(self, obj: McpServer) -> str:
         return shlex.join(obj.command) if obj.command else "-"

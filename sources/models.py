@@ -112,6 +112,13 @@ class McpServer(models.Model):
     def __str__(self) -> str:
         return self.name
 
+    def delete(self, *args, **kwargs):
+        # Its beat entry goes with it: a schedule for a server that is no more is noise.
+        schedule_id = self.schedule_id
+        deleted = super().delete(*args, **kwargs)
+        PeriodicTask.objects.filter(pk=schedule_id).delete()
+        return deleted
+
     def clean(self) -> None:
         errors: dict[str, str] = {}
         if self.transport == self.Transport.STDIO:

@@ -49,6 +49,10 @@ def test_add_list_and_sync(db, tools):
     assert "\tok\t1 tools" in run("list")
     assert Application.objects.get(name="assistant").enabled_tools.get().name == "acme.greet"
 
+    server.delete()
+    assert not PeriodicTask.objects.filter(pk=schedule.pk).exists()
+    assert Tool.objects.filter(name="acme.greet").exists()  # its tools stay, with their tickets
+
 
 @pytest.mark.parametrize(
     ("args", "message"),

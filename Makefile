@@ -23,9 +23,17 @@ run: install
 serve: install
 	$(PY) manage.py serve
 
-## Real MCP servers the sources tests sync against (npm, locked; skipped without node).
+## Real MCP servers the sources tests sync against (npm, locked; installed again only when the
+## lock changes). Without npm the tests that need them skip and say why.
+MCP_SERVERS := tests/mcp_servers/node_modules/.package-lock.json
+
+$(MCP_SERVERS): tests/mcp_servers/package-lock.json
+	npm ci --prefix tests/mcp_servers --no-audit --no-fund --silent
+	touch $@
+
 mcp-servers:
-	if command -v npm >/dev/null 2>&1; then npm ci --prefix tests/mcp_servers --no-audit --no-fund --silent; fi
+	@if command -v npm >/dev/null 2>&1; then $(MAKE) --no-print-directory $(MCP_SERVERS); \
+	else echo "npm is missing: the tests against @modelcontextprotocol/server-everything skip"; fi
 
 ## The whole suite (PostgreSQL and Redis when DATABASE_URL and REDIS_URL are set).
 test: install mcp-servers

@@ -372,7 +372,6 @@ def _suggested(
         suggested=suggestion.risk,
         confidence=round(suggestion.confidence, 3),
         evidence=suggestion.evidence,
-        annotations=declared.declared["annotations"],
     )
     return suggestion.risk if suggestion.risk in risks else "high"
 
@@ -414,7 +413,9 @@ def _evidence(
         ],
     }
     if risk:
-        evidence["risk"] = risk
+        # The ticket page explains a suggestion from "risk_evidence", as for inferred tools.
+        evidence["risk"] = {"suggested": risk["suggested"], "confidence": risk["confidence"]}
+        evidence["risk_evidence"] = risk["evidence"]
     if base is not None:
         evidence["compatibility"] = compatibility(
             base.get("input_schema"),

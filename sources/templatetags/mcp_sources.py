@@ -5,6 +5,7 @@ sources: the page names the tag, and a registry without the app shows nothing.""
 from django import template
 
 from registry.models import Tool
+from reviews.models import ReviewTicket
 
 from ..models import DeclaredTool, McpServer
 
@@ -38,3 +39,21 @@ def mcp_server_failures() -> dict:
 
 
 DESK_FAILURES = 10
+
+
+@register.inclusion_tag("sources/ticket_source.html")
+def declared_source(ticket: ReviewTicket) -> dict:
+    """On a ticket's page: the MCP server that declared the proposal, its pin, and whether the
+    change breaks callers or only widens (from the ticket's evidence; nothing for others)."""
+    evidence = ticket.evidence if isinstance(ticket.evidence, dict) else {}
+    if evidence.get("source") != "mcp":
+        return {"source": None}
+    compatibility = evidence.get("compatibility")
+    compatibility = compatibility if isinstance(compatibility, dict) else {}
+    return {
+        "source": evidence,
+        "server": McpServer.objects.filter(name=evidence.get("server")).first(),
+        "breaking": [str(item) for item in compatibility.get("breaking") or []],
+        "widening": [str(item) for item in compatibility.get("widening") or []],
+        "compared": bool(compatibility),
+    }

@@ -105,7 +105,17 @@ def test_reviewers_read_the_tickets_and_approving_a_retirement_deprecates_the_to
     change = ReviewTicket.objects.get(kind=ReviewTicket.Kind.CHANGE)
     page = admin_client.get(reverse("admin:reviews_reviewticket_change", args=[change.pk]))
     assert page.status_code == 200
-    assert "IMPORTANT" in page.content.decode()
+    html = page.content.decode()
+    assert "IMPORTANT" in html and 'id="declared-source"' in html
+    assert 'id="compatible"' in html and change.evidence["definition_hash"] in html
+
+    required = {"type": "object", "properties": {"who": {"type": "string"}}, "required": ["who"]}
+    tools.write_text(json.dumps([{**GREET, "description": POISONED, "inputSchema": required}]))
+    run("sync")
+    html = admin_client.get(
+        reverse("admin:reviews_reviewticket_change", args=[change.pk])
+    ).content.decode()
+    assert "breaks callers" in html and "who: now required" in html
 
     tools.write_text("[]")
     run("sync")

@@ -92,6 +92,8 @@ def assert_proposed_as_declared(server: McpServer, declared: list[dict]) -> None
             expected["title"] = tool["title"]
         assert version.annotations == expected
         assert ticket.evidence["definition_hash"] == version.definition_hash
+        assert ticket.evidence["risk"]["suggested"] == version.risk.name
+        assert ticket.evidence["risk_evidence"]  # "Why this risk" on the ticket page
 
 
 def assert_resync_writes_nothing(server: McpServer) -> None:

@@ -122,8 +122,10 @@ def _reason(exc: BaseException, budget: _Budget, limits: Limits) -> str:
         if isinstance(leaf, TimeoutError):
             return f"no complete answer within {limits.timeout:g} s"
     for leaf in leaves:
+        if isinstance(leaf, MCPError) and leaf.code == mcp_types.CONNECTION_CLOSED:
+            return "the server closed the connection before it answered (it may have exited)"
         if isinstance(leaf, MCPError):
-            return f"the server answered with an error: {str(leaf)[:300]}"
+            return f"the server answered with an error: {leaf.error.message[:300]}"
     leaf = leaves[0]
     if isinstance(leaf, FileNotFoundError | PermissionError):
         return f"cannot start the server: {leaf}"

@@ -4,7 +4,7 @@ Run as ``python standin_server.py DEFINITIONS.json``: every ``tools/list`` answe
 tools in the JSON file as it is at that moment (a list of MCP tool definitions). Special files
 make it misbehave: ``{"hang": true}`` never answers, ``{"die": true}`` exits halfway through
 writing its answer, ``{"tools": N}`` declares N generated tools, ``{"description_bytes": N}``
-declares one tool with a description of N bytes. Written with the SDK's low-level server.
+answers with one tool whose description has N bytes. Written with the SDK's low-level server.
 """
 
 import json
@@ -18,6 +18,14 @@ from mcp.server.lowlevel import Server
 from mcp.server.stdio import stdio_server
 
 DEFINITIONS = Path(sys.argv[1]) if len(sys.argv) > 1 else None
+# The SDK's stdio server sends print() to stderr; the misbehaving answers go to the real pipe.
+RAW_STDOUT = os.dup(1)
+
+
+def raw_write(data: bytes) -> None:
+    view = memoryview(data)
+    while view:
+        view = view[os.write(RAW_STDOUT, view) :]
 
 
 def _generated(count: int) -> list[types.Tool]:
@@ -41,19 +49,19 @@ async def _tools() -> list[types.Tool]:
         if spec.get("hang"):
             await anyio.sleep(3600)
         if spec.get("die"):
-            sys.stdout.write('{"jsonrpc": "2.0", "id": 1, "result": {"tools": [{"name": "half')
-            sys.stdout.flush()
+            raw_write(b'{"jsonrpc": "2.0", "id": 1, "result": {"tools": [{"name": "half')
             os._exit(1)
         if "tools" in spec:
             return _generated(spec["tools"])
         if "description_bytes" in spec:
-            return [
-                types.Tool(
-                    name="huge",
-                    description="x" * spec["description_bytes"],
-                    input_schema={"type": "object"},
-                )
-            ]
+            # Written raw, as fast as the pipe takes it: what is measured is the reader.
+            raw_write(b'{"jsonrpc": "2.0", "id": 1, "result": {"tools": [{"name": "huge", ')
+            raw_write(b'"inputSchema": {"type": "object"}, "description": "')
+            chunk = b"x" * 65536
+            for _ in range(spec["description_bytes"] // len(chunk)):
+                await anyio.to_thread.run_sync(raw_write, chunk)
+            raw_write(b'"}]}}\n')
+            await anyio.sleep(3600)
     return [types.Tool.model_validate(tool) for tool in spec]
 
 

@@ -300,7 +300,7 @@ def test_one_bad_tool_is_refused_with_its_reason_and_the_rest_imported(standin, 
     ("spec", "error"),
     [
         ({"hang": True}, "no complete answer within 3 s"),
-        ({"die": True}, ""),
+        ({"die": True}, "closed the connection before it answered"),
         ({"tools": 10_000}, "more than 1,000 tools"),
         ({"description_bytes": 50 * 1024 * 1024}, "more than 8,388,608 bytes"),
     ],
@@ -309,10 +309,12 @@ def test_one_bad_tool_is_refused_with_its_reason_and_the_rest_imported(standin, 
 def test_a_misbehaving_server_changes_nothing_but_its_record(
     standin, tools_file, settings, spec, error
 ):
-    settings.MCP_SYNC_TIMEOUT_SECONDS = 3
     mcp_server_sync(server=standin, approve=True)
     before = counts()
     tools_file(spec)
+    # Only the hanging server should meet the deadline; the others fail on their own limit
+    # (a busy machine may take seconds to start a Python server and build its answer).
+    settings.MCP_SYNC_TIMEOUT_SECONDS = 3 if "hang" in spec else 30
 
     tracemalloc.start()
     started = time.monotonic()
@@ -323,7 +325,8 @@ def test_a_misbehaving_server_changes_nothing_but_its_record(
 
     assert report.outcome == McpServer.Outcome.FAILED
     assert error in report.error and report.error
-    assert elapsed < 3 + 8  # the deadline, and the few seconds stopping the server may take
+    # The deadline, and the few seconds stopping the server may take.
+    assert elapsed < settings.MCP_SYNC_TIMEOUT_SECONDS + 8
     assert peak < 64 * 1024 * 1024
     assert counts() == before
     standin.refresh_from_db()

@@ -400,3 +400,19 @@ def test_published_tool_poisoning_reaches_the_reviewer_flagged(standin, tools_fi
     assert flags and all(flag["where"] == "description" for flag in flags)
     assert "instruction_to_model" in {flag["code"] for flag in flags}
     assert ticket.tool.current_version.description == GREET["description"]  # nothing published
+
+
+def test_a_tool_that_comes_back_withdraws_its_retirement(standin, tools_file):
+    mcp_server_sync(server=standin, approve=True)
+    tools_file([])
+    assert mcp_server_sync(server=standin).retired == ["acme.greet"]
+    (retirement,) = open_tickets(ReviewTicket.Kind.RETIREMENT)
+
+    tools_file([GREET])
+    report = mcp_server_sync(server=standin)
+
+    assert report.withdrawn == ["acme.greet"]
+    retirement.refresh_from_db()
+    assert retirement.status == ReviewTicket.Status.SUPERSEDED
+    assert not DeclaredTool.objects.get(name="greet").gone
+    assert AuditEntry.objects.filter(ticket=retirement, action=AuditEntry.Action.WITHDRAWN).exists()

@@ -24,6 +24,7 @@ import anyio
 import httpx2
 import mcp_types
 from mcp.client.session import ClientSession
+from mcp.client.sse import sse_client
 from mcp.client.stdio import get_default_environment
 from mcp.client.streamable_http import streamable_http_client
 from mcp.shared.exceptions import MCPError
@@ -31,6 +32,7 @@ from mcp.shared.message import SessionMessage
 
 STDIO = "stdio"
 HTTP = "http"
+SSE = "sse"  # the legacy HTTP+SSE transport (MCP 2024-11-05)
 STOP_GRACE_SECONDS = 1.0
 
 
@@ -164,6 +166,28 @@ async def _connect(
                 url, http_client=client, max_sse_event_size=limits.max_bytes
             ) as streams,
         ):
+            yield streams
+    elif transport == SSE:
+
+        def counted_client(
+            headers: dict[str, str] | None = None,
+            timeout: httpx2.Timeout | None = None,
+            auth: httpx2.Auth | None = None,
+        ) -> httpx2.AsyncClient:
+            return httpx2.AsyncClient(
+                headers=headers,
+                timeout=timeout,
+                auth=auth,
+                transport=_CountingTransport(httpx2.AsyncHTTPTransport(), budget),
+            )
+
+        async with sse_client(
+            url,
+            headers=headers,
+            timeout=limits.timeout,
+            sse_read_timeout=limits.timeout,
+            httpx_client_factory=counted_client,
+        ) as streams:
             yield streams
     else:
         raise SyncFailed(f"unknown transport {transport!r}")

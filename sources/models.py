@@ -49,6 +49,7 @@ class McpServer(models.Model):
     class Transport(models.TextChoices):
         STDIO = "stdio", "stdio (a command the worker runs)"
         HTTP = "http", "Streamable HTTP"
+        SSE = "sse", "HTTP+SSE (legacy)"
 
     class Outcome(models.TextChoices):
         NEVER = "never", "never synced"
@@ -70,7 +71,9 @@ class McpServer(models.Model):
         help_text="stdio: the program and its arguments; set only by operators "
         "(manage.py mcp_servers add --stdio).",
     )
-    url = models.URLField(max_length=500, blank=True, help_text="Streamable HTTP endpoint.")
+    url = models.URLField(
+        max_length=500, blank=True, help_text="Streamable HTTP (or legacy SSE) endpoint."
+    )
     headers = models.JSONField(
         default=dict,
         blank=True,
@@ -104,7 +107,7 @@ class McpServer(models.Model):
         constraints = [
             models.CheckConstraint(
                 condition=models.Q(transport="stdio", url="")
-                | models.Q(transport="http", command=[]),
+                | models.Q(transport__in=["http", "sse"], command=[]),
                 name="mcp_server_one_transport",
             )
         ]
@@ -126,7 +129,7 @@ class McpServer(models.Model):
                 errors["command"] = "A stdio server needs a command (set by an operator)."
             if self.url:
                 errors["url"] = "A stdio server has no URL."
-        elif self.transport == self.Transport.HTTP:
+        elif self.transport in (self.Transport.HTTP, self.Transport.SSE):
             if self.command:
                 errors["command"] = "An HTTP server has no command."
             if not self.url:

@@ -74,14 +74,17 @@ def mcp_server_add(
     name: str,
     command: list[str] | None = None,
     url: str = "",
+    legacy_sse: bool = False,
     headers: dict[str, str] | None = None,
     applications: list[str] | None = None,
 ) -> McpServer:
-    """A new server (stdio with ``command``, or streamable HTTP at ``url``) and its schedule.
-    Only operators call this with a command: the admin cannot set one."""
+    """A new server (stdio with ``command``, or streamable HTTP at ``url``, or the legacy
+    HTTP+SSE transport with ``legacy_sse``) and its schedule. Only operators call this with a
+    command: the admin cannot set one."""
+    transport = McpServer.Transport.SSE if legacy_sse else McpServer.Transport.HTTP
     server = McpServer(
         name=name,
-        transport=McpServer.Transport.STDIO if command else McpServer.Transport.HTTP,
+        transport=McpServer.Transport.STDIO if command else transport,
         command=list(command or []),
         url=url,
         headers=dict(headers or {}),

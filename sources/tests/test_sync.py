@@ -140,11 +140,10 @@ def free_port() -> int:
         return sock.getsockname()[1]
 
 
-@pytest.fixture
-def everything_over_http():
+def start_everything(mode: str):
     port = free_port()
     process = subprocess.Popen(
-        ["node", str(EVERYTHING), "streamableHttp"],
+        ["node", str(EVERYTHING), mode],
         env={**os.environ, "PORT": str(port)},
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
@@ -156,7 +155,21 @@ def everything_over_http():
             break
         except OSError:
             time.sleep(0.1)
+    return process, port
+
+
+@pytest.fixture
+def everything_over_http():
+    process, port = start_everything("streamableHttp")
     yield f"http://127.0.0.1:{port}/mcp"
+    process.terminate()
+    process.wait(10)
+
+
+@pytest.fixture
+def everything_over_sse():
+    process, port = start_everything("sse")
+    yield f"http://127.0.0.1:{port}/sse"
     process.terminate()
     process.wait(10)
 
@@ -168,6 +181,21 @@ def test_it_proposes_every_tool_of_server_everything_over_streamable_http(
     settings.MCP_URL_ALLOWLIST = ["http://127.0.0.1"]
     server = mcp_server_add(name="remote", url=everything_over_http)
     declared = tools_list(transport="http", url=server.url, limits=Limits(30, 100, 10**7))
+
+    report = mcp_server_sync(server=server)
+
+    assert report.outcome == McpServer.Outcome.OK, (report.error, report.refused)
+    assert_proposed_as_declared(server, declared)
+    assert_resync_writes_nothing(server)
+
+
+@needs_everything
+def test_it_proposes_every_tool_of_server_everything_over_legacy_sse(
+    db, settings, everything_over_sse
+):
+    settings.MCP_URL_ALLOWLIST = ["http://127.0.0.1"]
+    server = mcp_server_add(name="legacy", url=everything_over_sse, legacy_sse=True)
+    declared = tools_list(transport="sse", url=server.url, limits=Limits(30, 100, 10**7))
 
     report = mcp_server_sync(server=server)
 

@@ -20,6 +20,11 @@ class Command(BaseCommand):
         transport.add_argument("--stdio", metavar='"COMMAND ARGS..."', help="Run this command.")
         transport.add_argument("--url", help="A streamable HTTP endpoint (MCP_URL_ALLOWLIST).")
         add.add_argument(
+            "--legacy-sse",
+            action="store_true",
+            help="With --url: the server speaks the older HTTP+SSE transport (an /sse endpoint).",
+        )
+        add.add_argument(
             "--header",
             action="append",
             default=[],
@@ -46,6 +51,8 @@ class Command(BaseCommand):
             if not sep:
                 raise CommandError(f"--header {item!r}: expected NAME=ENV_VAR")
             headers[header.strip()] = variable.strip()
+        if options["legacy_sse"] and not options["url"]:
+            raise CommandError("--legacy-sse goes with --url")
         try:
             command = shlex.split(options["stdio"]) if options["stdio"] else None
         except ValueError as exc:
@@ -55,6 +62,7 @@ class Command(BaseCommand):
                 name=options["name"],
                 command=command,
                 url=options["url"] or "",
+                legacy_sse=options["legacy_sse"],
                 headers=headers,
                 applications=options["application"],
             )

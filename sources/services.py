@@ -214,20 +214,23 @@ def _apply(
     risks = set(RiskLevel.objects.values_list("name", flat=True))
     context: RegistryContext | None = None  # read once: declared tools name no dependencies
     for definition in definitions:
+        name = definition.get("name")
+        if isinstance(name, str) and name in seen:
+            report.refused[shown(name)] = "declared twice in one listing"
+            continue
+        if isinstance(name, str):
+            # Still declared, even if refused below: a tool is retired only when it is gone.
+            seen.add(name)
         try:
             declared = declared_tool(server.name, definition)
         except Refused as exc:
-            report.refused[shown(definition.get("name"))] = str(exc)
+            report.refused[shown(name)] = str(exc)
             continue
-        if declared.local_name in seen:
-            report.refused[declared.local_name] = "declared twice in one listing"
-            continue
-        seen.add(declared.local_name)
         row = rows.get(declared.local_name)
         if row is not None and row.definition_hash == declared.pin and not row.gone:
             report.unchanged += 1  # the pin the registry last saw: nothing to write
             continue
-        if labelled is None and (row is None or row.ticket_id is None):
+        if labelled is None:
             labelled = _labelled()
         context = context or registry_context()
         try:

@@ -444,3 +444,17 @@ def test_a_tool_that_comes_back_withdraws_its_retirement(standin, tools_file):
     assert retirement.status == ReviewTicket.Status.SUPERSEDED
     assert not DeclaredTool.objects.get(name="greet").gone
     assert AuditEntry.objects.filter(ticket=retirement, action=AuditEntry.Action.WITHDRAWN).exists()
+
+
+def test_a_tool_whose_new_definition_is_refused_is_not_retired(standin, tools_file):
+    mcp_server_sync(server=standin, approve=True)
+    tools_file([{**GREET, "description": " "}])
+
+    report = mcp_server_sync(server=standin)
+
+    assert report.refused == {
+        "greet": "description: none declared; a reviewer and a model need one"
+    }
+    assert report.retired == [] and report.changed == []
+    assert ReviewTicket.objects.filter(status=ReviewTicket.Status.OPEN).count() == 0
+    assert not DeclaredTool.objects.get(name="greet").gone

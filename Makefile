@@ -4,7 +4,7 @@ STAMP := $(VENV)/.installed-$(shell cksum pyproject.toml | cut -d' ' -f1)
 # The port `make run` and `make serve` listen on, on 127.0.0.1: `make run PORT=8001`.
 PORT ?= 8000
 
-.PHONY: install run serve test test-fast lint imports typecheck format migrations-check benchmarks ci
+.PHONY: install mcp-servers run serve test test-fast lint imports typecheck format migrations-check benchmarks ci
 
 $(STAMP): pyproject.toml
 	test -x $(PY) || python3 -m venv $(VENV)
@@ -27,8 +27,20 @@ run: install
 serve: install
 	$(PY) manage.py serve --addr 127.0.0.1:$(PORT)
 
+## Real MCP servers the sources tests sync against (npm, locked; installed again only when the
+## lock changes). Without npm the tests that need them skip and say why.
+MCP_SERVERS := tests/mcp_servers/node_modules/.package-lock.json
+
+$(MCP_SERVERS): tests/mcp_servers/package-lock.json
+	npm ci --prefix tests/mcp_servers --no-audit --no-fund --silent
+	touch $@
+
+mcp-servers:
+	@if command -v npm >/dev/null 2>&1; then $(MAKE) --no-print-directory $(MCP_SERVERS); \
+	else echo "npm is missing: the tests against @modelcontextprotocol/server-everything skip"; fi
+
 ## The whole suite (PostgreSQL and Redis when DATABASE_URL and REDIS_URL are set).
-test: install
+test: install mcp-servers
 	$(PY) -m pytest
 
 ## ruff, the layers between apps, and the types of services, selectors and pure modules.

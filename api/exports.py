@@ -3,7 +3,8 @@
 OpenAI and Anthropic accept tool names matching ``^[a-zA-Z0-9_-]{1,64}$``. Registry names are
 dotted, contain no ``__`` and fit in 64 characters once each ``.`` becomes ``__`` (validation
 enforces both), so ``provider_name`` is a bijection and ``registry_name`` its inverse.
-MCP keeps the registry's names as they are.
+MCP keeps the registry's names as they are, gives a contract's own MCP annotations back as
+they were declared, and carries each tool's pin (``registry/pins.py``) in ``_meta``.
 """
 
 from __future__ import annotations
@@ -12,6 +13,8 @@ import copy
 import json
 import re
 from typing import Any
+
+from registry.pins import contract_pin
 
 PROVIDER_NAME = re.compile(r"^[a-zA-Z0-9_-]{1,64}$")
 WRITE_PERMISSIONS = {"write", "delete", "send", "payments", "admin"}
@@ -97,7 +100,21 @@ def anthropic_tool(document: dict, *, mandate: str = "") -> dict:
     }
 
 
+PIN_META_KEY = "tool-contract-registry/definitionHash"
+
+
 def mcp_tool(document: dict, *, mandate: str = "") -> dict:
+    tool = _mcp_tool(document, mandate=mandate)
+    if document.get("annotations"):
+        # Declared by the tool's MCP server: given back unchanged, never re-derived.
+        tool["annotations"] = copy.deepcopy(document["annotations"])
+        if isinstance(document["annotations"].get("title"), str):
+            tool["title"] = document["annotations"]["title"]
+    tool["_meta"] = {PIN_META_KEY: contract_pin(document)}
+    return tool
+
+
+def _mcp_tool(document: dict, *, mandate: str = "") -> dict:
     permissions = set(document.get("permissions") or [])
     read_only = not (permissions & WRITE_PERMISSIONS) and not document.get("produces_side_effects")
     tool: dict[str, Any] = {

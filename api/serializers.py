@@ -10,6 +10,7 @@ class ContractSerializer(serializers.Serializer):
     description = serializers.CharField()
     input_schema = serializers.JSONField()
     output_schema = serializers.JSONField(allow_null=True)
+    annotations = serializers.JSONField()
     requires = serializers.ListField(child=serializers.CharField())
     produces = serializers.ListField(child=serializers.CharField())
     effects = serializers.JSONField()
@@ -24,6 +25,9 @@ class ContractSerializer(serializers.Serializer):
     version = serializers.IntegerField(source="number")
     approved_at = serializers.DateTimeField()
     content_hash = serializers.CharField()
+    definition_hash = serializers.CharField(
+        help_text="The pin: SHA-256 of the tool's MCP definition (docs/api.md, pinning)."
+    )
 
     class Meta:
         model = ContractVersion
@@ -145,11 +149,12 @@ class AnthropicTool(serializers.Serializer):
 
 
 class MCPAnnotations(serializers.Serializer):
-    title = serializers.CharField()
-    readOnlyHint = serializers.BooleanField()  # noqa: N815 - MCP's own spelling
-    destructiveHint = serializers.BooleanField()  # noqa: N815
-    idempotentHint = serializers.BooleanField()  # noqa: N815
-    openWorldHint = serializers.BooleanField()  # noqa: N815
+    # A contract's own annotations come back as its MCP server declared them: any may be absent.
+    title = serializers.CharField(required=False)
+    readOnlyHint = serializers.BooleanField(required=False)  # noqa: N815 - MCP's own spelling
+    destructiveHint = serializers.BooleanField(required=False)  # noqa: N815
+    idempotentHint = serializers.BooleanField(required=False)  # noqa: N815
+    openWorldHint = serializers.BooleanField(required=False)  # noqa: N815
 
 
 class MCPTool(serializers.Serializer):
@@ -158,6 +163,9 @@ class MCPTool(serializers.Serializer):
     inputSchema = serializers.DictField()  # noqa: N815
     outputSchema = serializers.DictField(required=False)  # noqa: N815
     annotations = MCPAnnotations()
+    _meta = serializers.DictField(
+        help_text='"tool-contract-registry/definitionHash": the approved definition\'s pin.'
+    )
 
 
 class MCPToolList(serializers.Serializer):

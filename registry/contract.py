@@ -33,6 +33,16 @@ class Effect(TypedDict, total=False):
     prompt_template_var: str
 
 
+class Annotations(TypedDict, total=False):
+    """MCP tool annotations, camelCase keys kept verbatim: claims of the tool's author."""
+
+    title: str
+    readOnlyHint: bool
+    destructiveHint: bool
+    idempotentHint: bool
+    openWorldHint: bool
+
+
 class ContractDocument(TypedDict):
     """What import, export, the API and the review diff speak (DESIGN.md, "Contract document")."""
 
@@ -43,6 +53,7 @@ class ContractDocument(TypedDict):
     produces: list[str]
     risk: str
     output_schema: NotRequired[dict[str, Any] | None]
+    annotations: NotRequired[Annotations]
     effects: NotRequired[dict[str, Effect]]
     cost: NotRequired[Cost]
     permissions: NotRequired[list[str]]
@@ -79,6 +90,7 @@ FIELDS: tuple[Field, ...] = (
     Field("description", "", "text", "Contract"),
     Field("input_schema", {}, "schema", "Interface"),
     Field("output_schema", {}, "schema", "Interface"),
+    Field("annotations", {}, "mapping", "Interface"),
     Field("requires", [], "set", "State"),
     Field("produces", [], "set", "State"),
     Field("effects", {}, "mapping", "State"),
@@ -103,6 +115,12 @@ PROPOSAL_KEYS = frozenset(FIELDS_BY_NAME)
 STORED_FIELDS: tuple[str, ...] = tuple(field.name for field in FIELDS if field.stored)
 
 COST_KEYS = frozenset(Cost.__annotations__)
+ANNOTATION_KEYS = frozenset(Annotations.__annotations__)
+ANNOTATION_HINTS = ANNOTATION_KEYS - {"title"}
+MAX_ANNOTATION_TITLE = 200
+# Fields added after versions were stored: an empty one is left out of the content hash, so
+# the hashes of versions written before the field existed stay what they were.
+HASHED_ONLY_WHEN_SET = frozenset({"annotations"})
 LIMIT_KEYS = frozenset(ResourceLimits.__annotations__)
 MERGE_RULES = frozenset({"replace", "append", "merge_dict"})
 LIFECYCLES = frozenset({"active", "deprecated"})

@@ -7,7 +7,8 @@ from django.core.validators import RegexValidator
 from django.db import models
 from django.db.models import F, Q
 
-from .contract import STORED_FIELDS
+from .contract import HASHED_ONLY_WHEN_SET, STORED_FIELDS
+from .pins import contract_pin
 from .validation import policy_errors
 
 TOOL_NAME_RE = r"^[A-Za-z][A-Za-z0-9_-]*(\.[A-Za-z0-9_-]+)*$"
@@ -145,6 +146,12 @@ class ContractVersion(models.Model):
     description = models.TextField()
     input_schema = models.JSONField(default=dict)
     output_schema = models.JSONField(null=True, blank=True)
+    annotations = models.JSONField(
+        default=dict,
+        blank=True,
+        help_text="MCP tool annotations (readOnlyHint, destructiveHint, idempotentHint, "
+        "openWorldHint, title), as the tool's author declared them.",
+    )
     requires = models.JSONField(default=list, blank=True)
     produces = models.JSONField(default=list, blank=True)
     effects = models.JSONField(default=dict, blank=True)
@@ -209,10 +216,19 @@ class ContractVersion(models.Model):
     def compute_hash(self) -> str:
         return contract_hash(self.document())
 
+    @property
+    def definition_hash(self) -> str:
+        """The pin: the hash of the MCP definition this version stands for (registry/pins.py)."""
+        return contract_pin(self.document())
+
 
 def contract_hash(document: dict) -> str:
     """Hash of what a runtime sees; the version number is bookkeeping and does not count."""
-    content = {k: v for k, v in document.items() if k != "version"}
+    content = {
+        k: v
+        for k, v in document.items()
+        if k != "version" and not (k in HASHED_ONLY_WHEN_SET and not v)
+    }
     encoded = json.dumps(content, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
     return hashlib.sha256(encoded.encode()).hexdigest()
 

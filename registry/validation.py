@@ -18,7 +18,16 @@ from jsonschema import Draft202012Validator
 from jsonschema.exceptions import SchemaError
 
 from . import invariants
-from .contract import COST_KEYS, KNOWN_KEYS, LIFECYCLES, LIMIT_KEYS, MERGE_RULES
+from .contract import (
+    ANNOTATION_HINTS,
+    ANNOTATION_KEYS,
+    COST_KEYS,
+    KNOWN_KEYS,
+    LIFECYCLES,
+    LIMIT_KEYS,
+    MAX_ANNOTATION_TITLE,
+    MERGE_RULES,
+)
 from .schema_limits import schema_limit_errors
 
 VARIABLE_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_.-]*$")
@@ -92,6 +101,9 @@ def contract_check(document: Any, *, context: RegistryContext) -> tuple[dict, Er
             continue
         for reason in schema_errors(schema, needs_object=schema_field == "input_schema"):
             add(schema_field, reason)
+
+    for reason in annotation_errors(doc.get("annotations")):
+        add("annotations", reason)
 
     for set_field in ("requires", "produces"):
         names, reasons = _resolve_variables(doc.get(set_field, []), context)
@@ -293,6 +305,24 @@ def _external_refs(node: Any, path: str) -> Iterable[tuple[str, str]]:
     elif isinstance(node, list):
         for index, value in enumerate(node):
             yield from _external_refs(value, f"{path}/{index}")
+
+
+def annotation_errors(annotations: Any) -> list[str]:
+    """MCP's tool annotations only: the four hints as booleans and a short title."""
+    if annotations is None:
+        return []
+    if not isinstance(annotations, Mapping):
+        return ["must be an object of MCP tool annotations"]
+    reasons = []
+    for key, value in annotations.items():
+        if key not in ANNOTATION_KEYS:
+            shown = key if len(str(key)) <= MAX_SHOWN_KEY else str(key)[: MAX_SHOWN_KEY - 3] + "..."
+            reasons.append(f"unknown key {shown!r}; allowed: {', '.join(sorted(ANNOTATION_KEYS))}")
+        elif key in ANNOTATION_HINTS and not isinstance(value, bool):
+            reasons.append(f"{key} must be true or false")
+        elif key == "title" and (not isinstance(value, str) or len(value) > MAX_ANNOTATION_TITLE):
+            reasons.append(f"title must be text of at most {MAX_ANNOTATION_TITLE} characters")
+    return reasons
 
 
 def _resolve_variables(names: Any, context: RegistryContext) -> tuple[list[str], list[str]]:

@@ -14,6 +14,7 @@ class ReviewTicket(models.Model):
         NEW_TOOL = "new_tool", "New tool"
         CHANGE = "change", "Change"
         DRIFT = "drift", "Drift"
+        RETIREMENT = "retirement", "Retirement"
 
     class Status(models.TextChoices):
         OPEN = "open"
@@ -123,6 +124,8 @@ class AuditEntry(models.Model):
         REBASED = "rebased"
         DRIFT_UPDATED = "drift_updated", "Drift evidence updated"
         PROPOSAL_UPDATED = "proposal_updated", "Inferred proposal updated"
+        TRUSTED = "trusted_on_first_use", "Published on first use by an operator"
+        WITHDRAWN = "withdrawn", "Proposal withdrawn by its source"
 
     actor = models.ForeignKey(
         settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.PROTECT

@@ -504,6 +504,49 @@ def new_tool_proposal_open_or_update(
     return NewToolProposal(ticket=ticket, created=False, updated=updated)
 
 
+@transaction.atomic
+def ticket_proposal_replace(
+    *, ticket: ReviewTicket, document: dict[str, Any], evidence: dict[str, Any]
+) -> ReviewTicket:
+    """An open ticket's proposal replaced by what its source now says: one ticket per change,
+    however often the source changes again before a decision. Approvals given to the old
+    content are withdrawn (audited). When the source says the approved contract again, the
+    ticket has nothing left to decide: it is superseded and its proposal withdrawn (audited).
+    Raises ContractInvalid (nothing written) when the document is not a valid contract.
+    """
+    normalised = contract_validate(document=document)
+    tool = tool_lock(tool_id=ticket.tool_id)
+    ticket = ReviewTicket.objects.select_for_update().get(pk=ticket.pk)
+    if ticket.status != ReviewTicket.Status.OPEN:
+        raise ReviewError(f"Ticket #{ticket.pk} was already decided.")
+    current = tool.current_version
+    if current is not None and contract_hash(current.document()) == contract_hash(
+        with_defaults(normalised)
+    ):
+        ReviewTicket.objects.filter(pk=ticket.pk, status=ReviewTicket.Status.OPEN).update(
+            status=ReviewTicket.Status.SUPERSEDED, evidence=evidence, decided_at=timezone.now()
+        )
+        ContractVersion.objects.filter(
+            pk=ticket.proposed_id, status=ContractVersion.Status.PROPOSED
+        ).update(status=ContractVersion.Status.SUPERSEDED)
+        audit_record(AuditEntry.Action.WITHDRAWN, actor=None, ticket=ticket, version=current)
+        ticket.refresh_from_db()
+        return ticket
+    version = contract_version_replace(version=ticket.proposed, document=normalised)
+    ticket.approvals.all().delete()  # they approved the old content
+    ticket.proposed = version
+    ticket.base = version.based_on
+    ticket.needs_rebase = False
+    ticket.approvals_required = max(
+        version.risk.approvals_required,
+        version.based_on.risk.approvals_required if version.based_on else 1,
+    )
+    ticket.evidence = evidence
+    ticket.save()
+    audit_record(AuditEntry.Action.PROPOSAL_UPDATED, actor=None, ticket=ticket, version=version)
+    return ticket
+
+
 def _same_but_cost(version: ContractVersion, document: ContractDocument) -> bool:
     """Whether ``document`` says what ``version`` says, its cost figures aside."""
     current = {key: value for key, value in version.document().items() if key != "cost"}

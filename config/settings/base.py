@@ -99,6 +99,7 @@ INSTALLED_APPS = [
     "registry",
     "reviews",
     "learning",
+    "sources",
     "api",
     "demo",
 ]
@@ -369,6 +370,14 @@ OTLP_MAX_PENDING_SPANS = env_value("OTLP_MAX_PENDING_SPANS", env.int, 100_000)  
 OTLP_SETTLE_SECONDS = env_value("OTLP_SETTLE_SECONDS", env.int, 5)
 OTLP_QUIET_SECONDS = env_value("OTLP_QUIET_SECONDS", env.int, 60)
 OTLP_KEEP_ASSEMBLED = timedelta(seconds=env_value("OTLP_KEEP_ASSEMBLED_SECONDS", env.int, 3600))
+
+# MCP servers as sources (sources/): which HTTP addresses a server may have (origins with an
+# optional path, e.g. https://mcp.example.com/; none by default), and the bounds of one sync.
+MCP_URL_ALLOWLIST = env_value("MCP_URL_ALLOWLIST", env.list, [])
+MCP_SYNC_TIMEOUT_SECONDS = env_value("MCP_SYNC_TIMEOUT_SECONDS", env.int, 30)
+MCP_MAX_TOOLS = env_value("MCP_MAX_TOOLS", env.int, 1_000)
+MCP_MAX_BYTES = env_value("MCP_MAX_BYTES", env.int, 8 * 1024 * 1024)
+MCP_SYNC_EVERY_MINUTES = env_value("MCP_SYNC_EVERY_MINUTES", env.int, 60)
 
 # Every record reaches the console once: Django's own "django" handler (debug only) is
 # replaced by the root's, and the development server's request line leaves 4xx and 5xx to

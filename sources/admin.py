@@ -1,0 +1,93 @@
+"""MCP servers in the admin: their record and last sync, a "sync now" action.
+
+The stdio command is code the worker runs: it is shown, never edited here (operators set it
+with ``manage.py mcp_servers add``). URLs are checked against MCP_URL_ALLOWLIST by the model.
+"""
+
+import shlex
+
+from django.contrib import admin, messages
+from django.db import models, transaction
+
+from .models import DeclaredTool, McpServer
+from .tasks import mcp_server_sync
+
+
+class DeclaredToolInline(admin.TabularInline):
+    model = DeclaredTool
+    fields = ("name", "tool", "definition_hash", "gone", "ticket", "changed_at")
+    readonly_fields = fields
+    extra = 0
+    can_delete = False
+    show_change_link = False
+
+    def has_add_permission(self, request, obj=None) -> bool:
+        return False
+
+
+@admin.register(McpServer)
+class McpServerAdmin(admin.ModelAdmin):
+    list_display = (
+        "name",
+        "transport",
+        "enabled",
+        "last_sync_at",
+        "last_sync_outcome",
+        "tool_count",
+        "last_sync_duration_ms",
+    )
+    list_filter = ("transport", "enabled", "last_sync_outcome")
+    search_fields = ("name",)
+    filter_horizontal = ("applications",)
+    readonly_fields = (
+        "transport",
+        "command_line",
+        "schedule",
+        "last_sync_at",
+        "last_sync_duration_ms",
+        "last_sync_outcome",
+        "last_sync_error",
+        "tool_count",
+        "last_sync_report",
+    )
+    fieldsets = (
+        (None, {"fields": ("name", "transport", "command_line", "url", "headers", "enabled")}),
+        ("Who sees its tools", {"fields": ("applications",)}),
+        (
+            "Last sync",
+            {
+                "fields": (
+                    "schedule",
+                    "last_sync_at",
+                    "last_sync_duration_ms",
+                    "last_sync_outcome",
+                    "last_sync_error",
+                    "tool_count",
+                    "last_sync_report",
+                )
+            },
+        ),
+    )
+    formfield_overrides = {models.URLField: {"assume_scheme": "https"}}
+    inlines = (DeclaredToolInline,)
+    actions = ("sync_now",)
+
+    def has_add_permission(self, request) -> bool:
+        return False  # a server is added by an operator: manage.py mcp_servers add
+
+    def delete_queryset(self, request, queryset) -> None:
+        for server in queryset:
+            server.delete()  # one by one: each takes its beat entry with it
+
+    @admin.display(description="command")
+    def command_line(self, obj: McpServer) -> str:
+        return shlex.join(obj.command) if obj.command else "-"
+
+    @admin.action(description="Sync now")
+    def sync_now(self, request, queryset) -> None:
+        ids = list(queryset.filter(enabled=True).values_list("pk", flat=True))
+        for server_id in ids:
+            transaction.on_commit(lambda server_id=server_id: mcp_server_sync.delay(server_id))
+        self.message_user(
+            request, f"Queued a sync of {len(ids)} enabled server(s).", messages.SUCCESS
+        )

@@ -1,0 +1,295 @@
+"""Listing an MCP server's tools with the official SDK, within bounds.
+
+No Django here: the caller passes the server's transport and the limits. ``tools_list``
+initializes a session and pages through ``tools/list`` under one deadline, and stops with
+``SyncFailed`` (a sentence for the server's record) when the server cannot be reached, answers
+with an error, takes too long, declares more tools than the cap or sends more bytes than the
+cap. The bytes are counted where they arrive: the SDK's HTTP client gets a transport that
+counts the response bodies, and stdio servers are read by the small transport below (the
+SDK's own buffers a line of any length before it parses it). A stdio server runs in a session
+of its own, so the whole process group is stopped afterwards, however it was started.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+from collections.abc import AsyncIterator, Mapping, Sequence
+from contextlib import asynccontextmanager
+from dataclasses import dataclass
+from typing import Any
+
+import anyio
+import httpx2
+import mcp_types
+from mcp.client.session import ClientSession
+from mcp.client.sse import sse_client
+from mcp.client.stdio import get_default_environment
+from mcp.client.streamable_http import streamable_http_client
+from mcp.shared.exceptions import MCPError
+from mcp.shared.message import SessionMessage
+
+STDIO = "stdio"
+HTTP = "http"
+SSE = "sse"  # the legacy HTTP+SSE transport (MCP 2024-11-05)
+STOP_GRACE_SECONDS = 1.0
+
+
+@dataclass(frozen=True)
+class Limits:
+    timeout: float  # seconds for the whole listing, connection included
+    max_tools: int
+    max_bytes: int  # bytes read from the server in all
+
+
+class SyncFailed(Exception):
+    """The server could not be listed; the message says why, for the server's record."""
+
+
+class _Budget:
+    """The bytes a listing may still read; past it the listing fails, and says so."""
+
+    def __init__(self, limit: int) -> None:
+        self.limit = limit
+        self.read = 0
+        self.exceeded = False
+
+    def spend(self, size: int) -> None:
+        self.read += size
+        if self.read > self.limit:
+            self.exceeded = True
+            raise SyncFailed(f"the server sent more than {self.limit:,} bytes")
+
+
+def tools_list(
+    *,
+    transport: str,
+    command: Sequence[str] = (),
+    url: str = "",
+    headers: Mapping[str, str] | None = None,
+    limits: Limits,
+) -> list[dict[str, Any]]:
+    """Every tool the server declares, as ``tools/list`` gives it (camelCase keys)."""
+    budget = _Budget(limits.max_bytes)
+    try:
+        return anyio.run(_list, transport, list(command), url, dict(headers or {}), limits, budget)
+    except SyncFailed:
+        raise
+    except BaseException as exc:  # noqa: BLE001 - any failure of the server is a failed sync
+        if isinstance(exc, KeyboardInterrupt | SystemExit):
+            raise
+        raise SyncFailed(_reason(exc, budget, limits)) from None
+
+
+async def _list(
+    transport: str,
+    command: list[str],
+    url: str,
+    headers: dict[str, str],
+    limits: Limits,
+    budget: _Budget,
+) -> list[dict[str, Any]]:
+    tools: list[dict[str, Any]] = []
+    with anyio.fail_after(limits.timeout):
+        async with (
+            _connect(transport, command, url, headers, limits, budget) as (read, write),
+            ClientSession(read, write) as session,
+        ):
+            await session.initialize()
+            cursor: str | None = None
+            for _ in range(limits.max_tools + 1):  # a cursor that never ends is bounded too
+                params = mcp_types.PaginatedRequestParams(cursor=cursor) if cursor else None
+                result = await session.list_tools(params=params)
+                tools += [
+                    tool.model_dump(by_alias=True, exclude_none=True, mode="json")
+                    for tool in result.tools
+                ]
+                if len(tools) > limits.max_tools:
+                    raise SyncFailed(f"the server declares more than {limits.max_tools:,} tools")
+                cursor = result.next_cursor
+                if not cursor:
+                    return tools
+    raise SyncFailed(f"the server's tool list did not end after {limits.max_tools:,} pages")
+
+
+def _reason(exc: BaseException, budget: _Budget, limits: Limits) -> str:
+    if budget.exceeded:
+        return f"the server sent more than {limits.max_bytes:,} bytes"
+    leaves = _leaves(exc)
+    for leaf in leaves:
+        if isinstance(leaf, SyncFailed):
+            return str(leaf)
+    for leaf in leaves:
+        if isinstance(leaf, TimeoutError):
+            return f"no complete answer within {limits.timeout:g} s"
+    for leaf in leaves:
+        if isinstance(leaf, MCPError) and leaf.code == mcp_types.CONNECTION_CLOSED:
+            return "the server closed the connection before it answered (it may have exited)"
+        if isinstance(leaf, MCPError):
+            return f"the server answered with an error: {leaf.error.message[:300]}"
+    leaf = leaves[0]
+    if isinstance(leaf, FileNotFoundError | PermissionError):
+        return f"cannot start the server: {leaf}"
+    if isinstance(leaf, httpx2.HTTPError):
+        return f"cannot reach the server: {type(leaf).__name__}: {str(leaf)[:300]}"
+    return f"{type(leaf).__name__}: {str(leaf)[:300]}"
+
+
+def _leaves(exc: BaseException) -> list[BaseException]:
+    if isinstance(exc, BaseExceptionGroup):
+        return [leaf for inner in exc.exceptions for leaf in _leaves(inner)]
+    return [exc]
+
+
+@asynccontextmanager
+async def _connect(
+    transport: str,
+    command: list[str],
+    url: str,
+    headers: dict[str, str],
+    limits: Limits,
+    budget: _Budget,
+) -> AsyncIterator[Any]:
+    if transport == STDIO:
+        async with _stdio(command, budget) as streams:
+            yield streams
+    elif transport == HTTP:
+        client = httpx2.AsyncClient(
+            headers=headers,
+            timeout=httpx2.Timeout(limits.timeout),
+            transport=_CountingTransport(httpx2.AsyncHTTPTransport(), budget),
+        )
+        async with (
+            client,
+            streamable_http_client(
+                url, http_client=client, max_sse_event_size=limits.max_bytes
+            ) as streams,
+        ):
+            yield streams
+    elif transport == SSE:
+
+        def counted_client(
+            headers: dict[str, str] | None = None,
+            timeout: httpx2.Timeout | None = None,
+            auth: httpx2.Auth | None = None,
+        ) -> httpx2.AsyncClient:
+            return httpx2.AsyncClient(
+                headers=headers,
+                timeout=timeout,
+                auth=auth,
+                transport=_CountingTransport(httpx2.AsyncHTTPTransport(), budget),
+            )
+
+        async with sse_client(
+            url,
+            headers=headers,
+            timeout=limits.timeout,
+            sse_read_timeout=limits.timeout,
+            httpx_client_factory=counted_client,
+        ) as streams:
+            yield streams
+    else:
+        raise SyncFailed(f"unknown transport {transport!r}")
+
+
+class _CountingTransport(httpx2.AsyncBaseTransport):
+    def __init__(self, inner: httpx2.AsyncBaseTransport, budget: _Budget) -> None:
+        self.inner = inner
+        self.budget = budget
+
+    async def handle_async_request(self, request: httpx2.Request) -> httpx2.Response:
+        response = await self.inner.handle_async_request(request)
+        response.stream = _CountedStream(response.stream, self.budget)
+        return response
+
+    async def aclose(self) -> None:
+        await self.inner.aclose()
+
+
+class _CountedStream(httpx2.AsyncByteStream):
+    def __init__(self, inner: Any, budget: _Budget) -> None:
+        self.inner = inner
+        self.budget = budget
+
+    async def __aiter__(self) -> AsyncIterator[bytes]:
+        async for chunk in self.inner:
+            self.budget.spend(len(chunk))
+            yield chunk
+
+    async def aclose(self) -> None:
+        await self.inner.aclose()
+
+
+@asynccontextmanager
+async def _stdio(command: list[str], budget: _Budget) -> AsyncIterator[Any]:
+    if not command:
+        raise SyncFailed("no command to start the server with")
+    process = await anyio.open_process(
+        command,
+        env=get_default_environment(),
+        stderr=subprocess.DEVNULL,
+        start_new_session=True,
+    )
+    incoming_writer, incoming = anyio.create_memory_object_stream[SessionMessage | Exception](0)
+    outgoing, outgoing_reader = anyio.create_memory_object_stream[SessionMessage](0)
+
+    async def read() -> None:
+        assert process.stdout is not None
+        buffer = bytearray()
+        async with incoming_writer:
+            async for chunk in process.stdout:
+                budget.spend(len(chunk))
+                searched = len(buffer)
+                buffer += chunk
+                while (end := buffer.find(b"\n", searched)) >= 0:
+                    line = bytes(buffer[:end])
+                    del buffer[: end + 1]
+                    searched = 0
+                    if line.strip():
+                        await incoming_writer.send(_message(line))
+
+    def _message(line: bytes) -> SessionMessage:
+        try:
+            parsed = mcp_types.jsonrpc_message_adapter.validate_json(line, by_name=False)
+        except ValueError as exc:
+            # The SDK would log it and wait for an answer that never comes: say it now.
+            raise SyncFailed(
+                f"the server sent a message that is not JSON-RPC: {exc}"[:500]
+            ) from None
+        return SessionMessage(parsed)
+
+    async def write() -> None:
+        assert process.stdin is not None
+        async with outgoing_reader:
+            async for message in outgoing_reader:
+                text = message.message.model_dump_json(by_alias=True, exclude_unset=True)
+                await process.stdin.send(text.encode() + b"\n")
+
+    try:
+        async with anyio.create_task_group() as tasks:
+            tasks.start_soon(read)
+            tasks.start_soon(write)
+            try:
+                yield incoming, outgoing
+            finally:
+                tasks.cancel_scope.cancel()
+    finally:
+        with anyio.CancelScope(shield=True):
+            await _stop(process)
+
+
+async def _stop(process: anyio.abc.Process) -> None:
+    """Close stdin, give the server a moment, then stop its whole process group."""
+    if process.stdin is not None:
+        await process.stdin.aclose()
+    with anyio.move_on_after(STOP_GRACE_SECONDS):
+        await process.wait()
+    for sig in (signal.SIGTERM, signal.SIGKILL):
+        try:
+            os.killpg(process.pid, sig)
+        except ProcessLookupError:
+            break
+        with anyio.move_on_after(STOP_GRACE_SECONDS):
+            await process.wait()
+    await process.aclose()

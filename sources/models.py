@@ -1,0 +1,185 @@
+"""MCP servers as sources of declared tools, and what each last declared."""
+
+import re
+from urllib.parse import urlsplit
+
+from django.conf import settings
+from django.core.exceptions import ValidationError
+from django.core.validators import RegexValidator
+from django.db import models
+from django_celery_beat.models import PeriodicTask
+
+from registry.models import Application, Tool
+from reviews.models import ReviewTicket
+
+from .declared import SERVER_NAME
+
+HEADER_NAME = re.compile(r"^[A-Za-z0-9!#$%&'*+.^_`|~-]{1,100}$")
+# Header values come from the worker's environment; only variables meant for MCP servers may
+# be named, so a form cannot send SECRET_KEY or DATABASE_URL to a server.
+ENV_VAR_NAME = re.compile(r"^MCP_[A-Z0-9_]{1,100}$")
+MAX_HEADERS = 20
+
+
+def url_allowed(url: str, allowlist: list[str]) -> bool:
+    """Whether ``url`` lies under one of the allowlist's entries (scheme, host and port equal,
+    path under the entry's path). Compared parsed, never as text prefixes."""
+    try:
+        target = urlsplit(url)
+        target_port = target.port
+    except ValueError:
+        return False
+    if target.username is not None or target.password is not None:
+        return False
+    for entry in allowlist:
+        allowed = urlsplit(entry)
+        if (target.scheme, target.hostname) != (allowed.scheme, allowed.hostname):
+            continue
+        if allowed.port is not None and allowed.port != target_port:
+            continue
+        path = allowed.path.rstrip("/")
+        if target.path == path or target.path.startswith(path + "/") or not path:
+            return True
+    return False
+
+
+class McpServer(models.Model):
+    """An MCP server whose tools are contracts named ``<name>.<tool>`` in the registry."""
+
+    class Transport(models.TextChoices):
+        STDIO = "stdio", "stdio (a command the worker runs)"
+        HTTP = "http", "Streamable HTTP"
+        SSE = "sse", "HTTP+SSE (legacy)"
+
+    class Outcome(models.TextChoices):
+        NEVER = "never", "never synced"
+        OK = "ok"
+        PARTIAL = "partial", "ok, some tools refused"
+        FAILED = "failed"
+
+    name = models.CharField(
+        max_length=40,
+        unique=True,
+        validators=[RegexValidator(SERVER_NAME)],
+        help_text="The namespace of its tools: a tool t is the contract <name>.t.",
+    )
+    transport = models.CharField(max_length=10, choices=Transport.choices)
+    command = models.JSONField(
+        default=list,
+        blank=True,
+        editable=False,
+        help_text="stdio: the program and its arguments; set only by operators "
+        "(manage.py mcp_servers add --stdio).",
+    )
+    url = models.URLField(
+        max_length=500, blank=True, help_text="Streamable HTTP (or legacy SSE) endpoint."
+    )
+    headers = models.JSONField(
+        default=dict,
+        blank=True,
+        help_text="Request headers as {header: ENV_VAR}: each value is read from the worker's "
+        "environment variable of that name (MCP_...) when syncing, never stored.",
+    )
+    applications = models.ManyToManyField(
+        Application,
+        blank=True,
+        related_name="mcp_servers",
+        help_text="Applications whose runtimes may see its tools once approved.",
+    )
+    enabled = models.BooleanField(default=True)
+    schedule = models.OneToOneField(
+        PeriodicTask, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
+    sync_started_at = models.DateTimeField(null=True, blank=True, editable=False)
+    last_sync_at = models.DateTimeField(null=True, blank=True, editable=False)
+    last_sync_duration_ms = models.PositiveIntegerField(null=True, blank=True, editable=False)
+    last_sync_outcome = models.CharField(
+        max_length=10, choices=Outcome.choices, default=Outcome.NEVER, editable=False
+    )
+    last_sync_error = models.TextField(blank=True, editable=False)
+    tool_count = models.PositiveIntegerField(null=True, blank=True, editable=False)
+    last_sync_report = models.JSONField(default=dict, blank=True, editable=False)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["name"]
+        verbose_name = "MCP server"
+        constraints = [
+            models.CheckConstraint(
+                condition=models.Q(transport="stdio", url="")
+                | models.Q(transport__in=["http", "sse"], command=[]),
+                name="mcp_server_one_transport",
+            )
+        ]
+
+    def __str__(self) -> str:
+        return self.name
+
+    def delete(self, *args, **kwargs):
+        # Its beat entry goes with it: a schedule for a server that is no more is noise.
+        schedule_id = self.schedule_id
+        deleted = super().delete(*args, **kwargs)
+        PeriodicTask.objects.filter(pk=schedule_id).delete()
+        return deleted
+
+    def clean(self) -> None:
+        errors: dict[str, str] = {}
+        if self.transport == self.Transport.STDIO:
+            if not self.command or not all(isinstance(a, str) and a for a in self.command):
+                errors["command"] = "A stdio server needs a command (set by an operator)."
+            if self.url:
+                errors["url"] = "A stdio server has no URL."
+        elif self.transport in (self.Transport.HTTP, self.Transport.SSE):
+            if self.command:
+                errors["command"] = "An HTTP server has no command."
+            if not self.url:
+                errors["url"] = "An HTTP server needs a URL."
+            elif not url_allowed(self.url, settings.MCP_URL_ALLOWLIST):
+                errors["url"] = (
+                    "Not under any address of the MCP_URL_ALLOWLIST setting; an operator adds "
+                    "the server's origin there first."
+                )
+        if not isinstance(self.headers, dict) or len(self.headers) > MAX_HEADERS:
+            errors["headers"] = f"Must be an object of at most {MAX_HEADERS} headers."
+        else:
+            for header, variable in self.headers.items():
+                if not HEADER_NAME.match(header):
+                    errors["headers"] = f"{header[:100]!r} is not a header name."
+                elif not isinstance(variable, str) or not ENV_VAR_NAME.match(variable):
+                    errors["headers"] = (
+                        f"{header}: the value names an environment variable starting with MCP_ "
+                        "(capitals, digits, '_'), never the value itself."
+                    )
+        if errors:
+            raise ValidationError(errors)
+
+
+class DeclaredTool(models.Model):
+    """One tool a server declares: its pin as last seen, and the open ticket that carries it."""
+
+    server = models.ForeignKey(McpServer, on_delete=models.CASCADE, related_name="declared_tools")
+    name = models.CharField(max_length=200, help_text="The tool's name on its server.")
+    tool = models.OneToOneField(Tool, on_delete=models.PROTECT, related_name="declared")
+    definition_hash = models.CharField(max_length=64)
+    gone = models.BooleanField(
+        default=False, help_text="No longer declared by its server (a retirement is proposed)."
+    )
+    ticket = models.ForeignKey(
+        ReviewTicket,
+        null=True,
+        blank=True,
+        on_delete=models.SET_NULL,
+        related_name="+",
+        help_text="The latest ticket this declaration opened.",
+    )
+    first_seen_at = models.DateTimeField(auto_now_add=True)
+    changed_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        ordering = ["server__name", "name"]
+        constraints = [
+            models.UniqueConstraint(fields=["server", "name"], name="one_declaration_per_name")
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.server.name}.{self.name}"

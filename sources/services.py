@@ -1,0 +1,432 @@
+"""Writes for MCP servers: adding one, its beat schedule, and syncing what it declares.
+
+A sync lists the server's tools first (``sources.client``, outside any transaction: a slow
+server holds no lock), then writes tool by tool, each in a savepoint, through the review
+services, so every proposal meets the same validation, poisoning checks and approvals as any
+other. A tool whose pin is what the registry last saw costs no write at all; a server that
+cannot be listed changes nothing but its own record.
+"""
+
+import json
+import os
+import time
+from dataclasses import asdict, dataclass, field
+from datetime import timedelta
+from typing import Any
+
+from django.conf import settings
+from django.contrib.auth.models import User
+from django.db import transaction
+from django.db.models import Q
+from django.utils import timezone
+from django_celery_beat.models import IntervalSchedule, PeriodicTask
+
+from learning.risk import prepare_labels, suggest_risk
+from registry.contract import with_defaults
+from registry.models import Application, ContractVersion, RiskLevel, Tool
+from registry.selectors import registry_context
+from registry.services import tool_lock_or_create
+from registry.validation import ContractInvalid, RegistryContext
+from reviews.diff import contract_diff
+from reviews.models import AuditEntry, ReviewError, ReviewTicket
+from reviews.services import contract_propose, contract_publish, ticket_proposal_replace
+
+from . import client
+from .compat import compatibility
+from .declared import Declared, Refused, declared_document, declared_tool, shown
+from .models import DeclaredTool, McpServer
+
+SYNC_TASK = "sources.tasks.mcp_server_sync"
+MAX_REPORTED = 200  # names per list kept on the server's record; the counts are exact
+
+
+class SyncBusy(Exception):
+    """Another sync of the same server is under way."""
+
+
+@dataclass
+class SyncReport:
+    server: str
+    outcome: str = McpServer.Outcome.OK
+    error: str = ""
+    declared: int = 0
+    proposed: list[str] = field(default_factory=list)
+    published: list[str] = field(default_factory=list)
+    changed: list[str] = field(default_factory=list)
+    updated: list[str] = field(default_factory=list)
+    withdrawn: list[str] = field(default_factory=list)
+    retired: list[str] = field(default_factory=list)
+    unchanged: int = 0
+    refused: dict[str, str] = field(default_factory=dict)
+
+    def as_record(self) -> dict[str, Any]:
+        record = asdict(self)
+        for key, value in record.items():
+            if isinstance(value, list):
+                record[key] = value[:MAX_REPORTED]
+        record["refused"] = dict(list(self.refused.items())[:MAX_REPORTED])
+        return record
+
+
+@transaction.atomic
+def mcp_server_add(
+    *,
+    name: str,
+    command: list[str] | None = None,
+    url: str = "",
+    legacy_sse: bool = False,
+    headers: dict[str, str] | None = None,
+    applications: list[str] | None = None,
+) -> McpServer:
+    """A new server (stdio with ``command``, or streamable HTTP at ``url``, or the legacy
+    HTTP+SSE transport with ``legacy_sse``) and its schedule. Only operators call this with a
+    command: the admin cannot set one."""
+    transport = McpServer.Transport.SSE if legacy_sse else McpServer.Transport.HTTP
+    server = McpServer(
+        name=name,
+        transport=McpServer.Transport.STDIO if command else transport,
+        command=list(command or []),
+        url=url,
+        headers=dict(headers or {}),
+    )
+    server.full_clean()
+    wanted = list(applications or [])
+    found = list(Application.objects.filter(name__in=wanted))
+    missing = sorted(set(wanted) - {application.name for application in found})
+    if missing:
+        raise ValueError(f"unknown application(s): {', '.join(missing)}")
+    server.save()
+    server.applications.set(found)
+    mcp_server_schedule(server=server)
+    return server
+
+
+@transaction.atomic
+def mcp_server_schedule(*, server: McpServer) -> PeriodicTask:
+    """The server's beat entry (created once, then edited in the admin like any other)."""
+    if server.schedule_id is not None:
+        return PeriodicTask.objects.get(pk=server.schedule_id)
+    every, _ = IntervalSchedule.objects.get_or_create(
+        every=settings.MCP_SYNC_EVERY_MINUTES, period=IntervalSchedule.MINUTES
+    )
+    task = PeriodicTask.objects.create(
+        name=f"Sync MCP server {server.name}",
+        task=SYNC_TASK,
+        interval=every,
+        args=json.dumps([server.pk]),
+        enabled=server.enabled,
+    )
+    McpServer.objects.filter(pk=server.pk).update(schedule=task)
+    server.schedule = task
+    return task
+
+
+def mcp_server_sync(
+    *, server: McpServer, approve: bool = False, actor: User | None = None
+) -> SyncReport:
+    """List the server's tools and route every change into review (see the module doc).
+
+    ``approve`` is the operator's trust on first use: tools seen for the first time are
+    published at once, audited as ``trusted_on_first_use``; changes still wait for reviewers.
+    Raises SyncBusy when another sync of this server is under way.
+    """
+    _claim(server)
+    started = time.monotonic()
+    report = SyncReport(server=server.name)
+    try:
+        try:
+            definitions = client.tools_list(
+                transport=server.transport,
+                command=server.command,
+                url=server.url,
+                headers=_headers(server),
+                limits=client.Limits(
+                    timeout=settings.MCP_SYNC_TIMEOUT_SECONDS,
+                    max_tools=settings.MCP_MAX_TOOLS,
+                    max_bytes=settings.MCP_MAX_BYTES,
+                ),
+            )
+        except client.SyncFailed as exc:
+            report.outcome = McpServer.Outcome.FAILED
+            report.error = str(exc)
+        else:
+            _apply(server, definitions, report, approve=approve, actor=actor)
+    finally:
+        _record(server, report, started)
+    return report
+
+
+def _claim(server: McpServer) -> None:
+    # Two workers (beat and "sync now") must not write the same declarations at once; a claim
+    # older than any sync can last is a dead worker's and may be taken over.
+    stale = timezone.now() - timedelta(seconds=settings.MCP_SYNC_TIMEOUT_SECONDS * 4)
+    claimed = (
+        McpServer.objects.filter(pk=server.pk)
+        .filter(Q(sync_started_at__isnull=True) | Q(sync_started_at__lt=stale))
+        .update(sync_started_at=timezone.now())
+    )
+    if claimed != 1:
+        raise SyncBusy(f"{server.name} is being synced already.")
+
+
+def _headers(server: McpServer) -> dict[str, str]:
+    values = {}
+    for header, variable in server.headers.items():
+        value = os.environ.get(variable)
+        if value is None:
+            raise client.SyncFailed(
+                f"header {header}: the environment variable {variable} is unset"
+            )
+        values[header] = value
+    return values
+
+
+def _record(server: McpServer, report: SyncReport, started: float) -> None:
+    if report.outcome == McpServer.Outcome.OK and report.refused:
+        report.outcome = McpServer.Outcome.PARTIAL
+    fields: dict[str, Any] = {
+        "sync_started_at": None,
+        "last_sync_at": timezone.now(),
+        "last_sync_duration_ms": round((time.monotonic() - started) * 1000),
+        "last_sync_outcome": report.outcome,
+        "last_sync_error": report.error,
+        "last_sync_report": report.as_record(),
+    }
+    if report.outcome != McpServer.Outcome.FAILED:
+        fields["tool_count"] = report.declared
+    McpServer.objects.filter(pk=server.pk).update(**fields)
+    for name, value in fields.items():
+        setattr(server, name, value)
+
+
+def _apply(
+    server: McpServer,
+    definitions: list[dict[str, Any]],
+    report: SyncReport,
+    *,
+    approve: bool,
+    actor: User | None,
+) -> None:
+    report.declared = len(definitions)
+    rows = {row.name: row for row in server.declared_tools.select_related("ticket")}
+    seen: set[str] = set()
+    labelled: list[dict[str, Any]] | None = None
+    risks = set(RiskLevel.objects.values_list("name", flat=True))
+    context: RegistryContext | None = None  # read once: declared tools name no dependencies
+    for definition in definitions:
+        name = definition.get("name")
+        if isinstance(name, str) and name in seen:
+            report.refused[shown(name)] = "declared twice in one listing"
+            continue
+        if isinstance(name, str):
+            # Still declared, even if refused below: a tool is retired only when it is gone.
+            seen.add(name)
+        try:
+            declared = declared_tool(server.name, definition)
+        except Refused as exc:
+            report.refused[shown(name)] = str(exc)
+            continue
+        row = rows.get(declared.local_name)
+        if row is not None and row.definition_hash == declared.pin and not row.gone:
+            report.unchanged += 1  # the pin the registry last saw: nothing to write
+            continue
+        if labelled is None:
+            labelled = _labelled()
+        context = context or registry_context()
+        try:
+            with transaction.atomic():
+                _declared_apply(
+                    server,
+                    declared,
+                    row,
+                    report,
+                    labelled or [],
+                    risks,
+                    context,
+                    approve=approve,
+                    actor=actor,
+                )
+        except (ContractInvalid, Refused, ReviewError) as exc:
+            report.refused[declared.local_name] = _refusal(exc)
+    for name, row in rows.items():
+        if name not in seen and not row.gone:
+            with transaction.atomic():
+                _declared_gone(row, report)
+
+
+def _refusal(exc: Exception) -> str:
+    if isinstance(exc, ContractInvalid):
+        return "; ".join(f"{name}: {reason}" for name, reason in _lines(exc))[:1000]
+    return str(exc)[:1000]
+
+
+def _lines(exc: ContractInvalid) -> list[tuple[str, str]]:
+    return [(name, reason) for name, reasons in exc.errors.items() for reason in reasons]
+
+
+def _declared_apply(
+    server: McpServer,
+    declared: Declared,
+    row: DeclaredTool | None,
+    report: SyncReport,
+    labelled: list[dict[str, Any]],
+    risks: set[str],
+    context: RegistryContext,
+    *,
+    approve: bool,
+    actor: User | None,
+) -> None:
+    tool = tool_lock_or_create(name=declared.name)
+    if row is None and (DeclaredTool.objects.filter(tool=tool).exists() or tool.versions.exists()):
+        raise Refused(f"the registry already has {declared.name} from another source")
+    approved = tool.current_version
+    base = approved.document() if approved is not None else None
+    risk_evidence: dict[str, Any] = {}
+    risk = (
+        approved.risk.name
+        if approved is not None
+        else _suggested(declared, labelled, risks, risk_evidence)
+    )
+    document = declared_document(declared, approved=base, risk=risk)
+    evidence = _evidence(server, declared, base, document, risk_evidence)
+    open_ticket = row.ticket if row is not None and row.ticket is not None else None
+    ticket: ReviewTicket | None
+    if open_ticket is not None and open_ticket.status == ReviewTicket.Status.OPEN:
+        ticket = ticket_proposal_replace(ticket=open_ticket, document=document, evidence=evidence)
+        if ticket.status == ReviewTicket.Status.SUPERSEDED:
+            report.withdrawn.append(declared.name)
+        else:
+            report.updated.append(declared.name)
+    elif approved is not None:
+        proposed = contract_propose(
+            document=document,
+            author=None,
+            source=ContractVersion.Source.IMPORT,
+            context=context,
+            evidence=evidence,
+            kind=ReviewTicket.Kind.CHANGE,
+        )
+        ticket = proposed if proposed is not None else open_ticket
+        if proposed is not None:
+            report.changed.append(declared.name)
+        else:
+            report.unchanged += 1
+    else:
+        proposed = contract_propose(
+            document=document,
+            author=None,
+            source=ContractVersion.Source.IMPORT,
+            context=context,
+            evidence=evidence,
+            kind=ReviewTicket.Kind.NEW_TOOL,
+        )
+        if proposed is None:  # cannot happen without an approved version
+            raise Refused("nothing to propose")
+        ticket = proposed
+        if approve:
+            contract_publish(ticket=ticket, actor=actor, action=AuditEntry.Action.TRUSTED)
+            report.published.append(declared.name)
+        else:
+            report.proposed.append(declared.name)
+        if row is None:
+            for application in server.applications.filter(all_tools=False):
+                application.enabled_tools.add(tool)
+    if row is None:
+        row = DeclaredTool(server=server, name=declared.local_name, tool=tool)
+    row.definition_hash = declared.pin
+    row.gone = False
+    row.ticket = ticket
+    row.save()
+
+
+def _declared_gone(row: DeclaredTool, report: SyncReport) -> None:
+    """A tool its server no longer declares: its retirement is proposed, never done silently."""
+    tool = tool_lock_or_create(name=row.tool.name)
+    approved = tool.current_version
+    ticket = None
+    if approved is not None and approved.lifecycle == Tool.Lifecycle.ACTIVE:
+        document = {**approved.document(), "status": Tool.Lifecycle.DEPRECATED}
+        ticket = contract_propose(
+            document=document,
+            author=None,
+            source=ContractVersion.Source.IMPORT,
+            evidence={
+                "source": "mcp",
+                "server": row.server.name,
+                "declared_name": row.name,
+                "gone": "its server no longer declares it",
+            },
+            kind=ReviewTicket.Kind.RETIREMENT,
+        )
+        report.retired.append(tool.name)
+    DeclaredTool.objects.filter(pk=row.pk).update(gone=True, ticket=ticket or row.ticket)
+
+
+def _suggested(
+    declared: Declared, labelled: list[dict[str, Any]], risks: set[str], out: dict[str, Any]
+) -> str:
+    """The suggested risk of a new tool, with its evidence for the reviewer. The declared
+    annotations travel in the document beside it: hints are claims, never approvals."""
+    suggestion = suggest_risk(
+        name=declared.name,
+        description=declared.declared["description"],
+        produces=[],
+        permissions=[],
+        labelled=labelled,
+    )
+    out.update(
+        suggested=suggestion.risk,
+        confidence=round(suggestion.confidence, 3),
+        evidence=suggestion.evidence,
+    )
+    return suggestion.risk if suggestion.risk in risks else "high"
+
+
+def _labelled() -> list[dict[str, Any]]:
+    """The risk labels people gave approved tools, as the suggester learns from them."""
+    return prepare_labels(
+        {
+            "name": name,
+            "description": description,
+            "risk": risk,
+            "produces": produces,
+            "permissions": permissions,
+        }
+        for name, description, risk, produces, permissions in ContractVersion.objects.filter(
+            status=ContractVersion.Status.APPROVED
+        ).values_list("tool__name", "description", "risk__name", "produces", "permissions")
+    )
+
+
+def _evidence(
+    server: McpServer,
+    declared: Declared,
+    base: dict[str, Any] | None,
+    document: dict[str, Any],
+    risk: dict[str, Any],
+) -> dict[str, Any]:
+    """What the reviewer reads beside the diff: where it came from, its pin, the poisoning
+    flags, and whether a change breaks callers or only widens."""
+    diff = contract_diff(base, with_defaults(document))
+    evidence: dict[str, Any] = {
+        "source": "mcp",
+        "server": server.name,
+        "declared_name": declared.local_name,
+        "definition_hash": declared.pin,
+        "poisoning": [
+            {"code": flag.get("code"), "where": flag.get("where"), "message": flag.get("message")}
+            for flag in diff["flags"]
+        ],
+    }
+    if risk:
+        # The ticket page explains a suggestion from "risk_evidence", as for inferred tools.
+        evidence["risk"] = {"suggested": risk["suggested"], "confidence": risk["confidence"]}
+        evidence["risk_evidence"] = risk["evidence"]
+    if base is not None:
+        evidence["compatibility"] = compatibility(
+            base.get("input_schema"),
+            document.get("input_schema"),
+            base.get("output_schema"),
+            document.get("output_schema"),
+        )
+    return evidence

@@ -1,0 +1,75 @@
+"""A stand-in MCP server whose tools a test rewrites between syncs.
+
+Run as ``python standin_server.py DEFINITIONS.json``: every ``tools/list`` answers with the
+tools in the JSON file as it is at that moment (a list of MCP tool definitions). Special files
+make it misbehave: ``{"hang": true}`` never answers, ``{"die": true}`` exits halfway through
+writing its answer, ``{"tools": N}`` declares N generated tools, ``{"description_bytes": N}``
+answers with one tool whose description has N bytes. Written with the SDK's low-level server.
+"""
+
+import json
+import os
+import sys
+from pathlib import Path
+
+import anyio
+import mcp_types as types
+from mcp.server.lowlevel import Server
+from mcp.server.stdio import stdio_server
+
+DEFINITIONS = Path(sys.argv[1]) if len(sys.argv) > 1 else None
+# The SDK's stdio server sends print() to stderr; the misbehaving answers go to the real pipe.
+RAW_STDOUT = os.dup(1)
+
+
+def raw_write(data: bytes) -> None:
+    view = memoryview(data)
+    while view:
+        view = view[os.write(RAW_STDOUT, view) :]
+
+
+def _generated(count: int) -> list[types.Tool]:
+    return [
+        types.Tool(
+            name=f"tool_{index}",
+            description=f"Look up record {index} by its id.",
+            input_schema={"type": "object", "properties": {"id": {"type": "string"}}},
+        )
+        for index in range(count)
+    ]
+
+
+async def list_tools(ctx: object, params: object) -> types.ListToolsResult:
+    return types.ListToolsResult(tools=await _tools())
+
+
+async def _tools() -> list[types.Tool]:
+    spec = json.loads(DEFINITIONS.read_text()) if DEFINITIONS else []
+    if isinstance(spec, dict):
+        if spec.get("hang"):
+            await anyio.sleep(3600)
+        if spec.get("die"):
+            raw_write(b'{"jsonrpc": "2.0", "id": 1, "result": {"tools": [{"name": "half')
+            os._exit(1)
+        if "tools" in spec:
+            return _generated(spec["tools"])
+        if "description_bytes" in spec:
+            # Written raw, as fast as the pipe takes it: what is measured is the reader.
+            raw_write(b'{"jsonrpc": "2.0", "id": 1, "result": {"tools": [{"name": "huge", ')
+            raw_write(b'"inputSchema": {"type": "object"}, "description": "')
+            chunk = b"x" * 65536
+            for _ in range(spec["description_bytes"] // len(chunk)):
+                await anyio.to_thread.run_sync(raw_write, chunk)
+            raw_write(b'"}]}}\n')
+            await anyio.sleep(3600)
+    return [types.Tool.model_validate(tool) for tool in spec]
+
+
+async def main() -> None:
+    server = Server("stand-in", on_list_tools=list_tools)
+    async with stdio_server() as (read, write):
+        await server.run(read, write, server.create_initialization_options())
+
+
+if __name__ == "__main__":
+    anyio.run(main)

@@ -381,7 +381,7 @@ def _fold(by_tool: dict[str, list[dict]], *, received_at: str | None) -> None:
     with output_batch_budget():
         _fold_into(rows, learnt, received_at=received_at)
     stats_write(rows)
-    tool_ids = dict(
+    tool_ids: dict[str, int | None] = dict(
         Tool.objects.filter(name__in=by_tool.keys() - learnt.keys()).values_list("name", "pk")
     )
     days_fold(by_tool, tool_ids | {stats.tool_name: stats.tool_id for stats in rows})

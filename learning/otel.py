@@ -362,7 +362,9 @@ def _ignored_reason(values: dict[str, AnyValue]) -> str:
     for marker in (OPERATION, OPENINFERENCE_KIND, TRACELOOP_KIND, MCP_METHOD):
         value = values.get(marker)
         if value is not None and value.string_value:
-            return f"{marker} = {value.string_value[:40]}"
+            # Said by the sender: kept short and printable, as the intake stores and shows it.
+            shown = "".join(char for char in value.string_value[:40] if char.isprintable())
+            return f"{marker} = {shown}"
     return "no tool-call convention"
 
 
@@ -547,6 +549,30 @@ def states_shared(rows: list[dict]) -> list[tuple[dict, dict]]:
         stored.append((stored_before, stored_after))
         previous[row["trace_id"]] = (row["step"], after)
     return stored
+
+
+def states_whole(stored: list[tuple[int, dict, dict]]) -> dict[int, tuple[dict, dict]]:
+    """The whole states of a trace's stored steps (``(step, state_before, state_after)`` in
+    order, from its first step): the inverse of ``states_shared``. A step that names a step
+    missing from ``stored`` keeps its stored form."""
+    whole: dict[int, tuple[dict, dict]] = {}
+    for step, before, after in stored:
+        if _is_shared(before):
+            reference = before[SAME].removeprefix("state_after of step ")
+            if not reference.isdigit() or int(reference) not in whole:
+                whole[step] = (before, after)
+                continue
+            before = whole[int(reference)][1]
+        if _is_shared(after) and after[SAME] == "state_before" and not _is_shared(before):
+            unset, changed = set(after.get(UNSET) or []), after.get(SET)
+            after = {name: value for name, value in before.items() if name not in unset}
+            after.update(changed if isinstance(changed, dict) else {})
+        whole[step] = (before, after)
+    return whole
+
+
+def _is_shared(state: dict) -> bool:
+    return isinstance(state.get(SAME), str) and set(state) <= {SAME, SET, UNSET}
 
 
 SHARE_ABOVE = 8 * 1024  # bytes of a trace's states stored whole, past which they are shared

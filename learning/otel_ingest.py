@@ -168,17 +168,17 @@ def spans_receive(*, application: Application, batch: DecodedBatch) -> SpansRece
             others = others[:room]
         room_bytes = per_trace_bytes - (trace.span_bytes if trace else 0)
         weights = [_weight(record) for record in others]
-        kept = 0
-        while kept < len(others) and weights[kept] <= room_bytes:
-            room_bytes -= weights[kept]
-            kept += 1
-        if kept < len(others):
+        fits = 0
+        while fits < len(others) and weights[fits] <= room_bytes:
+            room_bytes -= weights[fits]
+            fits += 1
+        if fits < len(others):
             reject(
                 f"a trace holds at most {per_trace_bytes} bytes of spans (its root span is "
                 "always kept)",
-                len(others) - kept,
+                len(others) - fits,
             )
-            others = others[:kept]
+            others = others[:fits]
         fresh = ([root] if root is not None else []) + others
         if fresh:
             new_spans[trace_id] = fresh

@@ -13,6 +13,7 @@ from api.tests.test_otlp import answer, assemble, failure, send
 from learning import otel_ingest
 from learning.models import OtelSpan, OtelTrace, ToolStats, Trace
 from learning.otel import SAME, SET
+from learning.selectors import trace_states_whole
 from learning.tests.otel_spans import START, TRACE, agent, body, run, span, tool_call
 
 pytestmark = pytest.mark.django_db
@@ -50,6 +51,11 @@ def test_a_large_initial_state_is_stored_once_not_once_per_step(runtime):
     assert first.state_before == state  # the first step holds the state whole
     assert first.state_after == {SAME: "state_before", SET: {"event_id": "evt_1"}}
     assert second.state_before == {SAME: "state_after of step 0"}
+    # ...and the whole states are read back for a person (the admin's trace page).
+    last = Trace.objects.order_by("step").last()
+    assert trace_states_whole(trace=last) == (
+        {**state, "event_id": "evt_998"}, {**state, "event_id": "evt_999"}
+    )
     # Learning read the whole states: every step saw event_query before, and added event_id.
     variables = ToolStats.objects.get(tool_name="calendar.find_events").aggregate["variables"]
     assert len(variables) == 200  # the aggregate's cap on variables
@@ -176,15 +182,16 @@ def test_a_lost_broker_never_turns_stored_spans_into_an_error(
 
 def test_spans_of_other_kinds_are_ignored_and_the_intake_says_why(runtime):
     chat = span(5, gen_ai__operation__name="chat")
+    hostile = span(8, gen_ai__operation__name="chat\x00")
     llm = span(6, openinference__span__kind="LLM")
     plain = span(7)
-    answer(send(runtime, body(*run(), chat, llm, plain)))
+    answer(send(runtime, body(*run(), chat, llm, plain, hostile)))
     from learning.models import SpanIntake
 
     row = SpanIntake.objects.get()
-    assert row.ignored == 3
+    assert row.ignored == 4
     assert row.ignored_reasons == {
-        "gen_ai.operation.name = chat": 1,
+        "gen_ai.operation.name = chat": 2,
         "openinference.span.kind = LLM": 1,
         "no tool-call convention": 1,
     }

@@ -32,7 +32,7 @@ def big_state() -> dict:
     return {f"note_{n}": f"{n:04d}" + "x" * 56 for n in range(800)}
 
 
-def test_a_large_initial_state_is_stored_once_not_once_per_step(runtime):
+def test_a_large_initial_state_is_stored_once_not_once_per_step(runtime, admin_client):
     state = {"event_query": "team sync", **big_state()}
     calls = [
         tool_call(n, "calendar.find_events", args={"event_query": "team sync"},
@@ -54,8 +54,11 @@ def test_a_large_initial_state_is_stored_once_not_once_per_step(runtime):
     # ...and the whole states are read back for a person (the admin's trace page).
     last = Trace.objects.order_by("step").last()
     assert trace_states_whole(trace=last) == (
-        {**state, "event_id": "evt_998"}, {**state, "event_id": "evt_999"}
+        {**state, "event_id": "evt_998"},
+        {**state, "event_id": "evt_999"},
     )
+    page = admin_client.get(f"/admin/learning/trace/{last.pk}/change/").content.decode()
+    assert "0799" + "x" * 56 in page and "$same_as" not in page
     # Learning read the whole states: every step saw event_query before, and added event_id.
     variables = ToolStats.objects.get(tool_name="calendar.find_events").aggregate["variables"]
     assert len(variables) == 200  # the aggregate's cap on variables
@@ -216,3 +219,13 @@ def test_tool_calls_without_content_are_counted_not_judged_and_the_sender_is_tol
     # ...but never folded: no output judged, no argument made to look optional.
     assert not ToolStats.objects.filter(tool_name="calendar.get_event").exists()
     assert json.dumps(response.partial_success.error_message)
+
+
+def test_the_intake_page_shows_why_spans_were_ignored(runtime, admin_client):
+    answer(send(runtime, body(*run(), span(5, gen_ai__operation__name="chat<b>"))))
+    from learning.models import SpanIntake
+
+    intake = SpanIntake.objects.get()
+    page = admin_client.get(f"/admin/learning/spanintake/{intake.pk}/change/")
+    assert page.status_code == 200
+    assert "gen_ai.operation.name = chat&lt;b&gt;: 1" in page.content.decode()

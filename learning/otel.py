@@ -464,9 +464,18 @@ def trace_assemble(
         (span for span in spans if span["tool"] is not None and not _inner_call(span, by_id)),
         key=lambda span: (span["start_ns"], span["span_id"]),
     )
+    # An outer call sent without content (a framework's execute_tool, capture off) takes the
+    # arguments and result of the same call's inner span that carries them (its MCP client's).
+    inner = {
+        span["parent_span_id"]: span
+        for span in spans
+        if span["tool"] is not None and span.get("captured", True) and _inner_call(span, by_id)
+    }
     state = _canonical(_initial_state(spans), aliases)
     assembly = Assembly()
     for step, span in enumerate(calls):
+        if not span.get("captured", True) and span["span_id"] in inner:
+            span = {**span, "attributes": inner[span["span_id"]]["attributes"], "captured": True}
         tool = span["tool"] or ""
         attributes = span["attributes"]
         arguments = attributes.get(ARGUMENTS)

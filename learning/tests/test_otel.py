@@ -210,3 +210,18 @@ def test_each_conventions_tool_span_is_a_tool_call(attributes, arguments):
     assert record["tool"] == "x.y" and record["captured"]
     assert record["attributes"][ARGUMENTS] == arguments
     assert record["attributes"][RESULT] == {"r": 2}
+
+
+def test_an_outer_call_without_content_takes_its_inner_mcp_calls_arguments_and_result():
+    from learning.otel import spans_decode, trace_assemble
+
+    outer = span(1, gen_ai__operation__name="execute_tool", gen_ai__tool__name="x.y")
+    mcp = span(
+        2, parent=1, mcp__method__name="tools/call", gen_ai__tool__name="x.y",
+        gen_ai__tool__call__arguments={"q": 1}, gen_ai__tool__call__result={"r": 2},
+    )  # fmt: skip
+    batch = spans_decode(request(agent(), outer, mcp), max_spans=10)
+    assert batch.uncaptured == 1
+    assembly = trace_assemble(trace_id="t", spans=batch.spans, aliases={})
+    (step,) = assembly.traces
+    assert (step["args"], step["output"], assembly.uncaptured) == ({"q": 1}, {"r": 2}, set())

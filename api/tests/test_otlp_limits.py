@@ -14,6 +14,7 @@ from learning import otel_ingest
 from learning.models import OtelSpan, OtelTrace, ToolStats, Trace
 from learning.otel import SAME, SET
 from learning.selectors import trace_states_whole
+from learning.tasks import otel_traces_assemble as otel_ingest_task
 from learning.tests.otel_spans import START, TRACE, agent, body, run, span, tool_call
 
 pytestmark = pytest.mark.django_db
@@ -170,19 +171,6 @@ def test_an_unexpected_failure_is_still_a_google_rpc_status(runtime):
     assert status.code == 13 and "retry later" in status.message  # INTERNAL
 
 
-def test_a_lost_broker_never_turns_stored_spans_into_an_error(
-    runtime, django_capture_on_commit_callbacks
-):
-    refused = BrokerError("Error 111 connecting to 127.0.0.1:6379. Connection refused.")
-    with mock.patch("api.views.otel_traces_assemble.apply_async", side_effect=refused) as queue:
-        with django_capture_on_commit_callbacks(execute=True):
-            response = answer(send(runtime, body(*run())))
-    assert queue.called and not response.HasField("partial_success")
-    assert OtelTrace.objects.get().complete
-    assert assemble() == 1  # the periodic assembly takes it
-    assert Trace.objects.count() == 2
-
-
 def test_spans_of_other_kinds_are_ignored_and_the_intake_says_why(runtime):
     chat = span(5, gen_ai__operation__name="chat")
     hostile = span(8, gen_ai__operation__name="chat\x00")
@@ -229,3 +217,26 @@ def test_the_intake_page_shows_why_spans_were_ignored(runtime, admin_client):
     page = admin_client.get(f"/admin/learning/spanintake/{intake.pk}/change/")
     assert page.status_code == 200
     assert "gen_ai.operation.name = chat&lt;b&gt;: 1" in page.content.decode()
+
+
+def test_a_broker_refusing_connections_never_turns_stored_spans_into_an_error(
+    runtime, django_capture_on_commit_callbacks, monkeypatch, caplog
+):
+    """The real Celery app, its broker a port where nothing listens."""
+    from config.celery_app import app
+    from tests.redis_server import free_port
+
+    monkeypatch.setattr(app.conf, "broker_url", f"redis://127.0.0.1:{free_port()}/0")
+    monkeypatch.setattr(app, "_pool", None)
+    app.amqp._producer_pool = None
+    try:
+        with pytest.raises(BrokerError):  # the broker is indeed away
+            otel_ingest_task.apply_async(retry=False)
+        with django_capture_on_commit_callbacks(execute=True) as callbacks:
+            response = answer(send(runtime, body(*run())))
+    finally:
+        app.amqp._producer_pool = None
+    assert len(callbacks) == 1 and not response.HasField("partial_success")
+    assert "OTLP assembly not queued: OperationalError" in caplog.text
+    assert OtelTrace.objects.get().complete
+    assert assemble() == 1 and Trace.objects.count() == 2

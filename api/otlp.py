@@ -41,6 +41,7 @@ RPC_CODES = {
     413: code_pb2.INVALID_ARGUMENT,
     415: code_pb2.INVALID_ARGUMENT,
     429: code_pb2.RESOURCE_EXHAUSTED,
+    500: code_pb2.INTERNAL,
     503: code_pb2.UNAVAILABLE,
 }
 

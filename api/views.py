@@ -419,6 +419,15 @@ OTLPStatus = inline_serializer(
         ),
     },
 )
+def _assembly_queue() -> None:
+    """Queue an assembly of the traces just completed. The spans are stored already: a broker
+    that refuses the message costs nothing more, as the periodic assembly takes them."""
+    try:
+        otel_traces_assemble.apply_async(countdown=settings.OTLP_SETTLE_SECONDS + 1, retry=False)
+    except Exception as exc:  # the broker's errors vary by transport; the commit stands
+        logger.warning("OTLP assembly not queued: %s: %s", type(exc).__name__, exc)
+
+
 class OTLPTraceView(RuntimeView):
     """An OTLP/HTTP traces receiver: OpenTelemetry GenAI tool-call spans become traces.
 
@@ -444,13 +453,10 @@ class OTLPTraceView(RuntimeView):
             raise otlp.OTLPError(429, str(exc), {"Retry-After": str(exc.retry_after)}) from None
         if received.complete:
             # Assembled once the trace has settled; the periodic run catches a lost message.
-            countdown = settings.OTLP_SETTLE_SECONDS + 1
-            transaction.on_commit(lambda: otel_traces_assemble.apply_async(countdown=countdown))
-        message = "; ".join(
-            f"{reason} ({count} span{'s' if count != 1 else ''})"
-            for reason, count in received.reasons.items()
+            transaction.on_commit(_assembly_queue)
+        content = otlp.export_response(
+            media, rejected=received.rejected, message=received.message()
         )
-        content = otlp.export_response(media, rejected=received.rejected, message=message)
         return HttpResponse(content, content_type=media)
 
     def handle_exception(self, exc):
@@ -469,6 +475,8 @@ class OTLPTraceView(RuntimeView):
             headers = {"Retry-After": "5"}
         elif isinstance(exc, DataError):
             status, message = 400, "The request holds a value the database cannot store."
+        elif isinstance(exc, RecursionError):
+            status, message = 400, "The request is nested too deeply."
         elif isinstance(exc, exceptions.APIException):
             status, message = exc.status_code, str(exc.detail)
             if isinstance(exc, exceptions.NotAuthenticated | exceptions.AuthenticationFailed):
@@ -479,7 +487,9 @@ class OTLPTraceView(RuntimeView):
             if isinstance(exc, exceptions.Throttled):
                 headers["Retry-After"] = str(math.ceil(exc.wait or 1))
         else:
-            raise exc
+            # Still a google.rpc.Status, never an HTML page an exporter cannot read.
+            logger.exception("OTLP request failed")
+            status, message = 500, "The registry failed to handle these spans; retry later."
         response = HttpResponse(
             otlp.status_response(media, status=status, message=message),
             status=status,

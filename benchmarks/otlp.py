@@ -11,16 +11,27 @@
    of 512, as native traces (``POST traces/``) and as OTLP protobuf spans (``POST
    otlp/v1/traces``, then the assembly task), in one run on a fresh database.
 
-    .venv/bin/python -m benchmarks.otlp [--speed] [--runs 4000] [--quick]
+3. Costs (PostgreSQL, ``--costs``): what one hostile but valid runtime can make the registry
+   store and hold. (a) The amplification request: a root span with a 60 KB ``registry.state``
+   and 999 small tool spans; prints bytes sent against bytes stored (the traces' rows, and the
+   table's growth). (b) Assembly memory: traces of 100 spans with 59 KB arguments each are
+   buffered, then assembled; prints the buffered bytes and the peak Python memory of the
+   assembly (tracemalloc) for several ``OTLP_ASSEMBLE_BYTES`` chunks, the largest taking
+   everything at once as assembly did before it was chunked.
 
-The speed part uses its own database (``registry_bench_otlp``, recreated) on the PostgreSQL of
-DATABASE_URL's host, like ``benchmarks/ingest.py``.
+    .venv/bin/python -m benchmarks.otlp [--speed] [--runs 4000] [--quick]
+    .venv/bin/python -m benchmarks.otlp --costs [--quick]
+
+The speed and cost parts use their own database (``registry_bench_otlp``, recreated) on the
+PostgreSQL of DATABASE_URL's host, like ``benchmarks/ingest.py``.
 """
 
 from __future__ import annotations
 
 import argparse
+import base64
 import json
+import random
 import sys
 import time
 from collections.abc import Iterable
@@ -270,12 +281,131 @@ def speed(runs: int) -> None:
         print(f"{label:26}{seconds:7.2f} s  {rate}")
 
 
+# ---------------------------------------------------------------------------------- costs
+def costs(*, traces: int) -> None:
+    import tracemalloc
+    from unittest import mock
+
+    from benchmarks import database
+
+    database.django_on_fresh_database(
+        "registry_bench_otlp", API_THROTTLE_RATE="1000000/min", ALLOWED_HOSTS="testserver"
+    )
+    from django.conf import settings
+    from django.db import connection
+    from django.test import Client
+    from django.utils import timezone
+
+    from api.services import runtime_token_create
+    from learning.models import OtelTrace, Trace
+    from learning.otel_ingest import otel_traces_assemble
+    from learning.tests.otel_spans import agent, body, tool_call
+    from reviews.services import registry_import
+
+    registry_import(data=json.loads(DEMO_REGISTRY.read_text()), approve=True)
+    _, token = runtime_token_create(application_name="costs", scopes=["traces:write"])
+    client = Client()
+
+    def post(payload: bytes) -> None:
+        response = client.post(
+            "/api/v1/otlp/v1/traces", payload, content_type="application/x-protobuf",
+            HTTP_AUTHORIZATION=f"Bearer {token}",
+        )  # fmt: skip
+        assert response.status_code == 200, response.content
+
+    def table_bytes() -> int:
+        with connection.cursor() as cursor:
+            cursor.execute("SELECT pg_total_relation_size('learning_trace')")
+            return int(cursor.fetchone()[0])
+
+    def later() -> datetime:
+        return timezone.now() + timedelta(minutes=5)
+
+    # (a) one request: 60 KB of state on the root, 999 small tool calls
+    # Values that do not compress, as PostgreSQL would otherwise hide what is stored.
+    noise = random.Random(7)
+    state = {f"note_{n}": base64.b64encode(noise.randbytes(42)).decode() for n in range(850)}
+    calls = [
+        tool_call(n, "calendar.find_events", args={"event_query": f"sync {n}", "pad": "p" * 190},
+                  result={"eventId": f"evt_{n}"})
+        for n in range(1, 1000)
+    ]  # fmt: skip
+    payload = body(agent(state), *calls)
+
+    def stored(application: str, token: str) -> tuple[int, int, int]:
+        before = table_bytes()
+        response = client.post(
+            "/api/v1/otlp/v1/traces", payload, content_type="application/x-protobuf",
+            HTTP_AUTHORIZATION=f"Bearer {token}",
+        )  # fmt: skip
+        assert response.status_code == 200, response.content
+        otel_traces_assemble(now=later())
+        with connection.cursor() as cursor:
+            cursor.execute(
+                "SELECT count(*), sum(pg_column_size(t.*)) FROM learning_trace t "
+                "JOIN registry_application a ON a.id = t.application_id WHERE a.name = %s",
+                [application],
+            )
+            steps, rows_bytes = cursor.fetchone()
+        return int(steps), int(rows_bytes), table_bytes() - before
+
+    _, whole_token = runtime_token_create(application_name="whole", scopes=["traces:write"])
+    results = {"shared once (now)": stored("costs", token)}
+    with mock.patch("learning.otel.SHARE_ABOVE", 10**15):  # as every step was stored before
+        results["whole in every step"] = stored("whole", whole_token)
+    print()
+    print("Storage: one OTLP request, a root span with a 60 KB registry.state and 999 tool spans")
+    print(f"  sent {len(payload):>12,} bytes")
+    for label, (steps, rows_bytes, grown) in results.items():
+        print(
+            f"  {label:20} {steps} steps, rows {rows_bytes:>12,} bytes "
+            f"({rows_bytes / len(payload):6.2f} x sent), table growth with indexes "
+            f"{grown:>12,} bytes ({grown / len(payload):6.2f} x sent)"
+        )
+
+    # (b) assembly memory: buffered traces of 100 spans with 59 KB arguments
+    blob = "a" * 59_000
+    settings.OTLP_MAX_PENDING_BYTES = 10**12
+    print()
+    print(f"Assembly memory: {traces} traces of 100 spans with 59 KB arguments, buffered, then")
+    print("assembled (peak Python memory of the assembly, tracemalloc)")
+    for budget in (4 * 2**20, settings.OTLP_ASSEMBLE_BYTES, 10**12):
+        Trace.objects.all().delete()
+        OtelTrace.objects.all().delete()
+        for number in range(traces):
+            trace = (number + 1).to_bytes(2, "big") * 8
+            spans = [
+                tool_call(n, "calendar.find_events", args={"blob": blob, "n": n}, trace=trace)
+                for n in range(1, 101)
+            ]
+            for start in range(0, 100, 50):  # requests under the 5 MB body limit
+                post(body(*spans[start : start + 50]))
+            post(body(agent({"a": 1}, trace=trace)))
+        buffered = sum(OtelTrace.objects.values_list("span_bytes", flat=True))
+        settings.OTLP_ASSEMBLE_BYTES = budget
+        tracemalloc.start()
+        started = time.perf_counter()
+        assembled = otel_traces_assemble(now=later())
+        seconds = time.perf_counter() - started
+        _, peak = tracemalloc.get_traced_memory()
+        tracemalloc.stop()
+        label = "everything at once" if budget == 10**12 else f"chunks of {budget / 2**20:.0f} MB"
+        print(
+            f"  {label:20} buffered {buffered / 2**20:7.1f} MB  peak {peak / 2**20:7.1f} MB  "
+            f"{assembled} traces in {seconds:5.1f} s"
+        )
+
+
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--speed", action="store_true", help="also time ingest on PostgreSQL")
     parser.add_argument("--runs", type=int, default=4000, help="demo runs for the speed part")
+    parser.add_argument("--costs", action="store_true", help="stored bytes, assembly memory")
     parser.add_argument("--quick", action="store_true", help="small sizes, to check it runs")
     args = parser.parse_args()
+    if args.costs:  # on its own: it sets Django up on its own database, as --speed does
+        costs(traces=3 if args.quick else 12)
+        return
     print_inference(inference_figures(demo_runs=300 if args.quick else 2100))
     if args.speed:
         speed(200 if args.quick else args.runs)

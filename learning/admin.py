@@ -8,7 +8,7 @@ from django.db.models.fields.json import KT
 from django.db.models.functions import Cast, NullIf
 from django.urls import reverse
 from django.utils import timezone
-from django.utils.html import format_html
+from django.utils.html import format_html, format_html_join
 from django.utils.safestring import mark_safe
 
 from registry.admin import ToolAdmin
@@ -27,6 +27,7 @@ from .models import (
     Trace,
 )
 from .otel_ingest import candidate_variable_adopt
+from .selectors import trace_states_whole
 
 HEALTH_DAYS = 90
 RECENT_VERSIONS = 10
@@ -168,11 +169,11 @@ class TraceAdmin(ReadOnlyAdmin):
 
     @admin.display(description="state before")
     def state_before_pretty(self, obj: Trace) -> str:
-        return pretty(obj.state_before)
+        return pretty(trace_states_whole(trace=obj)[0])
 
     @admin.display(description="state after")
     def state_after_pretty(self, obj: Trace) -> str:
-        return pretty(obj.state_after)
+        return pretty(trace_states_whole(trace=obj)[1])
 
     @admin.display(description="output")
     def output_pretty(self, obj: Trace) -> str:
@@ -409,10 +410,22 @@ class OtelTraceAdmin(ReadOnlyAdmin):
 @admin.register(SpanIntake)
 class SpanIntakeAdmin(ReadOnlyAdmin):
     list_display = [
-        "application", "received", "buffered", "ignored", "rejected", "last_received_at",
+        "application", "received", "buffered", "uncaptured", "ignored", "rejected",
+        "last_received_at",
     ]  # fmt: skip
     list_select_related = ["application"]
-    readonly_fields = list_display
+    readonly_fields = [*list_display, "ignored_why"]
+
+    @admin.display(description="why spans were ignored")
+    def ignored_why(self, obj: SpanIntake) -> str:
+        """Each kind of span that is not a tool call, as its convention named it, with a count:
+        what to change in the runtime when its tool calls are among them."""
+        return (
+            format_html_join(
+                "", "<div>{}: {}</div>", sorted(obj.ignored_reasons.items(), key=lambda i: -i[1])
+            )
+            or "—"
+        )
 
 
 admin.site.unregister(Tool)

@@ -29,6 +29,7 @@ from .aggregates import aggregate_add, aggregate_merge, new_aggregate
 from .baselines import baseline_snapshot
 from .days import days_fold
 from .models import ToolStats, Trace
+from .otel import states_shared
 from .outputs import output_batch_budget, output_checker
 from .traces import trace_parse
 
@@ -52,6 +53,8 @@ def traces_ingest(
     items: Iterable[tuple[int, object]],
     application: Application | None = None,
     batch_size: int | None = None,
+    share_states: bool = False,
+    uncaptured: Collection[int] = (),
 ) -> IngestResult:
     """Store valid traces in batches, skip duplicates of (trace_id, step), report the rest.
 
@@ -64,6 +67,12 @@ def traces_ingest(
     name, so a runtime learns nothing of tools it cannot see: both are kept within the
     application's allowance of unregistered names and never count toward a registered tool's
     learning; past the allowance both are refused with the same reason.
+
+    ``share_states`` stores each state once per trace (``learning.otel.states_shared``: for
+    assembled OpenTelemetry traces, whose steps all repeat one initial state); aggregates read
+    the whole states all the same. Traces whose index is in ``uncaptured`` (a call sent without
+    its arguments or result) are stored and counted in the tool's days (calls, errors,
+    latency) but folded into no aggregate: their missing arguments and output say nothing.
     """
     batch_size = batch_size or settings.TRACE_BATCH_SIZE
     aliases = alias_map()
@@ -103,6 +112,7 @@ def traces_ingest(
                 "foldable": known or trace["tool"] not in approved,
                 "error": trace["error"] or "",
                 "application_id": application_id,
+                "uncaptured": index in uncaptured,
             }
         if not rows:
             continue
@@ -122,13 +132,20 @@ def traces_ingest(
             # Either way, exactly the rows this transaction stored come back, to be folded once;
             # a (trace_id, step) this application stored before, or a concurrent writer did, is
             # a duplicate.
+            written = list(rows.values())
+            if share_states:
+                written = [
+                    {**row, "state_before": before, "state_after": after}
+                    for row, (before, after) in zip(written, states_shared(written), strict=True)
+                ]
             if connection.vendor == "postgresql":
-                stored = _insert_returning(list(rows.values()))
+                keys = _insert_returning(written)
             else:
                 Trace.objects.bulk_create(
-                    [Trace(**_model_fields(row)) for row in rows.values()], ignore_conflicts=True
+                    [Trace(**_model_fields(row)) for row in written], ignore_conflicts=True
                 )
-                stored = _claim_inserted(rows, application_id=application_id)
+                keys = _claim_inserted(rows, application_id=application_id)
+            stored = [rows[key] for key in keys]
             by_tool: dict[str, list[dict[str, Any]]] = {}
             for row in stored:
                 if row["foldable"]:
@@ -203,7 +220,7 @@ def _model_fields(row: dict) -> dict:
 
 def _claim_inserted(
     rows: dict[tuple[str, int], dict[str, Any]], *, application_id: int | None
-) -> list[dict[str, Any]]:
+) -> list[tuple[str, int]]:
     """SQLite: the batch's rows still unfolded are the ones this transaction inserted."""
     owner = (
         Q(application__isnull=True) if application_id is None else Q(application_id=application_id)
@@ -216,7 +233,7 @@ def _claim_inserted(
     }
     ids = {key: pk for key, pk in ids.items() if key in rows}
     Trace.objects.filter(pk__in=ids.values()).update(aggregated=True)
-    return [rows[key] for key in ids]
+    return [key for key in rows if key in ids]
 
 
 TRACE_COLUMNS = [
@@ -286,7 +303,7 @@ def _json_is_small(value: Any) -> bool:
     return True
 
 
-def _insert_returning(rows: list[dict]) -> list[dict]:
+def _insert_returning(rows: list[dict]) -> list[tuple[str, int]]:
     """PostgreSQL: COPY the batch into a temporary table, then INSERT ... ON CONFLICT DO NOTHING
     RETURNING: exactly the rows this transaction stored come back.
 
@@ -318,9 +335,11 @@ def _insert_returning(rows: list[dict]) -> list[dict]:
             "FROM learning_trace_incoming ON CONFLICT DO NOTHING "
             "RETURNING trace_id, step"
         )
-        stored = set(cursor.fetchall())
+        stored = {tuple(key) for key in cursor.fetchall()}
         cursor.execute("DELETE FROM learning_trace_incoming")
-    return [row for row in rows if (row["trace_id"], row["step"]) in stored]
+    return [
+        (row["trace_id"], row["step"]) for row in rows if (row["trace_id"], row["step"]) in stored
+    ]
 
 
 def tool_fold(*, tool_name: str) -> int:
@@ -353,11 +372,19 @@ def _fold(by_tool: dict[str, list[dict]], *, received_at: str | None) -> None:
     ``received_at`` names the key holding when each trace arrived; None means "just now", which
     is after the current version's approval by construction.
     """
-    rows = stats_locked(sorted(by_tool))
+    learnt = {
+        name: kept
+        for name, traces in by_tool.items()
+        if (kept := [trace for trace in traces if not trace.get("uncaptured")])
+    }
+    rows = stats_locked(sorted(learnt))
     with output_batch_budget():
-        _fold_into(rows, by_tool, received_at=received_at)
+        _fold_into(rows, learnt, received_at=received_at)
     stats_write(rows)
-    days_fold(by_tool, {stats.tool_name: stats.tool_id for stats in rows})
+    tool_ids: dict[str, int | None] = dict(
+        Tool.objects.filter(name__in=by_tool.keys() - learnt.keys()).values_list("name", "pk")
+    )
+    days_fold(by_tool, tool_ids | {stats.tool_name: stats.tool_id for stats in rows})
 
 
 def _fold_into(

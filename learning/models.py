@@ -169,6 +169,9 @@ class OtelTrace(models.Model):
     state = models.CharField(max_length=10, choices=State.choices, default=State.PENDING)
     complete = models.BooleanField(default=False, help_text="Its root span has arrived.")
     span_count = models.PositiveIntegerField(default=0)
+    span_bytes = models.PositiveBigIntegerField(
+        default=0, help_text="What its buffered spans weigh as sent, in bytes."
+    )
     first_received_at = models.DateTimeField()
     last_received_at = models.DateTimeField()
     assembled_at = models.DateTimeField(null=True, blank=True)
@@ -218,6 +221,16 @@ class SpanIntake(models.Model):
         default=0, help_text="Tool-call and state spans kept (repeats included)."
     )
     ignored = models.PositiveBigIntegerField(default=0, help_text="Spans that are not tool calls.")
+    ignored_reasons = models.JSONField(
+        default=dict,
+        blank=True,
+        help_text="Why spans were ignored: the kind each said it was (a few kinds), and how many.",
+    )
+    uncaptured = models.PositiveBigIntegerField(
+        default=0,
+        help_text="Tool calls sent without arguments or result (content capture off): counted, "
+        "not learnt from.",
+    )
     rejected = models.PositiveBigIntegerField(default=0)
     last_received_at = models.DateTimeField(null=True, blank=True)
 

@@ -11,11 +11,13 @@ Two steps, both pure so they can be tested and benchmarked alone:
   format (``learning.traces``): tool calls ordered by start time (then span id) become steps
   0, 1, ...; the state is reconstructed from the data flow.
 
-Which spans are tool calls: ``gen_ai.operation.name = execute_tool`` (the GenAI semantic
-conventions) or ``mcp.method.name = tools/call`` (an MCP client's call), the tool named by
-``gen_ai.tool.name``. A tool-call span whose parent is a tool-call span of the same tool (a
-framework's ``execute_tool`` span around its MCP client span) is the same call: only the outer
-one becomes a step.
+Which spans are tool calls, and where their tool, call id, arguments and result are: the
+conventions in ``CONVENTIONS`` (GenAI ``execute_tool``, MCP ``tools/call``, OpenInference
+``TOOL``, Traceloop/OpenLLMetry ``tool``), tried in that order; docs/api.md tabulates them. A
+tool-call span whose parent is a tool-call span of the same tool (a framework's
+``execute_tool`` span around its MCP client span) is the same call: only the outer one becomes a
+step. A tool-call span carrying neither arguments nor result (content capture off, the GenAI
+instrumentations' default) is ``captured: False``: counted, never learnt from.
 
 State: the state before a trace's first call is the JSON object in ``registry.state`` on its
 root span, else on its earliest span carrying it (an agent span); else empty. After each
@@ -52,23 +54,64 @@ ARGUMENTS = "gen_ai.tool.call.arguments"
 RESULT = "gen_ai.tool.call.result"
 ERROR_TYPE = "error.type"
 MCP_METHOD = "mcp.method.name"
+MCP_REQUEST_ID = "jsonrpc.request.id"
+OPENINFERENCE_KIND = "openinference.span.kind"
+TRACELOOP_KIND = "traceloop.span.kind"
 STATE = "registry.state"
 STATE_BEFORE = "registry.state_before"
 STATE_AFTER = "registry.state_after"
-READ_ATTRIBUTES = frozenset(
-    {OPERATION, TOOL_NAME, CALL_ID, ARGUMENTS, RESULT, ERROR_TYPE, MCP_METHOD, STATE,
-     STATE_BEFORE, STATE_AFTER}
-)  # fmt: skip
-JSON_ATTRIBUTES = (ARGUMENTS, RESULT, STATE, STATE_BEFORE, STATE_AFTER)
-STATE_ATTRIBUTES = (STATE, STATE_BEFORE, STATE_AFTER)
 EXECUTE_TOOL = "execute_tool"
 TOOLS_CALL = "tools/call"
+
+
+@dataclass(frozen=True)
+class Convention:
+    """Where one instrumentation convention puts a tool call: the attribute (and value) that
+    marks the span, and the attributes holding the tool's name, call id, arguments and result."""
+
+    name: str
+    marker: str
+    marker_value: str
+    tool: str
+    call_id: str
+    arguments: str
+    result: str
+    # Traceloop's decorators record ``{"args": [...], "kwargs": {...}}``: the named ones are read.
+    keyword_arguments: bool = False
+
+
+CONVENTIONS = (
+    Convention("OpenTelemetry GenAI", OPERATION, EXECUTE_TOOL, TOOL_NAME, CALL_ID, ARGUMENTS,
+               RESULT),
+    Convention("MCP", MCP_METHOD, TOOLS_CALL, TOOL_NAME, MCP_REQUEST_ID, ARGUMENTS, RESULT),
+    Convention("OpenInference", OPENINFERENCE_KIND, "TOOL", "tool.name", "tool.id",
+               "input.value", "output.value"),
+    Convention("Traceloop/OpenLLMetry", TRACELOOP_KIND, "tool", "traceloop.entity.name",
+               "traceloop.entity.id", "traceloop.entity.input", "traceloop.entity.output",
+               keyword_arguments=True),
+)  # fmt: skip
+# What the sender sets to send a tool call's arguments and result, for each convention.
+CONTENT_CAPTURE = (
+    "OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT=true (OpenTelemetry GenAI "
+    "instrumentations), TRACELOOP_TRACE_CONTENT=true (Traceloop/OpenLLMetry), "
+    "OPENINFERENCE_HIDE_INPUTS and OPENINFERENCE_HIDE_OUTPUTS unset (OpenInference)"
+)
+MARKERS = frozenset(convention.marker for convention in CONVENTIONS)
+READ_ATTRIBUTES = frozenset(
+    {ERROR_TYPE, STATE, STATE_BEFORE, STATE_AFTER}
+    | {name for c in CONVENTIONS for name in (c.marker, c.tool, c.call_id, c.arguments, c.result)}
+)
+STATE_ATTRIBUTES = (STATE, STATE_BEFORE, STATE_AFTER)
 MAX_NAME_LENGTH = 200  # learning.traces.MAX_ID_LENGTH: a tool name the trace format stores
 # One attribute the registry reads, in bytes (its string, or its structured value encoded):
 # arguments and results of a tool call are small; a larger one is refused, not truncated,
 # because a truncated JSON document would silently lose every field.
 MAX_ATTRIBUTE_BYTES = 64 * 1024
+# Nesting of one JSON attribute, as deep as protobuf reads a structured one: deeper values are
+# refused here, so no later step (storing, encoding, walking) meets a value it cannot recurse.
+MAX_JSON_DEPTH = 100
 MAX_REASONS = 20  # distinct rejection reasons kept for the answer
+SPAN_OVERHEAD = 200  # bytes a buffered span costs besides its attributes (ids, times, keys)
 
 
 class SpanRecord(TypedDict):
@@ -82,7 +125,9 @@ class SpanRecord(TypedDict):
     end_ns: int
     error: str | None  # None: the call succeeded
     tool: str | None  # the tool's name when this span is a tool call
-    attributes: dict[str, Any]  # READ_ATTRIBUTES only, JSON ones parsed
+    attributes: dict[str, Any]  # call id, arguments, result and states, JSON ones parsed
+    bytes: int  # what the kept attributes weigh as sent: buffer caps and assembly chunks count it
+    captured: bool  # a tool call that carries its arguments or result (content capture on)
 
 
 @dataclass
@@ -92,6 +137,13 @@ class DecodedBatch:
     ignored: int = 0
     rejected: int = 0
     reasons: dict[str, int] = field(default_factory=dict)  # reason -> spans
+    ignored_reasons: dict[str, int] = field(default_factory=dict)  # why spans were ignored
+    uncaptured: int = 0  # tool calls without arguments or result
+
+    def ignore(self, reason: str) -> None:
+        self.ignored += 1
+        if reason in self.ignored_reasons or len(self.ignored_reasons) < MAX_REASONS:
+            self.ignored_reasons[reason] = self.ignored_reasons.get(reason, 0) + 1
 
     def reject(self, reason: str, count: int = 1) -> None:
         self.rejected += count
@@ -210,45 +262,65 @@ def _decode_one(span: Span, batch: DecodedBatch, latest_ns: int) -> None:
     parent = span.parent_span_id.hex() if any(span.parent_span_id) else ""
     if not parent:
         batch.roots.add(trace_id)
-    attributes: dict[str, Any] = {}
+    values: dict[str, AnyValue] = {}
     for pair in span.attributes:
-        if pair.key not in READ_ATTRIBUTES:
-            continue
-        if pair.value.ByteSize() > MAX_ATTRIBUTE_BYTES:
-            batch.reject(f"attribute {pair.key} is larger than {MAX_ATTRIBUTE_BYTES} bytes")
-            return
-        attributes[pair.key] = _python(pair.value)
-    operation = attributes.get(OPERATION)
-    is_tool = operation == EXECUTE_TOOL or attributes.get(MCP_METHOD) == TOOLS_CALL
-    if not is_tool and STATE not in attributes:
-        batch.ignored += 1
+        if pair.key in READ_ATTRIBUTES:
+            values[pair.key] = pair.value
+    convention = _convention(values)
+    if convention is None and STATE not in values:
+        batch.ignore(_ignored_reason(values))
         return
+    # The attributes kept, under the GenAI names whatever the convention.
+    wanted: dict[str, str] = {STATE: STATE, STATE_BEFORE: STATE_BEFORE, STATE_AFTER: STATE_AFTER}
+    if convention is not None:
+        wanted |= {convention.tool: TOOL_NAME, convention.call_id: CALL_ID,
+                   convention.arguments: ARGUMENTS, convention.result: RESULT,
+                   ERROR_TYPE: ERROR_TYPE}  # fmt: skip
+    attributes: dict[str, Any] = {}
+    size = SPAN_OVERHEAD
+    for key, kept in wanted.items():
+        value = values.get(key)
+        if value is None or value.WhichOneof("value") is None:
+            continue
+        weight = value.ByteSize()
+        if weight > MAX_ATTRIBUTE_BYTES:
+            batch.reject(f"attribute {key} is larger than {MAX_ATTRIBUTE_BYTES} bytes")
+            return
+        size += weight
+        attributes[kept] = _python(value)
     tool: str | None = None
-    if is_tool:
-        tool = attributes.get(TOOL_NAME)
+    if convention is not None:
+        tool = attributes.pop(TOOL_NAME, None)
         if not isinstance(tool, str) or not tool.strip():
-            batch.reject(f"a tool-call span needs {TOOL_NAME}")
+            batch.reject(f"a tool-call span needs {convention.tool}")
             return
         if len(tool) > MAX_NAME_LENGTH:
-            batch.reject(f"{TOOL_NAME} is longer than {MAX_NAME_LENGTH} characters")
+            batch.reject(f"{convention.tool} is longer than {MAX_NAME_LENGTH} characters")
             return
-    for key in JSON_ATTRIBUTES:
+    for key in (ARGUMENTS, RESULT, *STATE_ATTRIBUTES):
         if key in attributes:
             parsed, problem = _json_value(attributes[key])
-            if problem and key in STATE_ATTRIBUTES:
-                batch.reject(f"{key} {problem}")
+            if problem is None and _deeper_than(parsed, MAX_JSON_DEPTH):
+                problem = f"is nested deeper than {MAX_JSON_DEPTH} levels"
+            if problem and (key in STATE_ATTRIBUTES or problem != NOT_JSON):
+                batch.reject(f"{_sent_name(key, convention)} {problem}")
                 return
             attributes[key] = parsed
     for key in STATE_ATTRIBUTES:
         if key in attributes and not isinstance(attributes[key], dict):
             batch.reject(f"{key} must be a JSON object mapping variable names to values")
             return
+    if convention is not None and convention.keyword_arguments:
+        arguments = attributes.get(ARGUMENTS)
+        if isinstance(arguments, dict) and set(arguments) <= {"args", "kwargs"}:
+            attributes[ARGUMENTS] = arguments.get("kwargs") or {}
     if span.start_time_unix_nano == 0 or span.end_time_unix_nano < span.start_time_unix_nano:
         batch.reject("a span needs a start time, and an end time not before it")
         return
     if span.start_time_unix_nano > latest_ns:
         batch.reject("a span may not start more than a day from now")
         return
+    captured = convention is None or ARGUMENTS in attributes or RESULT in attributes
     record: SpanRecord = {
         "trace_id": trace_id,
         "span_id": span_id,
@@ -256,18 +328,67 @@ def _decode_one(span: Span, batch: DecodedBatch, latest_ns: int) -> None:
         "name": span.name[:MAX_NAME_LENGTH],
         "start_ns": span.start_time_unix_nano,
         "end_ns": span.end_time_unix_nano,
-        "error": _error(span.status, attributes.get(ERROR_TYPE)) if is_tool else None,
+        "error": (
+            _error(span.status, attributes.get(ERROR_TYPE)) if convention is not None else None
+        ),
         "tool": tool,
         "attributes": {key: attributes[key] for key in attributes if key in _KEPT},
+        "bytes": size,
+        "captured": captured,
     }
     problem = unstorable_text(record)
     if problem:
         batch.reject(f"a value cannot be stored: {problem}")
         return
+    if not captured:
+        batch.uncaptured += 1
     batch.spans.append(record)
 
 
 _KEPT = frozenset({CALL_ID, ARGUMENTS, RESULT, STATE, STATE_BEFORE, STATE_AFTER})
+NOT_JSON = "is not valid JSON"
+
+
+def _convention(values: dict[str, AnyValue]) -> Convention | None:
+    for convention in CONVENTIONS:
+        marker = values.get(convention.marker)
+        if marker is not None and marker.string_value == convention.marker_value:
+            return convention
+    return None
+
+
+def _ignored_reason(values: dict[str, AnyValue]) -> str:
+    """Why a span is not a tool call, in the words of the convention it follows."""
+    for marker in (OPERATION, OPENINFERENCE_KIND, TRACELOOP_KIND, MCP_METHOD):
+        value = values.get(marker)
+        if value is not None and value.string_value:
+            # Said by the sender: kept short and printable, as the intake stores and shows it.
+            shown = "".join(char for char in value.string_value[:40] if char.isprintable())
+            return f"{marker} = {shown}"
+    return "no tool-call convention"
+
+
+def _sent_name(key: str, convention: Convention | None) -> str:
+    if convention is None:
+        return key
+    return {ARGUMENTS: convention.arguments, RESULT: convention.result}.get(key, key)
+
+
+def _deeper_than(value: Any, limit: int) -> bool:
+    """Whether ``value`` nests containers more than ``limit`` deep (iterative: any depth)."""
+    pending: list[tuple[Any, int]] = [(value, 1)]
+    while pending:
+        item, depth = pending.pop()
+        if isinstance(item, dict):
+            children: Iterable[Any] = item.values()
+        elif isinstance(item, list):
+            children = item
+        else:
+            continue
+        if depth > limit:
+            return True
+        pending.extend((child, depth + 1) for child in children if isinstance(child, dict | list))
+    return False
 
 
 def _error(status: Status, error_type: Any) -> str | None:
@@ -311,9 +432,9 @@ def _json_value(value: Any) -> tuple[Any, str | None]:
     try:
         return json.loads(value, parse_constant=_no_constant), None
     except RecursionError:
-        return value, "is nested too deeply"
+        return value, f"is nested deeper than {MAX_JSON_DEPTH} levels"
     except ValueError:
-        return value, "is not valid JSON"
+        return value, NOT_JSON
 
 
 def _no_constant(name: str) -> None:
@@ -326,6 +447,7 @@ class Assembly:
     traces: list[dict] = field(default_factory=list)  # the registry's trace format
     # (step, tool, field name, an example value): result fields the vocabulary does not know
     candidates: list[tuple[int, str, str, Any]] = field(default_factory=list)
+    uncaptured: set[int] = field(default_factory=set)  # steps without arguments or result
 
 
 def trace_assemble(
@@ -342,9 +464,18 @@ def trace_assemble(
         (span for span in spans if span["tool"] is not None and not _inner_call(span, by_id)),
         key=lambda span: (span["start_ns"], span["span_id"]),
     )
+    # An outer call sent without content (a framework's execute_tool, capture off) takes the
+    # arguments and result of the same call's inner span that carries them (its MCP client's).
+    inner = {
+        span["parent_span_id"]: span
+        for span in spans
+        if span["tool"] is not None and span.get("captured", True) and _inner_call(span, by_id)
+    }
     state = _canonical(_initial_state(spans), aliases)
     assembly = Assembly()
     for step, span in enumerate(calls):
+        if not span.get("captured", True) and span["span_id"] in inner:
+            span = {**span, "attributes": inner[span["span_id"]]["attributes"], "captured": True}
         tool = span["tool"] or ""
         attributes = span["attributes"]
         arguments = attributes.get(ARGUMENTS)
@@ -381,8 +512,115 @@ def trace_assemble(
                 "occurred_at": _iso(span["start_ns"]),
             }
         )
+        if not span.get("captured", True):
+            assembly.uncaptured.add(step)
         state = after
     return assembly
+
+
+# ------------------------------------------------------------------------------ stored form
+SAME = "$same_as"  # a stored state that repeats another of the same trace names it instead
+SET, UNSET = "$set", "$unset"
+
+
+def states_shared(rows: list[dict]) -> list[tuple[dict, dict]]:
+    """The state before and after of each row as stored: a large state written once per trace.
+
+    ``rows`` are steps in order (``trace_id``, ``step``, ``state_before``, ``state_after``).
+    An assembled trace copies its initial state into every step; stored whole, a 60 KB state
+    over 1,000 steps would take 120 MB. So in a trace whose states would weigh more than
+    ``SHARE_ABOVE`` bytes stored whole, a state before equal to the previous step's state after
+    is stored as ``{"$same_as": "state_after of step N"}``, and a state after as what the call
+    changed: ``{"$same_as": "state_before", "$set": {...}, "$unset": [...]}``. The first step
+    of a trace in ``rows`` stores its state before whole; a smaller trace is stored as it is.
+    Learning reads the whole states before they are stored (``learning.ingest``).
+    """
+    heavy = _heavy_traces(rows)
+    stored: list[tuple[dict, dict]] = []
+    previous: dict[str, tuple[int, dict]] = {}
+    for row in rows:
+        before, after = row["state_before"], row["state_after"]
+        if row["trace_id"] not in heavy:
+            stored.append((before, after))
+            continue
+        last = previous.get(row["trace_id"])
+        if last is not None and last[0] == row["step"] - 1 and last[1] == before:
+            stored_before: dict = {SAME: f"state_after of step {last[0]}"}
+        else:
+            stored_before = before
+        stored_after: dict = {SAME: "state_before"}
+        changed = _changed(before, after)
+        if changed:
+            stored_after[SET] = changed
+        removed = [name for name in before if name not in after]
+        if removed:
+            stored_after[UNSET] = removed
+        stored.append((stored_before, stored_after))
+        previous[row["trace_id"]] = (row["step"], after)
+    return stored
+
+
+def states_whole(stored: list[tuple[int, dict, dict]]) -> dict[int, tuple[dict, dict]]:
+    """The whole states of a trace's stored steps (``(step, state_before, state_after)`` in
+    order, from its first step): the inverse of ``states_shared``. A step that names a step
+    missing from ``stored`` keeps its stored form."""
+    whole: dict[int, tuple[dict, dict]] = {}
+    for step, before, after in stored:
+        if _is_shared(before):
+            reference = before[SAME].removeprefix("state_after of step ")
+            if not reference.isdigit() or int(reference) not in whole:
+                whole[step] = (before, after)
+                continue
+            before = whole[int(reference)][1]
+        if _is_shared(after) and after[SAME] == "state_before" and not _is_shared(before):
+            unset, changed = set(after.get(UNSET) or []), after.get(SET)
+            after = {name: value for name, value in before.items() if name not in unset}
+            after.update(changed if isinstance(changed, dict) else {})
+        whole[step] = (before, after)
+    return whole
+
+
+def _is_shared(state: dict) -> bool:
+    return isinstance(state.get(SAME), str) and set(state) <= {SAME, SET, UNSET}
+
+
+SHARE_ABOVE = 8 * 1024  # bytes of a trace's states stored whole, past which they are shared
+
+
+def _heavy_traces(rows: list[dict]) -> set[str]:
+    """Traces whose states would weigh more than ``SHARE_ABOVE`` stored whole, estimated from
+    the first state and each step's changes (each encoded once: what was sent, no more)."""
+    weights: dict[str, int] = {}
+    heavy: set[str] = set()
+    for row in rows:
+        trace_id = row["trace_id"]
+        if trace_id in heavy:
+            continue
+        before = weights.get(trace_id)
+        if before is None:
+            before = _encoded_size(row["state_before"])
+        after = before + sum(
+            len(name) + 4 + _encoded_size(value)
+            for name, value in _changed(row["state_before"], row["state_after"]).items()
+        )
+        weights[trace_id] = after
+        total = weights.get(f"{trace_id} total", 0) + before + after
+        weights[f"{trace_id} total"] = total
+        if total > SHARE_ABOVE:
+            heavy.add(trace_id)
+    return heavy
+
+
+def _changed(before: dict, after: dict) -> dict:
+    return {
+        name: value
+        for name, value in after.items()
+        if name not in before or (before[name] is not value and before[name] != value)
+    }
+
+
+def _encoded_size(value: Any) -> int:
+    return len(json.dumps(value, separators=(",", ":")))
 
 
 def _inner_call(span: SpanRecord, by_id: dict[str, SpanRecord]) -> bool:

@@ -5,7 +5,14 @@
 application. ``otel_traces_assemble`` (a Celery task, queued when a trace completes and run
 periodically) claims the traces that are ready, rebuilds their steps with
 ``learning.otel.trace_assemble`` and hands them to ``learning.ingest.traces_ingest`` for the
-application that sent them: the same rules, aggregates, inference and drift as native traces.
+application that sent them: the same rules, aggregates, inference and drift as native traces,
+each state stored once per trace (``learning.otel.states_shared``).
+
+Caps count bytes as well as spans (``OTLP_MAX_TRACE_BYTES``, ``OTLP_MAX_PENDING_BYTES`` per
+application), and assembly claims traces in chunks of at most ``OTLP_ASSEMBLE_BYTES`` buffered
+bytes (at least one trace), so a worker's memory follows the chunk, never the buffer. A trace's
+root span, which SDKs send last and which carries the initial state, is never the one refused
+at a trace's cap.
 
 A trace is ready when its root span has arrived and no span came for ``OTLP_SETTLE_SECONDS``
 (spans of one trace exported by several processes may still be on their way), or when no span
@@ -33,10 +40,11 @@ from registry.services import state_variable_create
 
 from .ingest import tool_names_refused, traces_ingest, unknown_tool_reason
 from .models import CandidateVariable, OtelSpan, OtelTrace, SpanIntake
-from .otel import DecodedBatch, SpanRecord, trace_assemble
+from .otel import CONTENT_CAPTURE, DecodedBatch, SpanRecord, trace_assemble
 
 logger = logging.getLogger(__name__)
-ASSEMBLE_CHUNK = 500  # traces per transaction
+ASSEMBLE_CHUNK = 500  # traces per transaction, at most (and OTLP_ASSEMBLE_BYTES)
+MAX_IGNORED_REASONS = 20  # distinct reasons for ignored spans kept per application
 MAX_CANDIDATES_PER_TOOL = 50  # distinct unknown result fields kept per application and tool
 MAX_EXAMPLES = 3
 MAX_EXAMPLE_CHARS = 120
@@ -58,6 +66,22 @@ class SpansReceived:
     rejected: int = 0
     reasons: dict[str, int] = field(default_factory=dict)
     complete: list[str] = field(default_factory=list)  # trace ids now complete
+    uncaptured: int = 0  # tool calls buffered without arguments or result
+
+    def message(self) -> str:
+        """The partial-success message: each refusal's reason once, with its count, and what
+        to set when tool calls came without their arguments and result."""
+        parts = [
+            f"{reason} ({count} span{'s' if count != 1 else ''})"
+            for reason, count in self.reasons.items()
+        ]
+        if self.uncaptured:
+            parts.append(
+                f"{self.uncaptured} tool-call span{'s' if self.uncaptured != 1 else ''} carried "
+                "neither arguments nor result: counted (calls, errors, latency), not learnt "
+                f"from; to send them, set {CONTENT_CAPTURE}"
+            )
+        return "; ".join(parts)
 
 
 @transaction.atomic
@@ -73,6 +97,7 @@ def spans_receive(*, application: Application, batch: DecodedBatch) -> SpansRece
     result = SpansReceived(
         ignored=batch.ignored, rejected=batch.rejected, reasons=dict(batch.reasons)
     )
+    uncaptured = {span["span_id"] for span in batch.spans if not span.get("captured", True)}
 
     def reject(reason: str, count: int = 1) -> None:
         result.rejected += count
@@ -121,20 +146,51 @@ def spans_receive(*, application: Application, batch: DecodedBatch) -> SpansRece
         [existing[trace_id] for trace_id in by_trace if trace_id in existing], by_trace
     )
     per_trace = settings.OTLP_MAX_SPANS_PER_TRACE
+    per_trace_bytes = settings.OTLP_MAX_TRACE_BYTES
     new_spans: dict[str, list[SpanRecord]] = {}
     for trace_id, records in by_trace.items():
         trace = existing.get(trace_id)
-        room = per_trace - (trace.span_count if trace else 0)
         fresh = [record for span_id, record in records.items() if span_id not in known_ids]
         result.buffered += len(records) - len(fresh)
-        if len(fresh) > room:
-            reject(f"a trace holds at most {per_trace} tool-call spans", len(fresh) - max(room, 0))
-            fresh = fresh[: max(room, 0)]
+        # The root span comes last and carries the initial state: it is kept past the caps
+        # (one per trace), and the caps refuse the other spans instead.
+        root = next(
+            (r for r in fresh if not r["parent_span_id"]),
+            None,
+        ) if not (trace and trace.complete) else None  # fmt: skip
+        others = [record for record in fresh if record is not root]
+        room = max(per_trace - (trace.span_count if trace else 0), 0)
+        if len(others) > room:
+            reject(
+                f"a trace holds at most {per_trace} tool-call spans (its root span is always kept)",
+                len(others) - room,
+            )
+            others = others[:room]
+        room_bytes = per_trace_bytes - (trace.span_bytes if trace else 0)
+        weights = [_weight(record) for record in others]
+        fits = 0
+        while fits < len(others) and weights[fits] <= room_bytes:
+            room_bytes -= weights[fits]
+            fits += 1
+        if fits < len(others):
+            reject(
+                f"a trace holds at most {per_trace_bytes} bytes of spans (its root span is "
+                "always kept)",
+                len(others) - fits,
+            )
+            others = others[:fits]
+        fresh = ([root] if root is not None else []) + others
         if fresh:
             new_spans[trace_id] = fresh
             result.buffered += len(fresh)
+            result.uncaptured += sum(1 for record in fresh if record["span_id"] in uncaptured)
     new_traces = [trace_id for trace_id in new_spans if trace_id not in existing]
-    _check_room(application, len(new_traces), sum(map(len, new_spans.values())))
+    _check_room(
+        application,
+        len(new_traces),
+        sum(map(len, new_spans.values())),
+        sum(_weight(record) for records in new_spans.values() for record in records),
+    )
     OtelTrace.objects.bulk_create(
         [
             OtelTrace(
@@ -173,20 +229,37 @@ def spans_receive(*, application: Application, batch: DecodedBatch) -> SpansRece
     # A few statements whatever the number of traces: one per distinct count of new spans.
     OtelTrace.objects.filter(pk__in=[t.pk for t in pending.values()]).update(last_received_at=now)
     OtelTrace.objects.filter(pk__in=[pending[t].pk for t in result.complete]).update(complete=True)
-    by_count: dict[int, list[int]] = defaultdict(list)
-    for trace_id, fresh_records in new_spans.items():
-        by_count[len(fresh_records)].append(rows[trace_id].pk)
-    for count, pks in by_count.items():
-        OtelTrace.objects.filter(pk__in=pks).update(span_count=F("span_count") + count)
-    intake, _ = SpanIntake.objects.get_or_create(application=application)
+    OtelTrace.objects.bulk_update(
+        [
+            OtelTrace(
+                pk=rows[trace_id].pk,
+                span_count=F("span_count") + len(fresh_records),
+                span_bytes=F("span_bytes") + sum(map(_weight, fresh_records)),
+            )
+            for trace_id, fresh_records in new_spans.items()
+        ],
+        ["span_count", "span_bytes"],
+        batch_size=500,
+    )
+    intake, _ = SpanIntake.objects.select_for_update().get_or_create(application=application)
+    ignored = dict(intake.ignored_reasons)
+    for reason, count in batch.ignored_reasons.items():
+        if reason in ignored or len(ignored) < MAX_IGNORED_REASONS:
+            ignored[reason] = ignored.get(reason, 0) + count
     SpanIntake.objects.filter(pk=intake.pk).update(
         received=F("received") + result.buffered + result.ignored + result.rejected,
         buffered=F("buffered") + result.buffered,
         ignored=F("ignored") + result.ignored,
         rejected=F("rejected") + result.rejected,
+        uncaptured=F("uncaptured") + result.uncaptured,
+        ignored_reasons=ignored,
         last_received_at=now,
     )
     return result
+
+
+def _weight(record: SpanRecord) -> int:
+    return int(record.get("bytes") or 0)
 
 
 def _buffered_span_ids(
@@ -203,12 +276,13 @@ def _buffered_span_ids(
     )
 
 
-def _check_room(application: Application, new_traces: int, new_spans: int) -> None:
+def _check_room(application: Application, new_traces: int, new_spans: int, new_bytes: int) -> None:
     if not new_spans and not new_traces:
         return
     pending = OtelTrace.objects.filter(application=application, state=OtelTrace.State.PENDING)
-    totals = pending.aggregate(traces=Count("pk"), spans=Sum("span_count"))
+    totals = pending.aggregate(traces=Count("pk"), spans=Sum("span_count"), bytes=Sum("span_bytes"))
     traces, spans = totals["traces"] or 0, totals["spans"] or 0
+    buffered_bytes = totals["bytes"] or 0
     retry = settings.OTLP_QUIET_SECONDS
     if traces + new_traces > settings.OTLP_MAX_PENDING_TRACES:
         raise BufferFull(
@@ -220,6 +294,12 @@ def _check_room(application: Application, new_traces: int, new_spans: int) -> No
         raise BufferFull(
             f"this application has {spans} spans waiting to be assembled, at most "
             f"{settings.OTLP_MAX_PENDING_SPANS}; retry after {retry} seconds",
+            retry,
+        )
+    if buffered_bytes + new_bytes > settings.OTLP_MAX_PENDING_BYTES:
+        raise BufferFull(
+            f"this application has {buffered_bytes} bytes of spans waiting to be assembled, at "
+            f"most {settings.OTLP_MAX_PENDING_BYTES}; retry after {retry} seconds",
             retry,
         )
 
@@ -245,22 +325,45 @@ def otel_traces_assemble(*, now: datetime | None = None) -> int:
     assembled = 0
     while True:
         with transaction.atomic():
-            claimed = list(
-                OtelTrace.objects.select_for_update(skip_locked=True, of=("self",))
-                .filter(traces_ready(now))
-                .select_related("application")
-                .order_by("last_received_at", "pk")[:ASSEMBLE_CHUNK]
-            )
+            claimed = _claim_chunk(now)
             if not claimed:
                 break
             _assemble(claimed, now=now)
         assembled += len(claimed)
-        if len(claimed) < ASSEMBLE_CHUNK:
-            break
     OtelTrace.objects.filter(
         state=OtelTrace.State.ASSEMBLED, assembled_at__lt=now - settings.OTLP_KEEP_ASSEMBLED
     ).delete()
     return assembled
+
+
+def _claim_chunk(now: datetime) -> list[OtelTrace]:
+    """Ready traces holding at most ``OTLP_ASSEMBLE_BYTES`` of spans together (at least one),
+    locked; another worker's claims are skipped.
+
+    Sizes are read first, unlocked, so that only the chunk is locked: a trace another worker
+    took meanwhile is skipped by the locking read, which checks readiness again.
+    """
+    budget = settings.OTLP_ASSEMBLE_BYTES
+    candidates = (
+        OtelTrace.objects.filter(traces_ready(now))
+        .order_by("last_received_at", "pk")
+        .values_list("pk", "span_bytes")[:ASSEMBLE_CHUNK]
+    )
+    chosen: list[int] = []
+    total = 0
+    for pk, size in candidates:
+        if chosen and total + size > budget:
+            break
+        chosen.append(pk)
+        total += size
+    if not chosen:
+        return []
+    return list(
+        OtelTrace.objects.select_for_update(skip_locked=True, of=("self",))
+        .filter(traces_ready(now), pk__in=chosen)
+        .select_related("application")
+        .order_by("last_received_at", "pk")
+    )
 
 
 def _assemble(claimed: list[OtelTrace], *, now: datetime) -> None:
@@ -277,16 +380,21 @@ def _assemble(claimed: list[OtelTrace], *, now: datetime) -> None:
         application = traces[0].application
         items: list[tuple[int, dict]] = []
         owners: list[tuple[OtelTrace, list[tuple[int, str, str, Any]]]] = []
+        uncaptured: set[int] = set()
         for trace in traces:
             assembly = trace_assemble(
-                trace_id=trace.trace_id, spans=records[trace.pk], aliases=aliases
+                trace_id=trace.trace_id, spans=records.pop(trace.pk, []), aliases=aliases
             )
             trace.steps = len(assembly.traces)
             trace.problems = []
             for step in assembly.traces:
+                if step["step"] in assembly.uncaptured:
+                    uncaptured.add(len(items))
                 items.append((len(items), step))
                 owners.append((trace, [c for c in assembly.candidates if c[0] == step["step"]]))
-        result = traces_ingest(items=items, application=application)
+        result = traces_ingest(
+            items=items, application=application, share_states=True, uncaptured=uncaptured
+        )
         refused: set[int] = set()
         for problem in result.rejected:
             index = problem["index"]

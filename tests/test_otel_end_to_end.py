@@ -16,12 +16,18 @@ from unittest import mock
 import pytest
 import requests
 from django.utils import timezone
+from openinference.semconv.trace import OpenInferenceSpanKindValues
+from openinference.semconv.trace import SpanAttributes as OpenInference
 from opentelemetry import trace as otel_trace
 from opentelemetry.exporter.otlp.proto.common.trace_encoder import encode_spans
 from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
 from opentelemetry.sdk.resources import Resource
 from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
 from opentelemetry.sdk.trace.export import BatchSpanProcessor, SpanExporter, SpanExportResult
+from opentelemetry.semconv._incubating.attributes import gen_ai_attributes as gen_ai
+from opentelemetry.semconv._incubating.attributes import mcp_attributes as mcp
+from opentelemetry.semconv_ai import SpanAttributes as Traceloop
+from opentelemetry.semconv_ai import TraceloopSpanKindValues
 from opentelemetry.trace import Status, StatusCode
 
 from api.services import runtime_token_create
@@ -63,8 +69,60 @@ def ns(moment: str) -> int:
     return int(parsed.replace(microsecond=0).timestamp()) * 10**9 + parsed.microsecond * 1000
 
 
-def agent_loop(tracer, runs: dict[str, list[dict]], tools: DemoTools) -> None:
-    """Each run: plan (here: the demo's plan), call each tool inside an execute_tool span."""
+def genai_call(step: dict) -> dict:
+    return {
+        "gen_ai.operation.name": "execute_tool",
+        "gen_ai.tool.name": step["tool"],
+        "gen_ai.tool.call.id": f"call_{step['step']}",
+        "gen_ai.tool.call.arguments": json.dumps(step["args"]),
+    }
+
+
+def genai_result(result: dict) -> dict:
+    return {"gen_ai.tool.call.result": json.dumps(result)}
+
+
+# Each convention's tool span, named by the conventions' own packages: (call, result) attributes.
+CONVENTIONS = {
+    "openinference": (
+        lambda step: {
+            OpenInference.OPENINFERENCE_SPAN_KIND: OpenInferenceSpanKindValues.TOOL.value,
+            OpenInference.TOOL_NAME: step["tool"],
+            OpenInference.TOOL_PARAMETERS: json.dumps({"type": "object"}),
+            OpenInference.INPUT_VALUE: json.dumps(step["args"]),
+            OpenInference.INPUT_MIME_TYPE: "application/json",
+        },
+        lambda result: {
+            OpenInference.OUTPUT_VALUE: json.dumps(result),
+            OpenInference.OUTPUT_MIME_TYPE: "application/json",
+        },
+    ),
+    "traceloop": (
+        lambda step: {
+            Traceloop.TRACELOOP_SPAN_KIND: TraceloopSpanKindValues.TOOL.value,
+            Traceloop.TRACELOOP_ENTITY_NAME: step["tool"],
+            # What Traceloop's @tool decorator records of a call: positional and named arguments.
+            Traceloop.TRACELOOP_ENTITY_INPUT: json.dumps({"args": [], "kwargs": step["args"]}),
+        },
+        lambda result: {Traceloop.TRACELOOP_ENTITY_OUTPUT: json.dumps(result)},
+    ),
+    "mcp": (
+        lambda step: {
+            mcp.MCP_METHOD_NAME: "tools/call",
+            gen_ai.GEN_AI_TOOL_NAME: step["tool"],
+            "jsonrpc.request.id": str(step["step"]),
+            gen_ai.GEN_AI_TOOL_CALL_ARGUMENTS: json.dumps(step["args"]),
+        },
+        lambda result: {gen_ai.GEN_AI_TOOL_CALL_RESULT: json.dumps(result)},
+    ),
+}
+
+
+def agent_loop(
+    tracer, runs: dict[str, list[dict]], tools: DemoTools, *, call=genai_call, result=genai_result
+) -> None:
+    """Each run: plan (here: the demo's plan), call each tool inside a tool span (GenAI's
+    execute_tool unless ``call`` and ``result`` name another convention's attributes)."""
     for run, plan in runs.items():
         first = ns(plan[0]["occurred_at"])
         root = tracer.start_span(
@@ -85,16 +143,11 @@ def agent_loop(tracer, runs: dict[str, list[dict]], tools: DemoTools) -> None:
                 f"execute_tool {step['tool']}",
                 context=context,
                 start_time=start,
-                attributes={
-                    "gen_ai.operation.name": "execute_tool",
-                    "gen_ai.tool.name": step["tool"],
-                    "gen_ai.tool.call.id": f"call_{step['step']}",
-                    "gen_ai.tool.call.arguments": json.dumps(step["args"]),
-                },
+                attributes=call(step),
             )
             try:
-                result = tools.call(run, step["step"], step["tool"], step["args"])
-                span.set_attribute("gen_ai.tool.call.result", json.dumps(result))
+                answer = tools.call(run, step["step"], step["tool"], step["args"])
+                span.set_attributes(result(answer))
             except ToolFailed as failure:
                 span.set_attribute("error.type", str(failure).split(":", 1)[0])
                 span.set_status(Status(StatusCode.ERROR, str(failure)))
@@ -188,4 +241,43 @@ def test_an_instrumented_runtime_teaches_the_same_contracts_as_native_traces(
 
     assert from_spans == from_native
     assert len(from_spans) >= 15 and "crm.lookup_account" in from_spans
+    assert from_spans["calendar.update_event"]["requires"]
+
+
+@pytest.mark.parametrize("convention", sorted(CONVENTIONS))
+def test_each_instrumentations_tool_spans_teach_the_same_contracts(live_server, convention):
+    """OpenInference, Traceloop/OpenLLMetry and MCP tool spans, through the SDK's exporter."""
+    registry = json.loads(REGISTRY_FILE.read_text())
+    registry_import(data=registry, approve=True)
+    _, token = runtime_token_create(
+        application_name="assistant", scopes=["contracts:read", "traces:write"]
+    )
+    calls = list(demo_traces(registry, runs=120, start=START))
+    runs: dict[str, list[dict]] = {}
+    for call in calls:
+        runs.setdefault(call["trace_id"], []).append(call)
+    exporter = OTLPSpanExporter(
+        endpoint=f"{live_server.url}/api/v1/otlp/v1/traces",
+        headers={"Authorization": f"Bearer {token}"},
+    )
+    provider = TracerProvider(resource=Resource.create({"service.name": "demo-agent"}))
+    provider.add_span_processor(BatchSpanProcessor(exporter, max_export_batch_size=128))
+    call_attributes, result_attributes = CONVENTIONS[convention]
+    with mock.patch("api.views.otel_traces_assemble.apply_async"):
+        agent_loop(
+            provider.get_tracer("demo-agent"), runs, DemoTools(calls),
+            call=call_attributes, result=result_attributes,
+        )  # fmt: skip
+        provider.shutdown()
+
+    intake = SpanIntake.objects.get(application__name="assistant")
+    assert (intake.buffered, intake.rejected, intake.uncaptured) == (len(calls) + len(runs), 0, 0)
+    assert otel_traces_assemble(now=timezone.now() + timedelta(minutes=5)) == len(runs)
+    assert Trace.objects.count() == len(calls)
+    from_spans = inferred()
+
+    forget_learning()
+    application = Application.objects.get(name="assistant")
+    traces_ingest(items=enumerate(calls), application=application)
+    assert from_spans == inferred()
     assert from_spans["calendar.update_event"]["requires"]

@@ -117,7 +117,7 @@ def test_completion_queues_the_assembly_once_the_request_commits(
         assert callbacks == [] and not queued.called  # no root yet: nothing to queue
         with django_capture_on_commit_callbacks(execute=True):
             answer(send(runtime, body(run()[0])))
-    queued.assert_called_once_with(countdown=6)
+    queued.assert_called_once_with(countdown=6, retry=False)
 
 
 def test_otlp_json_is_read_and_answered_in_json(runtime):
@@ -205,7 +205,7 @@ def test_a_million_spans_of_one_trace_are_refused_past_the_cap(runtime, settings
     many = [tool_call(n, "calendar.find_events") for n in range(1, 9)]
     response = answer(send(runtime, body(*many)))
     assert response.partial_success.rejected_spans == 3
-    assert "a trace holds at most 5 tool-call spans (3 spans)" in (
+    assert "a trace holds at most 5 tool-call spans (its root span is always kept) (3 spans)" in (
         response.partial_success.error_message
     )
     more = answer(send(runtime, body(*[tool_call(n, "x") for n in range(20, 22)])))
@@ -247,8 +247,10 @@ def test_spans_claiming_a_hidden_tool_are_treated_like_an_unknown_name(
     restricted, django_capture_on_commit_callbacks
 ):
     # calendar.delete_event is high risk; "restricted" may see medium at most.
-    hidden = answer(send(restricted, body(tool_call(1, "calendar.delete_event"))))
-    unknown = answer(send(restricted, body(tool_call(1, "nobody.knows_this", trace=b"\x03" * 16))))
+    hidden = answer(send(restricted, body(tool_call(1, "calendar.delete_event", args={}))))
+    unknown = answer(
+        send(restricted, body(tool_call(1, "nobody.knows_this", args={}, trace=b"\x03" * 16)))
+    )
     assert hidden == unknown == ExportTraceServiceResponse()
     assemble()
     rows = Trace.objects.filter(tool_name__in=["calendar.delete_event", "nobody.knows_this"])

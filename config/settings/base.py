@@ -367,6 +367,10 @@ OTLP_MAX_SPANS_PER_REQUEST = env_value("OTLP_MAX_SPANS_PER_REQUEST", env.int, 10
 OTLP_MAX_SPANS_PER_TRACE = env_value("OTLP_MAX_SPANS_PER_TRACE", env.int, 1_000)
 OTLP_MAX_PENDING_TRACES = env_value("OTLP_MAX_PENDING_TRACES", env.int, 10_000)  # per application
 OTLP_MAX_PENDING_SPANS = env_value("OTLP_MAX_PENDING_SPANS", env.int, 100_000)  # per application
+# Bytes of spans as sent (their kept attributes): per trace, per application, per assembly chunk.
+OTLP_MAX_TRACE_BYTES = env_value("OTLP_MAX_TRACE_BYTES", env.int, 16 * 1024 * 1024)
+OTLP_MAX_PENDING_BYTES = env_value("OTLP_MAX_PENDING_BYTES", env.int, 256 * 1024 * 1024)
+OTLP_ASSEMBLE_BYTES = env_value("OTLP_ASSEMBLE_BYTES", env.int, 16 * 1024 * 1024)
 OTLP_SETTLE_SECONDS = env_value("OTLP_SETTLE_SECONDS", env.int, 5)
 OTLP_QUIET_SECONDS = env_value("OTLP_QUIET_SECONDS", env.int, 60)
 OTLP_KEEP_ASSEMBLED = timedelta(seconds=env_value("OTLP_KEEP_ASSEMBLED_SECONDS", env.int, 3600))

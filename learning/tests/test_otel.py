@@ -165,3 +165,63 @@ def test_otlp_json_reads_hex_ids_and_refuses_anything_else():
 def test_malformed_protobuf_is_refused():
     with pytest.raises(MalformedRequest, match="not an OTLP ExportTraceServiceRequest"):
         request_from_protobuf(b"\x0a\xff\xff\xff\xff\x0f garbage")
+
+
+def test_shared_states_are_rebuilt_whole_and_small_ones_stay_as_they_are():
+    from learning.otel import SHARE_ABOVE, states_shared, states_whole
+
+    big = {"memo": "m" * SHARE_ABOVE, "event_query": "q"}
+    rows = [
+        {"trace_id": "t", "step": 0, "state_before": big, "state_after": {**big, "id": 1}},
+        {"trace_id": "t", "step": 1, "state_before": {**big, "id": 1},
+         "state_after": {"memo": big["memo"], "id": 2}},
+        {"trace_id": "s", "step": 0, "state_before": {"a": 1}, "state_after": {"a": 1, "b": 2}},
+    ]  # fmt: skip
+    stored = states_shared(rows)
+    assert stored[1] == (
+        {"$same_as": "state_after of step 0"},
+        {"$same_as": "state_before", "$set": {"id": 2}, "$unset": ["event_query"]},
+    )
+    assert stored[2] == ({"a": 1}, {"a": 1, "b": 2})  # small: stored whole
+    whole = states_whole(
+        [(row["step"], *states) for row, states in zip(rows[:2], stored[:2], strict=True)]
+    )
+    assert whole == {row["step"]: (row["state_before"], row["state_after"]) for row in rows[:2]}
+
+
+@pytest.mark.parametrize(
+    ("attributes", "arguments"),
+    [
+        ({"openinference__span__kind": "TOOL", "tool__name": "x.y",
+          "input__value": {"q": 1}, "output__value": {"r": 2}}, {"q": 1}),
+        ({"traceloop__span__kind": "tool", "traceloop__entity__name": "x.y",
+          "traceloop__entity__input": {"args": [1], "kwargs": {"q": 1}},
+          "traceloop__entity__output": {"r": 2}}, {"q": 1}),
+        ({"mcp__method__name": "tools/call", "gen_ai__tool__name": "x.y",
+          "gen_ai__tool__call__arguments": {"q": 1}, "gen_ai__tool__call__result": {"r": 2}},
+         {"q": 1}),
+    ],
+)  # fmt: skip
+def test_each_conventions_tool_span_is_a_tool_call(attributes, arguments):
+    from learning.otel import ARGUMENTS, RESULT, spans_decode
+
+    batch = spans_decode(request(span(1, **attributes)), max_spans=10)
+    (record,) = batch.spans
+    assert record["tool"] == "x.y" and record["captured"]
+    assert record["attributes"][ARGUMENTS] == arguments
+    assert record["attributes"][RESULT] == {"r": 2}
+
+
+def test_an_outer_call_without_content_takes_its_inner_mcp_calls_arguments_and_result():
+    from learning.otel import spans_decode, trace_assemble
+
+    outer = span(1, gen_ai__operation__name="execute_tool", gen_ai__tool__name="x.y")
+    mcp = span(
+        2, parent=1, mcp__method__name="tools/call", gen_ai__tool__name="x.y",
+        gen_ai__tool__call__arguments={"q": 1}, gen_ai__tool__call__result={"r": 2},
+    )  # fmt: skip
+    batch = spans_decode(request(agent(), outer, mcp), max_spans=10)
+    assert batch.uncaptured == 1
+    assembly = trace_assemble(trace_id="t", spans=batch.spans, aliases={})
+    (step,) = assembly.traces
+    assert (step["args"], step["output"], assembly.uncaptured) == ({"q": 1}, {"r": 2}, set())

@@ -81,6 +81,9 @@ def server(django_db_setup, django_db_blocker, tmp_path_factory):
         except OSError:
             assert time.monotonic() < deadline, "gunicorn did not start"
             time.sleep(0.2)
+    # Up means answering: a worker's first request loads the URLs and views, which can take
+    # longer than the healthcheck's 3 s on a busy machine.
+    assert request(port, "GET", "/api/v1/health/")[0] == 200
     yield port, env
     process.terminate()
     try:

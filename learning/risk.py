@@ -300,6 +300,13 @@ class Lexicon:
                 return form, known[form]
         return None
 
+    def noun_capable(self, word: str) -> bool:
+        """Is this software verb as often a noun in a name ("log", "commits")?"""
+        entry = self.entry(word)
+        return word in self.vocabulary.nouns or (
+            entry is not None and entry[0] in self.vocabulary.nouns
+        )
+
     def climbed(self, lemma: str) -> list[Sense]:
         """Danger classes above the lemma's dominant senses, within ``DANGER_DEPTH``."""
         if lemma not in self._climbed:
@@ -438,6 +445,8 @@ class Lexicon:
         if (word.endswith(("ed", "ing")) and base != word) or irregular:
             return wn.tagged(base, "v")
         nouns = [noun for noun in wn.base_forms(word, "n") if wn.senses(noun, "n")]
+        if not first and wn.tagged(word, "a") > wn.tagged(base, "v"):
+            return None  # mostly an adjective: "may be empty"
         margin = wn.tagged(base, "v") - (wn.tagged(nouns[0], "n") if nouns else 0)
         if not nouns or margin > 0 or (first and margin == 0):
             return margin
@@ -589,6 +598,11 @@ SUBORDINATORS = frozenset(
     "if when whenever before after unless until while once because whether although though "
     "that which who whose where so as than".split()
 )
+DETERMINERS = frozenset(
+    "a an the its their his her our your my this these those each every all any no".split()
+)
+BE = frozenset("be is are was were been being".split())
+AUXILIARIES = frozenset("is are was were be been being get gets got has have had".split())
 SENTENCE = re.compile(r"(?<=[.!?;:])\s+|\n+")
 # Argument names that say what a call can reach (features of the labels model, and evidence).
 SIGNALS = {
@@ -662,7 +676,18 @@ def danger_evidence(
                 continue
             if not lex.is_verb_like(word, first=main):
                 continue
+            previous = text[index - 1] if index else ""
+            if _participle(lex, word) and previous not in AUXILIARIES:
+                continue  # an adjective: "within allowed directories"
+            if not main and (
+                previous in DETERMINERS
+                or (previous in BE and not _participle(lex, word))  # "may be empty"
+                or word.endswith("ing")  # a gerund: "tabulate spending"
+            ):
+                continue
             senses = [sense for sense in lex.verb(word) if sense.dominant]
+            if (subordinate or not main) and lex.entry(word) is None:
+                senses = []  # in passing, only the reviewed lexicon's danger verbs count
             if senses:
                 negated = bool(NEGATIONS & set(text[max(0, index - NEGATION_WINDOW) : index]))
                 flags = {"negated": True} if negated else {}
@@ -680,13 +705,15 @@ def _main_positions(sentence: str) -> list[tuple[str, bool]]:
     would: first in the sentence or after a comma, or after "and", "or" or "then" (adverbs in
     -ly skipped: "or completely overwrite"). Elsewhere a danger word is only mentioned."""
     tagged: list[tuple[str, bool]] = []
-    for segment in re.split(r"[,()]", sentence):
-        part = words(segment)
-        for index, word in enumerate(part):
-            before = index - 1
-            while before >= 0 and part[before].endswith("ly"):
-                before -= 1
-            tagged.append((word, before < 0 or part[before] in ("and", "or", "then")))
+    for inside, segment in enumerate(re.split(r"[()]", sentence)):
+        for clause in segment.split(","):
+            part = words(clause)
+            for index, word in enumerate(part):
+                before = index - 1
+                while before >= 0 and part[before].endswith("ly"):
+                    before -= 1
+                main = before < 0 or part[before] in ("and", "or", "then")
+                tagged.append((word, main and inside % 2 == 0))  # a parenthesis is an aside
     return tagged
 
 
@@ -712,8 +739,10 @@ def argument_signals(arguments: Iterable[str]) -> list[RiskEvidence]:
     """Arguments that say what a call reaches: a recipient, an amount, force, a role."""
     found: list[RiskEvidence] = []
     for argument in arguments:
-        for word in words(argument):
-            if word in SIGNALS:
+        parts = words(argument)
+        for word in parts:
+            # Short words ("to", "cc") are signals only as the whole name ("to_currency" is not).
+            if word in SIGNALS and (len(word) > 3 or parts == [word]):
                 found.append(
                     {"kind": "signal", "word": argument, "class": SIGNALS[word],
                      "via": f"argument '{argument}'"}
@@ -761,26 +790,35 @@ def action_of(name: str, description: str, lex: Lexicon | None = None) -> Action
         if lex.entry(word) is not None and not _modifier(word)
     ]  # fmt: skip
     lead_is_verb = bool(lead) and lex.has_verb(lead[0])
+    lead_known = bool(lead) and lex.entry(lead[0]) is not None
+    verbs_only = [(index, word) for index, word in known if not lex.noun_capable(word)]
     if confirmed:
         chosen = (confirmed[0], "name")
-    elif known and known[0][0] == 0:  # verb-first: "list_commits"
+    elif verbs_only:
+        # A software verb that is not also a common noun: first ("send_invoice"), else last
+        # ("contractTerminate").
+        first = verbs_only[0]
+        chosen = (first[1] if first[0] == 0 else verbs_only[-1][1], "name")
+    elif known and not lead_is_verb:
+        # Only words as often nouns ("git_log", "order_status"): the description, when it
+        # begins with a verb, says which one is done; else the name's first.
         chosen = (known[0][1], "name")
-    elif known and (
-        # noun-first: "contractTerminate"; a word as often a noun ("git_log") only when the
-        # description does not say what the tool does
-        known[-1][1] not in lex.vocabulary.nouns or not lead_is_verb
-    ):
-        chosen = (known[-1][1], "name")
-    elif known and lead_is_verb:
+    elif (known or lead_known) and lead_is_verb:
+        # The name has no verb the lexicon knows for sure, and the description begins with
+        # one: "leaveBalance" is what "Tell how many days of leave…" reads.
         chosen = (lead[0], "description")
     elif parts and _leads(lex, parts[0]):
         chosen = (parts[0], "name")
-    elif len(parts) > 1 and not _modifier(parts[-1]) and (
-        lex.is_verb_like(parts[-1])
-        or lex.compound(parts[-1])
-        # A software verb that is mostly a noun ("log", "status") is the action of a
-        # noun-first name only when the description does not begin with a verb.
-        or (lex.entry(parts[-1]) is not None and not (lead and lex.has_verb(lead[0])))
+    elif (
+        len(parts) > 1
+        and not _modifier(parts[-1])
+        and (
+            lex.is_verb_like(parts[-1])
+            or lex.compound(parts[-1])
+            # A software verb that is mostly a noun ("log", "status") is the action of a
+            # noun-first name only when the description does not begin with a verb.
+            or (lex.entry(parts[-1]) is not None and not (lead and lex.has_verb(lead[0])))
+        )
     ):
         chosen = (parts[-1], "name")
     else:
@@ -879,6 +917,13 @@ def read_tool(
     if any(item.reading.kind != NEUTRAL for item in readings if item.reading):
         # "run_tests" runs tests: a verb that runs something is read through the others.
         readings = [item for item in readings if item.reading and item.reading.kind != NEUTRAL]
+    elif readings and action.word:
+        # Only "run", "execute"…: what it runs, when the name says so ("run_tests").
+        parts = words(name.rsplit(".", 1)[-1])
+        following = parts[parts.index(action.word) + 1 :] if action.word in parts else []
+        runs = next((word for word in following if lex.entry(word) is not None), None)
+        if runs is not None:
+            readings = [Action(runs, "name", lex.word_reading(runs))]
     kind = _kind(*readings)
     evidence = danger_evidence(
         name=name, description=description, produces=produces, permissions=permissions,
@@ -906,6 +951,11 @@ def read_tool(
         item["class"] for item in evidence
         if item.get("class") and item["kind"] in ("effect", "description")
     }  # fmt: skip
+    # A danger verb in a subordinate clause ("If …, sends a request"): medium at most.
+    mentioned = [
+        item for item in evidence
+        if item["kind"] == "description" and item.get("subordinate") and not item.get("negated")
+    ]  # fmt: skip
     if strong:
         floor, detail = "high", f"danger ({', '.join(strong)}) in what the tool does: high"
         confidence = 0.8
@@ -913,6 +963,10 @@ def read_tool(
         floor = "high"
         detail = f"a change that reaches further ({scope[0]['word']}): high"
         confidence = 0.7
+    elif kind == INFORMS and mentioned:
+        floor = "medium"
+        detail = f"a read whose description may also {mentioned[0]['word']}: medium"
+        confidence = 0.5
     elif kind == INFORMS:
         floor, detail = "low", f"'{readings[0].word}' takes in or works out information: low"
         confidence = (
@@ -1045,29 +1099,33 @@ SMOOTHING = 1.0
 
 
 def labels_model(tools: list[dict]) -> dict:
-    """Feature counts per level (a multinomial naive Bayes, Laplace-smoothed at use)."""
+    """Per level: how many tools, and how many have each feature."""
     counts: dict[str, int] = dict.fromkeys(RISK_ORDER, 0)
     features: dict[str, dict[str, int]] = {risk: defaultdict(int) for risk in RISK_ORDER}
     for tool in tools:
         counts[tool["risk"]] += 1
         for feature in tool["features"]:
             features[tool["risk"]][feature] += 1
-    vocabulary = {feature for table in features.values() for feature in table}
-    totals = {risk: sum(table.values()) for risk, table in features.items()}
-    return {"counts": counts, "features": features, "totals": totals,
-            "vocabulary": len(vocabulary), "size": len(tools)}  # fmt: skip
+    seen = {feature for table in features.values() for feature in table}
+    return {"counts": counts, "features": features, "seen": seen, "size": len(tools)}
 
 
 def model_probabilities(model: dict, features: Iterable[str]) -> dict[str, float]:
-    """P(level | features) under the model."""
+    """P(level | features): naive Bayes over the features the tool has that some labelled
+    tool has too (Laplace-smoothed); a level with no label has no probability."""
+    present = set(features) & model["seen"]
     scores = {}
     for risk in RISK_ORDER:
         count = model["counts"][risk]
+        if not count:
+            continue
         score = math.log((count + SMOOTHING) / (model["size"] + SMOOTHING * len(RISK_ORDER)))
-        denominator = model["totals"][risk] + SMOOTHING * (model["vocabulary"] + 1)
-        for feature in features:
-            score += math.log((model["features"][risk].get(feature, 0) + SMOOTHING) / denominator)
+        table = model["features"][risk]
+        for feature in present:
+            score += math.log((table.get(feature, 0) + SMOOTHING) / (count + 2 * SMOOTHING))
         scores[risk] = score
+    if not scores:
+        return dict.fromkeys(RISK_ORDER, 0.0)
     top = max(scores.values())
     exps = {risk: math.exp(score - top) for risk, score in scores.items()}
     total = sum(exps.values())
@@ -1099,6 +1157,18 @@ def suggest_risk(
     # The reviewers' labels of tools with the same action word: the closest few vote.
     word = reading.action.word
     same_verb = [tool for tool in candidates if word and tool["verb"] == word]
+    declared_write = any(
+        item["kind"] == "hint" and item["hint"] == "readOnlyHint" and not item["value"]
+        for item in evidence
+    )
+    if reading.kind == NEUTRAL and same_verb and _mostly_low(same_verb) and not declared_write:
+        risk = "low"
+        evidence.append(
+            {"kind": "rule", "floor": "low",
+             "detail": f"'{word}' runs something, and reviewers rated "
+                       f"{sum(tool['risk'] == 'low' for tool in same_verb)} of {len(same_verb)} "
+                       f"tools with it low: low"}
+        )  # fmt: skip
     if same_verb:
         voted, vote_confidence, neighbours = _vote(reading.tokens, same_verb, same_kind=True)
         evidence.append(
@@ -1107,12 +1177,19 @@ def suggest_risk(
         )  # fmt: skip
         if RISK_ORDER.index(voted) > RISK_ORDER.index(risk):
             risk, confidence = voted, vote_confidence
-    if len(candidates) >= MODEL_MIN_LABELS and risk != RISK_ORDER[-1]:
+    # Without such tools, the model over every feature, trained on the namespace's labels.
+    if not same_verb and len(candidates) >= MODEL_MIN_LABELS and risk != RISK_ORDER[-1]:
         model = labels_model(candidates)
         probabilities = model_probabilities(model, reading.features)
-        for level in reversed(RISK_ORDER[RISK_ORDER.index(risk) + 1 :]):
-            if model["counts"][level] < MODEL_MIN_LEVEL:
-                continue  # reviewers have (nearly) never given this level here
+        for index in reversed(range(RISK_ORDER.index(risk) + 1, len(RISK_ORDER))):
+            level = RISK_ORDER[index]
+            # Reviewers here gave tools of the same kind (reads, changes…) this level or above.
+            alike = sum(
+                1 for tool in candidates
+                if tool["kind"] == reading.kind and tool["risk"] in RISK_ORDER[index:]
+            )  # fmt: skip
+            if alike < MODEL_MIN_LEVEL:
+                continue
             at_least = sum(probabilities[r] for r in RISK_ORDER[RISK_ORDER.index(level) :])
             prior = sum(model["counts"][r] for r in RISK_ORDER[RISK_ORDER.index(level) :])
             # The tool's features, not how common the level is here, must carry the raise.

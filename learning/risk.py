@@ -644,7 +644,7 @@ def danger_evidence(
     noun_first = bool(action) and not lex.is_verb_like(action[0], first=True)
     for index, word in enumerate(action):
         last = index == len(action) - 1
-        acting = word == action_word or (noun_first and last and action_word is None)
+        acting = word == action_word
         kind = "verb" if acting else "object"
         if acting or lex.is_verb_like(word, first=index == 0):
             note(kind, word, lex.verb(word) or lex.verb_compound(word))
@@ -652,7 +652,10 @@ def danger_evidence(
             note(kind, word, lex.verb_compound(word))  # "writeoff": write off
         if (last or all(w.isdigit() for w in action[index + 1 :])) and lex.entry(word) is None:
             # Noun-first names: "account_deletion" (an act noun is the action).
-            note("verb" if noun_first and action_word is None else "object", word, lex.noun(word))
+            # An act noun last in a noun-first name whose action is not in the name is the
+            # action ("accountDeletion": "Handles accounts.").
+            acting_noun = noun_first and action_word not in action
+            note("verb" if acting_noun else "object", word, lex.noun(word))
     note_phrases(lex, action, lambda word, senses: note("verb", word, senses))
     for variable in produces:
         parts = words(variable)
@@ -799,14 +802,20 @@ def action_of(name: str, description: str, lex: Lexicon | None = None) -> Action
         # ("contractTerminate").
         first = verbs_only[0]
         chosen = (first[1] if first[0] == 0 else verbs_only[-1][1], "name")
-    elif known and not lead_is_verb:
-        # Only words as often nouns ("git_log", "order_status"): the description, when it
-        # begins with a verb, says which one is done; else the name's first.
-        chosen = (known[0][1], "name")
+    elif (
+        parts
+        and lex.is_verb_like(parts[0], first=True)
+        and not lex.noun_capable(parts[0])
+        and not lead_known
+    ):
+        chosen = (parts[0], "name")  # a verb WordNet knows, first: "indemnify_claim"
     elif (known or lead_known) and lead_is_verb:
-        # The name has no verb the lexicon knows for sure, and the description begins with
-        # one: "leaveBalance" is what "Tell how many days of leave…" reads.
+        # Only words as often nouns ("git_log", "order_status"), or none the lexicon knows:
+        # the description, when it begins with a verb, says what the tool does ("leaveBalance":
+        # "Tell how many days of leave…").
         chosen = (lead[0], "description")
+    elif known:
+        chosen = (known[0][1], "name")
     elif parts and _leads(lex, parts[0]):
         chosen = (parts[0], "name")
     elif (
@@ -951,10 +960,13 @@ def read_tool(
         item["class"] for item in evidence
         if item.get("class") and item["kind"] in ("effect", "description")
     }  # fmt: skip
-    # A danger verb in a subordinate clause ("If …, sends a request"): medium at most.
+    # A danger verb in a subordinate clause ("If …, sends a request"): medium at most. Words
+    # of permission in passing describe the tool's own access ("grants you internet access",
+    # "allowed directories"), not access it gives.
     mentioned = [
         item for item in evidence
         if item["kind"] == "description" and item.get("subordinate") and not item.get("negated")
+        and item.get("class") != "permissions"
     ]  # fmt: skip
     if strong:
         floor, detail = "high", f"danger ({', '.join(strong)}) in what the tool does: high"
@@ -974,7 +986,11 @@ def read_tool(
         )
     else:
         floor = "medium"
-        blocking = next((item for item in readings if item.reading), None)
+        blocking = max(
+            (item for item in readings if item.reading),
+            key=lambda item: KIND_ORDER.index(_kind(item)),
+            default=None,
+        )
         reading = blocking.reading if blocking is not None else None
         detail = (
             "no action word the lexicon can place: medium"
@@ -983,7 +999,7 @@ def read_tool(
                 CHANGES: f"'{blocking.word}' changes things: medium",
                 ACTS: f"'{blocking.word}' acts on something: medium",
                 NEUTRAL: f"'{blocking.word}' runs something the words do not name: medium",
-            }.get(reading.kind, f"'{blocking.word}' cannot be placed: medium")
+            }.get(_kind(blocking), f"'{blocking.word}' cannot be placed: medium")
         )
         confidence = 0.7 if reading is not None and reading.kind == CHANGES else 0.4
     evidence.append({"kind": "rule", "detail": detail, "floor": floor})

@@ -224,6 +224,7 @@ def _drift_record(
     if any(item["field"] == "risk" for item in items):
         # Why the higher risk is suggested, for the ticket page (learning.risk).
         evidence["risk_evidence"] = (inferred.get("evidence") or {}).get("risk", [])
+        evidence["risk_confidence"] = (inferred.get("confidence") or {}).get("risk")
     report, created = _report_get_or_create(tool, approved, fingerprint, items, evidence)
     if not created:
         DriftReport.objects.filter(pk=report.pk).update(
@@ -342,6 +343,7 @@ def _shadow_tool_propose(
         "examples": _source_examples(aggregate),
         "risk": risk_evidence,
         "risk_evidence": risk_evidence["evidence"],  # as drift tickets carry it
+        "risk_confidence": risk_evidence["confidence"],
         "inferred": {
             key: inferred.get(key) for key in ("requires", "produces", "input_schema", "cost")
         },

@@ -58,5 +58,7 @@ def test_a_tool_that_starts_deleting_gets_a_ticket_that_says_why(client, vocabul
     assert 'id="risk-evidence"' in html and "event_deleted" in html and "destructive" in html
     # The action word and the rule that set the floor are shown too.
     block = html.split('id="risk-evidence"')[1].split("</ul>")[0]
-    assert "action word “get” (in the name) changes: get, sense 2" in block
+    assert "action word “get” (in the name) informs: lexicon: read" in block
     assert "danger (destructive) in what the tool does: high" in block
+    # How sure the suggestion is, beside its evidence.
+    assert 'id="risk-confidence"' in html and "How sure: 0.8" in html

@@ -28,15 +28,15 @@ def suggest(name, description="", produces=(), permissions=(), labelled=READS):
 
 @pytest.mark.parametrize(
     ("name", "word"),
-    [("disk.wipe", "wipe"), ("records.obliterate", "obliterate"), ("badges.revoke", "revoke")],
+    [("records.efface", "efface"), ("records.nullify", "nullify"), ("deals.rescind", "rescind")],
 )
-def test_a_synonym_outside_the_seeds_is_high_with_read_neighbours(name, word):
-    assert word not in SEED_WORDS
+def test_a_synonym_outside_the_seeds_and_the_lexicon_is_high_with_read_neighbours(name, word):
+    assert word not in SEED_WORDS and lexicon().entry(word) is None
     risk, _, evidence = suggest(name, f"{word.capitalize()} the thing")
     assert risk == "high"
     verb = next(item for item in evidence if item["kind"] == "verb")
     assert verb["word"] == word and verb["class"] == "destructive"
-    assert "WordNet" in verb["via"] or "head of" in verb["via"]
+    assert "WordNet" in verb["via"]
 
 
 def test_read_neighbours_never_lower_a_destructive_action():
@@ -174,9 +174,9 @@ def test_an_action_word_the_lexicon_cannot_place_is_at_least_medium(name, descri
 
 @pytest.mark.parametrize(
     ("name", "word", "reading"),
-    [("ledger.truncate_table", "truncate", "changes"), ("ledger.reverse_entry", "reverse",
-     "changes"), ("archive.shred_record", "shred", "acts"), ("repo.flip_visibility", "flip",
-     "informs"), ("config.tweak_setting", "tweak", "changes")],
+    [("ledger.abridge_table", "abridge", "changes"), ("ledger.reverse_entry", "reverse",
+     "changes"), ("archive.crumple_record", "crumple", "changes"), ("repo.flip_visibility",
+     "flip", "informs"), ("config.tweak_setting", "tweak", "changes")],
 )  # fmt: skip
 def test_a_verb_that_changes_or_acts_on_things_is_never_low(name, word, reading):
     risk, _, evidence = suggest(name, f"{word.capitalize()} it.")
@@ -187,16 +187,16 @@ def test_a_verb_that_changes_or_acts_on_things_is_never_low(name, word, reading)
 
 
 def test_a_change_is_read_through_the_hypernym_chain():
-    _, _, evidence = suggest("ledger.truncate_table", "Truncate a table.")
+    _, _, evidence = suggest("things.scrunch_item", "Scrunch an item.")
     action = next(item for item in evidence if item["kind"] == "action")
-    assert "truncate" in action["via"] and "change" in action["via"]
+    assert "scrunch" in action["via"] and "change" in action["via"]
 
 
 @pytest.mark.parametrize(
     ("name", "word", "danger"),
-    [("treasury.reimburse_expense", "reimburse", "money"),
-     ("people.disburse_salary", "disburse", "money"),
-     ("vendors.remit_amount", "remit", "money"),
+    [("treasury.indemnify_claim", "indemnify", "money"),
+     ("people.defray_cost", "defray", "money"),
+     ("vendors.recompense_vendor", "recompense", "money"),
      ("stock.writeoff_item", "writeoff", "destructive"),
      ("people.empower_user", "empower", "permissions")],
 )  # fmt: skip
@@ -209,7 +209,7 @@ def test_synonyms_and_kinds_of_dangerous_verbs_are_high(name, word, danger):
 
 
 def test_a_kind_of_payment_two_levels_down_shows_its_chain():
-    _, _, evidence = suggest("treasury.reimburse_expense", "")
+    _, _, evidence = suggest("treasury.restitute_deposit", "")
     verb = next(item for item in evidence if item["kind"] == "verb")
     assert "refund" in verb["via"] and "pay" in verb["via"]
 
@@ -235,21 +235,27 @@ def test_a_description_that_changes_things_keeps_a_read_name_from_low():
     assert "'update' changes things" in floor_of(evidence)["detail"]
 
 
-def test_an_action_that_informs_only_in_a_less_frequent_sense_needs_reviewers_labels():
-    # "extract" is first "pull out"; its information sense ("deduce") is third.
-    assert suggest("email.extract_deadline", "Extract a deadline.").risk == "medium"
+def test_an_action_that_informs_only_in_a_less_frequent_sense_acts():
+    # WordNet's "flip" informs only in its third sense ("flick" through): it acts on things.
+    assert lexicon().entry("flip") is None
+    risk, _, evidence = suggest("repo.flip_pages", "Flip the pages.")
+    assert risk == "medium"
+    assert "'flip' acts on something" in floor_of(evidence)["detail"]
+
+
+def test_a_verb_that_runs_something_is_read_through_what_it_runs_or_the_labels():
+    assert suggest("ci.run_tests", "Run the tests.").risk == "low"  # "tests": test, a read
+    assert suggest("ci.run_linter", "Run the linter.").risk == "medium"  # nothing says what
     labelled = [
         *READS,
-        {"name": "docs.extract_title", "description": "Extract a title.", "risk": "low"},
-        {"name": "docs.extract_section", "description": "Extract a section.", "risk": "low"},
+        {"name": "ci.run_checks", "description": "Run the checks.", "risk": "low"},
+        {"name": "ci.run_audit", "description": "Run the audit.", "risk": "low"},
     ]
-    risk, _, evidence = suggest("email.extract_deadline", "Extract a deadline.",
-                                labelled=labelled)  # fmt: skip
+    risk, _, evidence = suggest("ci.run_linter", "Run the linter.", labelled=labelled)
     assert risk == "low"
-    assert "2 of 2" in floor_of(evidence)["detail"]
+    assert "2 of 2" in evidence[-2]["detail"] or "2 of 2" in evidence[-1].get("detail", "")
     labelled[-1] = {**labelled[-1], "risk": "medium"}  # one low, one medium: a tie goes up
-    assert suggest("email.extract_deadline", "Extract a deadline.",
-                   labelled=labelled).risk == "medium"  # fmt: skip
+    assert suggest("ci.run_linter", "Run the linter.", labelled=labelled).risk == "medium"
 
 
 def test_neighbour_labels_raise_a_read():
@@ -264,7 +270,8 @@ def test_neighbour_labels_raise_a_read():
     assert evidence[-1]["basis"] == "same action word 'read'"
 
 
-def test_neighbour_labels_raise_a_change_to_high():
+def test_tools_that_merely_change_things_do_not_raise_a_change():
+    # A deletion elsewhere is no reason to rate an update high: no broad pool of "changes".
     labelled = [
         {"name": "calendar.delete_event", "description": "Delete an existing calendar event",
          "risk": "high"},
@@ -272,9 +279,8 @@ def test_neighbour_labels_raise_a_change_to_high():
     ]  # fmt: skip
     risk, _, evidence = suggest("calendar.update_event", "Update an existing calendar event",
                                 labelled=labelled)  # fmt: skip
-    assert risk == "high"
-    assert floor_of(evidence)["floor"] == "medium"
-    assert evidence[-1]["tools"][0]["name"] == "calendar.delete_event"
+    assert risk == "medium"
+    assert not [item for item in evidence if item["kind"] in ("neighbours", "model")]
 
 
 def test_the_action_word_comes_from_where_the_name_puts_it():

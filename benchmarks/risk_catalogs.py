@@ -25,6 +25,7 @@ from learning.risk import RISK_ORDER, prepare_labels, suggest_risk
 
 DATA = Path(__file__).resolve().parent / "data"
 CATALOG_DIR = DATA / "catalogs"
+DEMO_REGISTRY = Path(__file__).resolve().parent.parent / "demo" / "registry.json"
 # Catalogs the rules were never tuned on (their figures are reported as they came).
 HELD_OUT = frozenset({"github", "gitlab", "slack"})
 TARGETS = {"high_below_high": 0, "write_low": 0, "read_low_rate": 0.9, "accuracy": 0.85}
@@ -56,9 +57,22 @@ def contract2tool() -> list[dict]:
     ]  # fmt: skip
 
 
+def demo_registry() -> list[dict]:
+    """The demo's registry (``demo/registry.json``): the team's first synthetic world."""
+    document = json.loads(DEMO_REGISTRY.read_text())
+    return [
+        {"name": tool["name"], "description": tool.get("description", ""),
+         "input_schema": tool.get("input_schema"), "produces": tool.get("produces") or [],
+         "permissions": tool.get("permissions") or [], "risk": tool["risk"]}
+        for tool in document["tools"]
+        if tool.get("risk") in RISK_ORDER
+    ]  # fmt: skip
+
+
 def catalogs() -> dict[str, list[dict]]:
     found = {path.stem: mcp_catalog(path) for path in sorted(CATALOG_DIR.glob("*.json"))}
     found["contract2tool"] = contract2tool()
+    found["demo_registry"] = demo_registry()
     found["risk_world"] = labelled_tools()
     return found
 

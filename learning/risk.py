@@ -603,6 +603,7 @@ DETERMINERS = frozenset(
 )
 BE = frozenset("be is are was were been being".split())
 AUXILIARIES = frozenset("is are was were be been being get gets got has have had".split())
+TOOL_NAME = re.compile(r"\b[a-z][\w-]*\.[a-z][\w-]*[a-z_]\b")
 SENTENCE = re.compile(r"(?<=[.!?;:])\s+|\n+")
 # Argument names that say what a call can reach (features of the labels model, and evidence).
 SIGNALS = {
@@ -667,12 +668,21 @@ def danger_evidence(
                 note("effect", word, lex.noun(word), variable=variable, noun=True)
     for permission in permissions:
         for word in words(permission):
-            note("permission", word, lex.verb(word) or lex.noun(word), permission=permission)
+            # A verb is a capability ("delete", "send"); a noun names a domain or scope
+            # ("payments"), which the tool may only read: medium at most.
+            verb = lex.verb(word) if lex.has_verb(word) and not lex.noun_capable(word) else []
+            if lex.entry(word) is not None and lex.entry(word)[1].danger and not verb:
+                verb = lex.verb(word)
+            if verb:
+                note("permission", word, verb, permission=permission)
+            else:
+                note("permission", word, lex.noun(word), permission=permission, noun=True)
     for sentence in SENTENCE.split(description):
         tagged = _main_positions(sentence)
         text = [word for word, _ in tagged]
-        # A sentence that opens with a condition ("If …, sends …") is conditional throughout.
-        subordinate = bool(text) and text[0] in SUBORDINATORS
+        # A sentence that opens with a condition ("If …, sends …") is conditional throughout;
+        # one that names another tool ("Send it with mail.send_message.") is about that tool.
+        subordinate = bool(text) and (text[0] in SUBORDINATORS or bool(TOOL_NAME.search(sentence)))
         for index, (word, main) in enumerate(tagged):
             if word in SUBORDINATORS:
                 subordinate = True
@@ -686,6 +696,7 @@ def danger_evidence(
                 previous in DETERMINERS
                 or (previous in BE and not _participle(lex, word))  # "may be empty"
                 or word.endswith("ing")  # a gerund: "tabulate spending"
+                or lex.noun_capable(word)  # "the most recent matching charge"
             ):
                 continue
             senses = [sense for sense in lex.verb(word) if sense.dominant]

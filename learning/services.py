@@ -189,10 +189,14 @@ def _labelled_tools() -> list[dict]:
             "risk": risk,
             "produces": produces,
             "permissions": permissions,
+            "input_schema": input_schema,
         }
-        for name, description, risk, produces, permissions in ContractVersion.objects.filter(
-            status=ContractVersion.Status.APPROVED
-        ).values_list("tool__name", "description", "risk__name", "produces", "permissions")
+        for name, description, risk, produces, permissions, input_schema in (
+            ContractVersion.objects.filter(status=ContractVersion.Status.APPROVED).values_list(
+                "tool__name", "description", "risk__name", "produces", "permissions",
+                "input_schema",
+            )
+        )
     ]
 
 

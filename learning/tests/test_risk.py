@@ -5,7 +5,17 @@ import pytest
 from learning.aggregates import new_aggregate
 from learning.inference import infer_contract
 from learning.lexicon import MISSING_BOUND, WordNet, data_directory, wordnet
-from learning.risk import SEEDS, action_of, lexicon, lexicon_build, suggest_risk
+from learning.risk import (
+    SEEDS,
+    VERBS_FILE,
+    VocabularyInvalid,
+    action_of,
+    lexicon,
+    lexicon_build,
+    lexicon_configure,
+    suggest_risk,
+    vocabulary_load,
+)
 
 SEED_WORDS = {name.rsplit(".", 2)[0] for names in SEEDS.values() for name in names}
 READS = [
@@ -301,3 +311,175 @@ def test_made_up_words_do_not_grow_the_lexicon():
         suggest(f"junk.qz{index}x_qv{index}", f"Qz{index}x the thing.", labelled=[])
     assert (len(lex._words), len(wn._index)) == before
     assert len(wn._missing) <= MISSING_BOUND
+
+
+# Rule 3: danger from what the tool does, not from the object it names.
+@pytest.mark.parametrize(
+    ("name", "description", "risk"),
+    [("billing.read_bill", "Read a bill.", "low"), ("billing.pay_bill", "Pay a bill.", "high"),
+     ("access.list_permissions", "List a user's permissions.", "low"),
+     ("access.grant_permission", "Grant a user a permission.", "high"),
+     ("payments_summarize", "Summarize payments.", "low")],
+)  # fmt: skip
+def test_an_object_names_what_is_read_the_action_what_is_done(name, description, risk):
+    assert suggest(name, description).risk == risk
+
+
+@pytest.mark.parametrize(
+    ("description", "risk"),
+    [("Summarize the notes before anything is sent.", "medium"),  # subordinate: medium
+     ("Summarize the notes and send them.", "high"),  # a main clause: high
+     ("Summarize the notes. Does not send them.", "low"),  # negated, said of a read
+     ("Summarize the notes (which may be empty).", "low"),  # an adjective in an aside
+     # A sentence naming another tool is about that tool: in passing, medium at most.
+     ("Summarize the notes. Send them with mail.send_message.", "medium")],
+)  # fmt: skip
+def test_clauses_of_the_description(description, risk):
+    assert suggest("notes.summarize", description).risk == risk
+
+
+def test_a_main_clause_joined_by_or_is_what_the_tool_does():
+    risk, _, evidence = suggest(
+        "files.write_file", "Create a new file or completely overwrite an existing file."
+    )
+    assert risk == "high"
+    assert any(item["word"] == "overwrite" and not item.get("subordinate") for item in evidence
+               if item["kind"] == "description")  # fmt: skip
+    assert suggest("files.read_file", "Only works within allowed directories.").risk == "low"
+
+
+@pytest.mark.parametrize(
+    ("name", "description", "risk"),
+    [("docs.move_folder", "Move a folder to the public site.", "high"),
+     ("docs.move_folder", "Move a folder to another folder.", "medium"),
+     ("web.search", "Search the public web.", "low"),
+     ("ledger.reverse_entry", "Reverse a ledger entry permanently.", "high")],
+)  # fmt: skip
+def test_scope_words_raise_a_change_not_a_read(name, description, risk):
+    assert suggest(name, description).risk == risk
+
+
+def test_a_past_participle_effect_is_danger_a_participle_in_a_name_is_an_object():
+    risk, _, evidence = suggest("files.tidy", "Tidy a folder.", produces=["deleted_file_id"])
+    assert risk == "high"
+    assert next(item for item in evidence if item["kind"] == "effect")["word"] == "deleted"
+    assert suggest("files.list_deleted_files", "List the deleted files.").risk == "low"
+    # A noun in an effect is what was made or computed: no danger by itself.
+    assert suggest("loans.compute_mortgage", "Calculate a mortgage.",
+                   produces=["mortgage_payment"]).risk == "low"  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    ("name", "description", "word"),
+    [("git_log", "Shows the commit logs", "shows"), ("log_event", "Record an event.", "record"),
+     ("people.contractTerminate", "", "terminate"), ("list_commits", "", "list"),
+     ("git_diff_staged", "", "diff"), ("people.leaveBalance", "Tell how many days are left.",
+     "tell")],
+)  # fmt: skip
+def test_the_action_of_names_whose_words_are_also_nouns(name, description, word):
+    assert action_of(name, description, lexicon()).word == word
+
+
+# Rule 4: declared hints.
+def test_a_read_only_hint_allows_low_for_words_that_do_not_say_otherwise():
+    assert suggest("widgets.frobnicate", "Frobnicate a widget.").risk == "medium"
+    risk, _, evidence = suggest_risk(
+        name="widgets.frobnicate", description="Frobnicate a widget.", produces=[],
+        permissions=[], labelled=[], annotations={"readOnlyHint": True},
+    )  # fmt: skip
+    assert risk == "low"
+    assert {"kind": "hint", "hint": "readOnlyHint", "value": True} in evidence
+
+
+def test_a_read_only_hint_the_words_contradict_is_shown_and_the_words_stand():
+    risk, confidence, evidence = suggest_risk(
+        name="records.delete_record", description="Delete a record.", produces=[],
+        permissions=[], labelled=[], annotations={"readOnlyHint": True},
+    )  # fmt: skip
+    assert risk == "high" and confidence == 0.5
+    contradiction = next(item for item in evidence if item["kind"] == "contradiction")
+    assert contradiction["hint"] == "readOnlyHint" and "high" in contradiction["detail"]
+
+
+def test_destructive_and_write_hints_raise_never_lower():
+    def hinted(name, description, annotations):
+        return suggest_risk(name=name, description=description, produces=[], permissions=[],
+                            labelled=[], annotations=annotations)  # fmt: skip
+
+    assert hinted("files.move_file", "Move a file.", {"destructiveHint": True}).risk == "high"
+    risk, _, evidence = hinted("notes.read_note", "Read a note.", {"readOnlyHint": False})
+    assert risk == "medium"
+    assert any(item["kind"] == "contradiction" for item in evidence)
+    # Declared not destructive: a deletion is still high, and the claim is shown.
+    risk, _, evidence = hinted("notes.delete_note", "Delete a note.", {"destructiveHint": False,
+                               "readOnlyHint": False})  # fmt: skip
+    assert risk == "high"
+    assert [item["hint"] for item in evidence if item["kind"] == "contradiction"] == [
+        "destructiveHint"
+    ]
+
+
+# Rule 5: the application's own labels.
+SPACE = [
+    {"name": "vault.write_blob", "description": "Write a blob.", "risk": "high"},
+    {"name": "vault.edit_blob", "description": "Edit a blob.", "risk": "high"},
+    {"name": "vault.create_folder", "description": "Create a folder.", "risk": "medium"},
+    {"name": "vault.read_blob", "description": "Read a blob.", "risk": "low"},
+    {"name": "vault.list_blobs", "description": "List the blobs.", "risk": "low"},
+    {"name": "vault.search_blobs", "description": "Search the blobs.", "risk": "low"},
+]
+
+
+def test_the_namespace_labels_raise_a_change_with_the_model():
+    risk, confidence, evidence = suggest("vault.move_blob", "Move a blob.", labelled=SPACE)
+    assert risk == "high"
+    model = next(item for item in evidence if item["kind"] == "model")
+    assert model["basis"] == "namespace 'vault'" and model["labels"] == 6
+    assert confidence == model["probability"] >= 0.6
+    # The same labels in another namespace say nothing about this one, once it has its own.
+    elsewhere = [{**tool, "name": tool["name"].replace("vault.", "depot.")} for tool in SPACE]
+    own = [
+        {"name": f"shelf.{verb}_box", "description": f"{verb.capitalize()} a box.",
+         "risk": risk} for verb, risk in
+        (("read", "low"), ("list", "low"), ("create", "medium"), ("update", "medium"))
+    ]  # fmt: skip
+    assert suggest("shelf.move_box", "Move a box.", labelled=elsewhere + own).risk == "medium"
+
+
+def test_the_model_needs_labelled_tools_of_the_same_reading_and_never_lowers():
+    # Reads are all low here: no label says a read is rated higher, whatever the prior.
+    reads_low = [*SPACE[:2], {**SPACE[2], "risk": "high"}, *SPACE[3:]]
+    assert suggest("vault.view_blob", "View a blob.", labelled=reads_low).risk == "low"
+    lowered = [{**tool, "risk": "low"} for tool in SPACE]
+    assert suggest("vault.delete_blob", "Delete a blob.", labelled=lowered).risk == "high"
+
+
+def test_the_verb_lexicon_has_a_reason_for_every_group_and_operators_extend_it(tmp_path):
+    vocabulary = vocabulary_load(VERBS_FILE)
+    assert all(entry.reason for entry in vocabulary.words.values())
+    assert vocabulary.words["delete"].danger == "destructive"
+    assert vocabulary.words["get"].group == "read"
+    extra = tmp_path / "verbs.toml"
+    extra.write_text('[destructive]\nreason = "our policy"\nwords = ["archive", "zorble"]\n')
+    combined = vocabulary_load(VERBS_FILE, extra)
+    assert combined.words["archive"].danger == "destructive"  # replaces "change"
+    assert combined.words["zorble"].reason == "our policy"
+    extra.write_text('[dangerous]\nwords = ["x"]\n')
+    with pytest.raises(VocabularyInvalid, match=r"verbs\.toml: unknown group \[dangerous\]"):
+        vocabulary_load(extra)
+    extra.write_text("[read\n")
+    with pytest.raises(VocabularyInvalid, match=r"verbs\.toml"):
+        vocabulary_load(extra)
+
+
+def test_an_operator_lexicon_changes_suggestions(tmp_path):
+    extra = tmp_path / "verbs.toml"
+    extra.write_text('[money]\nreason = "moves credits"\nwords = ["zorble"]\n')
+    try:
+        lexicon_configure(extra=extra)
+        risk, _, evidence = suggest("credits.zorble_points", "")
+        assert risk == "high"
+        assert "moves credits" in next(i for i in evidence if i["kind"] == "verb")["via"]
+    finally:
+        lexicon_configure(extra=None)
+    assert suggest("credits.zorble_points", "").risk == "medium"

@@ -35,7 +35,12 @@ async def list_tools(command: list[str]) -> list[dict]:
         tools: list[dict] = []
         cursor = None
         while True:
-            page = await asyncio.wait_for(session.list_tools(params=types.PaginatedRequestParams(cursor=cursor) if cursor else None), TIMEOUT)
+            page = await asyncio.wait_for(
+                session.list_tools(
+                    params=types.PaginatedRequestParams(cursor=cursor) if cursor else None
+                ),
+                TIMEOUT,
+            )
             for tool in page.tools:
                 tools.append(
                     {

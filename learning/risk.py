@@ -1,34 +1,7 @@
-"""Risk suggestions that never under-rate danger (pure: no Django, no network).
+"""Risk suggestions: a level, how sure, and the evidence (pure: no Django, no network).
 
-A suggestion reads the evidence a reviewer would read, and returns it:
-
-- **Words of danger** in the tool's name, its description, its effects (produced variables)
-  and its permissions, found through WordNet (``learning.lexicon``): a few seed senses per
-  danger class, chosen by meaning (``SEEDS``). A word is dangerous when one of its
-  ``DOMINANT_SENSES`` most frequent senses is a seed or lies at most ``DANGER_DEPTH`` hypernym
-  levels below one (``reimburse`` → ``refund`` → ``pay``), or is a synonym, a hyponym or an act
-  noun of a seed sense (``wipe out``, ``revoke``, ``payment``).
-- **What the action word is**: the tool's action (``ACTION``: from the name, else the first
-  word of the description) read through its most frequent senses. It *informs* when its first
-  sense perceives, thinks, searches or looks up (``INFORMATION_SEEDS``, the lexicographer files
-  ``verb.perception`` and ``verb.cognition``); it *changes* things when any dominant sense lies
-  under ``change``/``create``/``record`` (``CHANGE_SEEDS``) or in ``verb.change``
-  (``truncate`` → ``shorten`` → ``reduce`` → ``decrease`` → ``change``); else it *acts* on
-  something (moves, tears, joins: ``shred``, ``flip``), or the lexicon cannot place it.
-- **The labels reviewers gave similar tools**: the closest ``NEIGHBOURS`` labelled tools vote,
-  weighted by likeness (Jaccard of name, description, effect and permission words), among the
-  tools with the same action word, else the tools of the same kind.
-
-The rules (docs/architecture.md, *Risk suggestions*, says why they generalise):
-
-1. The evidence sets a floor. Danger in the name, an effect's verb or a permission: the
-   class's level (``high``). Danger only in the description, a negation or an effect's noun:
-   ``medium``. No danger: ``low`` only when the action word informs (its first sense, or,
-   when an information sense is dominant but not first, when reviewers labelled most tools
-   with the same action word ``low``); an action word that changes or acts on things, or
-   one the lexicon cannot place, is at least ``medium``.
-2. The neighbours vote, and their vote can only raise the floor: ``max(floor, vote)``.
-3. Ties go to the higher level.
+The rules are written once, in docs/learning.md (*Risk suggestions*); the reviewed verb
+lexicon is ``learning/data/verbs.toml``; WordNet is read by ``learning.lexicon``.
 """
 
 from __future__ import annotations
@@ -275,12 +248,12 @@ class Lexicon:
     def verb(self, word: str) -> list[Sense]:
         """The danger senses of a verb: the reviewed lexicon's, else grown from the seeds,
         else found walking up WordNet."""
-        entry = self.entry(word)
-        if entry is not None:
-            lemma, known = entry
-            if known.danger is None:
+        listed = self.entry(word)
+        if listed is not None:
+            base, reviewed = listed
+            if reviewed.danger is None:
                 return []
-            return [Sense(known.danger, f"lexicon: {lemma} ({known.reason})")]
+            return [Sense(reviewed.danger, f"lexicon: {base} ({reviewed.reason})")]
         wn = self._wn()
         grown = next((self.verbs[form] for form in wn.base_forms(word, "v") if form in self.verbs),
                      [])  # fmt: skip
@@ -670,9 +643,13 @@ def danger_evidence(
         for word in words(permission):
             # A verb is a capability ("delete", "send"); a noun names a domain or scope
             # ("payments"), which the tool may only read: medium at most.
-            verb = lex.verb(word) if lex.has_verb(word) and not lex.noun_capable(word) else []
-            if lex.entry(word) is not None and lex.entry(word)[1].danger and not verb:
-                verb = lex.verb(word)
+            listed = lex.entry(word)
+            capability = listed is not None and listed[1].danger is not None
+            verb = (
+                lex.verb(word)
+                if capability or (lex.has_verb(word) and not lex.noun_capable(word))
+                else []
+            )
             if verb:
                 note("permission", word, verb, permission=permission)
             else:

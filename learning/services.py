@@ -193,7 +193,11 @@ def _labelled_tools() -> list[dict]:
         }
         for name, description, risk, produces, permissions, input_schema in (
             ContractVersion.objects.filter(status=ContractVersion.Status.APPROVED).values_list(
-                "tool__name", "description", "risk__name", "produces", "permissions",
+                "tool__name",
+                "description",
+                "risk__name",
+                "produces",
+                "permissions",
                 "input_schema",
             )
         )

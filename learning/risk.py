@@ -19,7 +19,6 @@ from typing import NamedTuple, TypedDict
 from .lexicon import ACTION_NOUN_FILES, Synset, WordNet, wordnet
 
 RISK_ORDER = ("low", "medium", "high")
-FLOOR = "medium"
 NEIGHBOURS = 3
 HYPONYM_DEPTH = 1
 DOMINANT_SENSES = 3
@@ -86,7 +85,6 @@ SEEDS: dict[str, tuple[str, ...]] = {
         "delegate.v.01",  # transfer power to someone
     ),
 }
-CLASS_LEVEL = dict.fromkeys(SEEDS, "high")
 # Senses that change what exists: every word below them, at any depth, changes things.
 CHANGE_SEEDS = (
     "change.v.01",  # cause to change; make different
@@ -870,12 +868,6 @@ def _leads(lex: Lexicon, word: str) -> bool:
         return True
     verbness = lex.verbness(word, first=True)
     return (verbness is not None and verbness > 0) or lex.compound(word) is not None
-
-
-def action_verb(name: str, lex: Lexicon | None = None) -> str | None:
-    """The action word of a name alone (``maps_read_x`` -> ``read``)."""
-    action = action_of(name, "", lex)
-    return action.word if action.source == "name" else None
 
 
 def _arguments(tool: dict) -> list[str]:

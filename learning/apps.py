@@ -1,6 +1,13 @@
 from django.apps import AppConfig
+from django.conf import settings
+
+from .risk import lexicon_configure
 
 
 class LearningConfig(AppConfig):
     name = "learning"
     default_auto_field = "django.db.models.BigAutoField"
+
+    def ready(self) -> None:
+        # An operator's verb lexicon is read now: a bad file stops start-up with its reason.
+        lexicon_configure(extra=settings.RISK_VERBS_FILE or None)

@@ -50,6 +50,7 @@ def infer_contract(
     aggregate: dict,
     labelled: Iterable[dict] = (),
     permissions: Iterable[str] = (),
+    annotations: dict | None = None,
     thresholds: Thresholds = Thresholds(),
 ) -> dict:
     successes = aggregate.get("successes", 0)
@@ -77,7 +78,8 @@ def infer_contract(
     schema = _schema(aggregate, input_schema, total)
     risk, risk_confidence, risk_evidence = suggest_risk(
         name=name, description=description, produces=produces, permissions=list(permissions),
-        labelled=labelled,
+        labelled=labelled, annotations=annotations,
+        arguments=list((schema or {}).get("properties") or {}),
     )  # fmt: skip
     support = total
     # More traces, more confidence; 30 traces give about 0.95.

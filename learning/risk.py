@@ -1,49 +1,24 @@
-"""Risk suggestions that never under-rate danger (pure: no Django, no network).
+"""Risk suggestions: a level, how sure, and the evidence (pure: no Django, no network).
 
-A suggestion reads the evidence a reviewer would read, and returns it:
-
-- **Words of danger** in the tool's name, its description, its effects (produced variables)
-  and its permissions, found through WordNet (``learning.lexicon``): a few seed senses per
-  danger class, chosen by meaning (``SEEDS``). A word is dangerous when one of its
-  ``DOMINANT_SENSES`` most frequent senses is a seed or lies at most ``DANGER_DEPTH`` hypernym
-  levels below one (``reimburse`` → ``refund`` → ``pay``), or is a synonym, a hyponym or an act
-  noun of a seed sense (``wipe out``, ``revoke``, ``payment``).
-- **What the action word is**: the tool's action (``ACTION``: from the name, else the first
-  word of the description) read through its most frequent senses. It *informs* when its first
-  sense perceives, thinks, searches or looks up (``INFORMATION_SEEDS``, the lexicographer files
-  ``verb.perception`` and ``verb.cognition``); it *changes* things when any dominant sense lies
-  under ``change``/``create``/``record`` (``CHANGE_SEEDS``) or in ``verb.change``
-  (``truncate`` → ``shorten`` → ``reduce`` → ``decrease`` → ``change``); else it *acts* on
-  something (moves, tears, joins: ``shred``, ``flip``), or the lexicon cannot place it.
-- **The labels reviewers gave similar tools**: the closest ``NEIGHBOURS`` labelled tools vote,
-  weighted by likeness (Jaccard of name, description, effect and permission words), among the
-  tools with the same action word, else the tools of the same kind.
-
-The rules (docs/architecture.md, *Risk suggestions*, says why they generalise):
-
-1. The evidence sets a floor. Danger in the name, an effect's verb or a permission: the
-   class's level (``high``). Danger only in the description, a negation or an effect's noun:
-   ``medium``. No danger: ``low`` only when the action word informs (its first sense, or,
-   when an information sense is dominant but not first, when reviewers labelled most tools
-   with the same action word ``low``); an action word that changes or acts on things, or
-   one the lexicon cannot place, is at least ``medium``.
-2. The neighbours vote, and their vote can only raise the floor: ``max(floor, vote)``.
-3. Ties go to the higher level.
+The rules are written once, in docs/learning.md (*Risk suggestions*); the reviewed verb
+lexicon is ``learning/data/verbs.toml``; WordNet is read by ``learning.lexicon``.
 """
 
 from __future__ import annotations
 
+import math
 import re
+import tomllib
 from collections import defaultdict
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from functools import cache
-from typing import NamedTuple
+from pathlib import Path
+from typing import NamedTuple, TypedDict
 
 from .lexicon import ACTION_NOUN_FILES, Synset, WordNet, wordnet
 
 RISK_ORDER = ("low", "medium", "high")
-FLOOR = "medium"
 NEIGHBOURS = 3
 HYPONYM_DEPTH = 1
 DOMINANT_SENSES = 3
@@ -110,7 +85,6 @@ SEEDS: dict[str, tuple[str, ...]] = {
         "delegate.v.01",  # transfer power to someone
     ),
 }
-CLASS_LEVEL = dict.fromkeys(SEEDS, "high")
 # Senses that change what exists: every word below them, at any depth, changes things.
 CHANGE_SEEDS = (
     "change.v.01",  # cause to change; make different
@@ -136,7 +110,10 @@ INFORMATION_SEEDS = (
 INFORMATION_FILES = {31: "verb.cognition", 39: "verb.perception"}
 # How the action word reads, from the lowest risk floor to the highest.
 INFORMS, ACTS, CHANGES, UNKNOWN, DANGER = "informs", "acts", "changes", "unknown", "danger"
-KIND_ORDER = (INFORMS, ACTS, UNKNOWN, CHANGES, DANGER)
+NEUTRAL = "neutral"  # runs something: the other words say what (lexicon group "neutral")
+KIND_ORDER = (INFORMS, NEUTRAL, ACTS, UNKNOWN, CHANGES, DANGER)
+VERBS_FILE = Path(__file__).resolve().parent / "data" / "verbs.toml"
+GROUP_KINDS = {"read": INFORMS, "neutral": NEUTRAL, "change": CHANGES}
 TOKEN = re.compile(r"[A-Z]+(?![a-z])|[A-Z]?[a-z]+")
 # Words that name an identifier rather than a thing: "payment_id" is about a payment.
 IDENTIFIER_WORDS = frozenset({"id", "ids", "url", "uri", "key", "ref", "number", "at", "time"})
@@ -180,6 +157,63 @@ class WordReading:
     via: str
 
 
+@dataclass(frozen=True)
+class Entry:
+    """A word of the reviewed verb lexicon: its group, the danger class (for danger groups)."""
+
+    group: str
+    danger: str | None
+    reason: str
+
+
+@dataclass(frozen=True)
+class Vocabulary:
+    """The reviewed lexicon of software verbs (``learning/data/verbs.toml``) and scope phrases."""
+
+    words: dict[str, Entry]
+    scope: tuple[tuple[str, ...], ...]
+    scope_reason: str = ""
+    nouns: frozenset[str] = frozenset()
+
+
+class VocabularyInvalid(ValueError):
+    """A verb lexicon file that cannot be read: which file and why."""
+
+
+def vocabulary_load(*paths: Path) -> Vocabulary:
+    """Read the lexicon files in order: a word in a later file replaces its entry."""
+    known: dict[str, Entry] = {}
+    scope: list[tuple[str, ...]] = []
+    scope_reason = ""
+    nouns: set[str] = set()
+    for path in paths:
+        try:
+            data = tomllib.loads(Path(path).read_text(encoding="utf-8"))
+        except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError) as exc:
+            raise VocabularyInvalid(f"risk verb lexicon {path}: {exc}") from exc
+        for group, table in data.items():
+            if not isinstance(table, dict) or not isinstance(table.get("words"), list):
+                raise VocabularyInvalid(f"risk verb lexicon {path}: [{group}] needs a words list")
+            if group not in (*GROUP_KINDS, *SEEDS, "scope", "nouns"):
+                raise VocabularyInvalid(
+                    f"risk verb lexicon {path}: unknown group [{group}] (one of "
+                    f"{', '.join((*GROUP_KINDS, *SEEDS, 'scope', 'nouns'))})"
+                )
+            reason = str(table.get("reason", group))
+            for word in table["words"]:
+                if not isinstance(word, str) or not word.strip():
+                    raise VocabularyInvalid(f"risk verb lexicon {path}: [{group}] {word!r}")
+                if group == "scope":
+                    scope.append(tuple(words(word)))
+                    scope_reason = reason
+                elif group == "nouns":
+                    nouns.add(word.lower().strip())
+                else:
+                    danger = None if group in GROUP_KINDS else group
+                    known[word.lower().strip()] = Entry(group, danger, reason)
+    return Vocabulary(known, tuple(dict.fromkeys(scope)), scope_reason, frozenset(nouns))
+
+
 @dataclass
 class Lexicon:
     """Danger words by class: verbs (with the sense that makes them dangerous), act nouns,
@@ -190,6 +224,7 @@ class Lexicon:
     nouns: dict[str, list[Sense]] = field(default_factory=dict)
     phrases: dict[tuple[str, ...], list[Sense]] = field(default_factory=dict)
     wordnet: WordNet | None = None
+    vocabulary: Vocabulary = field(default_factory=lambda: Vocabulary({}, ()))
     # offset -> [(class or kind, seed name)]
     danger_seeds: dict[int, list[tuple[str, str]]] = field(default_factory=dict)
     change_seeds: dict[int, str] = field(default_factory=dict)
@@ -209,7 +244,14 @@ class Lexicon:
         senses.append(sense)
 
     def verb(self, word: str) -> list[Sense]:
-        """The danger senses of a verb: grown from the seeds, else found walking up."""
+        """The danger senses of a verb: the reviewed lexicon's, else grown from the seeds,
+        else found walking up WordNet."""
+        listed = self.entry(word)
+        if listed is not None:
+            base, reviewed = listed
+            if reviewed.danger is None:
+                return []
+            return [Sense(reviewed.danger, f"lexicon: {base} ({reviewed.reason})")]
         wn = self._wn()
         grown = next((self.verbs[form] for form in wn.base_forms(word, "v") if form in self.verbs),
                      [])  # fmt: skip
@@ -218,6 +260,23 @@ class Lexicon:
             return grown
         known = {sense.danger for sense in grown}
         return grown + [sense for sense in self.climbed(lemma) if sense.danger not in known]
+
+    def entry(self, word: str) -> tuple[str, Entry] | None:
+        """The reviewed lexicon's entry for a word or its base form."""
+        known = self.vocabulary.words
+        if word in known:
+            return word, known[word]
+        for form in self._wn().base_forms(word, "v"):
+            if form in known:
+                return form, known[form]
+        return None
+
+    def noun_capable(self, word: str) -> bool:
+        """Is this software verb as often a noun in a name ("log", "commits")?"""
+        entry = self.entry(word)
+        return word in self.vocabulary.nouns or (
+            entry is not None and entry[0] in self.vocabulary.nouns
+        )
 
     def climbed(self, lemma: str) -> list[Sense]:
         """Danger classes above the lemma's dominant senses, within ``DANGER_DEPTH``."""
@@ -290,6 +349,11 @@ class Lexicon:
         if word in self._words:
             return self._words[word]
         wn = self._wn()
+        entry = self.entry(word)
+        if entry is not None:
+            base, known = entry
+            kind = GROUP_KINDS.get(known.group, DANGER)
+            return WordReading(word, base, kind, True, f"lexicon: {known.group} ({known.reason})")
         lemma = next((form for form in wn.base_forms(word, "v") if wn.senses(form, "v")), None)
         lemma = lemma or self.compound(word)
         if lemma is None:
@@ -343,7 +407,8 @@ class Lexicon:
         wn = self._wn()
         forms = [form for form in wn.base_forms(word, "v") if wn.senses(form, "v")]
         if not forms:
-            return None
+            # A software verb WordNet lacks ("unstage", "gzip"): a verb where a verb leads.
+            return 0 if first and self.entry(word) is not None else None
         base = forms[0]
         irregular = (
             base != word and word not in wn.base_forms(base, "v")[:1] and not (word.endswith("s"))
@@ -351,6 +416,8 @@ class Lexicon:
         if (word.endswith(("ed", "ing")) and base != word) or irregular:
             return wn.tagged(base, "v")
         nouns = [noun for noun in wn.base_forms(word, "n") if wn.senses(noun, "n")]
+        if not first and wn.tagged(word, "a") > wn.tagged(base, "v"):
+            return None  # mostly an adjective: "may be empty"
         margin = wn.tagged(base, "v") - (wn.tagged(nouns[0], "n") if nouns else 0)
         if not nouns or margin > 0 or (first and margin == 0):
             return margin
@@ -358,16 +425,20 @@ class Lexicon:
 
     def has_verb(self, word: str) -> bool:
         wn = self._wn()
-        return any(wn.senses(form, "v") for form in wn.base_forms(word, "v"))
+        return self.entry(word) is not None or any(
+            wn.senses(form, "v") for form in wn.base_forms(word, "v")
+        )
 
     def _wn(self) -> WordNet:
         assert self.wordnet is not None
         return self.wordnet
 
 
-def lexicon_build(wn: WordNet, seeds: dict[str, tuple[str, ...]] = SEEDS) -> Lexicon:
+def lexicon_build(
+    wn: WordNet, seeds: dict[str, tuple[str, ...]] = SEEDS, vocabulary: Vocabulary | None = None
+) -> Lexicon:
     """Grow the seed senses through WordNet: synonyms, hyponyms, derived act nouns."""
-    lexicon = Lexicon(wordnet=wn)
+    lexicon = Lexicon(wordnet=wn, vocabulary=vocabulary or vocabulary_load(VERBS_FILE))
     tables: tuple[tuple[tuple[str, ...], dict[int, str]], ...] = (
         (CHANGE_SEEDS, lexicon.change_seeds),
         (INFORMATION_SEEDS, lexicon.information_seeds),
@@ -436,34 +507,107 @@ def _add_synset(lexicon: Lexicon, wn: WordNet, synset: Synset, danger: str, via:
                 lexicon.add(lexicon.nouns, lemma, Sense(danger, f"act noun of {synset.words[0]}"))
 
 
+_EXTRA_VERBS: list[Path] = []
+
+
+def lexicon_configure(*, extra: str | Path | None) -> None:
+    """Add an operator's verb lexicon file (the ``RISK_VERBS_FILE`` setting) over the
+    reviewed one; read at once, so a bad file fails at start-up with its reason."""
+    paths = [Path(extra)] if extra else []
+    vocabulary_load(VERBS_FILE, *paths)
+    if paths != _EXTRA_VERBS:
+        _EXTRA_VERBS[:] = paths
+        lexicon.cache_clear()
+
+
 @cache
 def lexicon() -> Lexicon:
     """Built once per process on first use (about 300 synsets read; see docs/benchmarks.md)."""
-    return lexicon_build(wordnet())
+    return lexicon_build(wordnet(), vocabulary=vocabulary_load(VERBS_FILE, *_EXTRA_VERBS))
+
+
+RiskEvidence = TypedDict(
+    "RiskEvidence",
+    {
+        # "verb" (the action), "object" (another word of the name), "effect", "permission",
+        # "description", "scope", "signal", "action", "hint", "contradiction", "rule",
+        # "neighbours", "model"
+        "kind": str,
+        "word": str,
+        "class": str,
+        "via": str,
+        "variable": str,
+        "permission": str,
+        "negated": bool,
+        "subordinate": bool,
+        "noun": bool,
+        "source": str,
+        "reading": str,
+        "detail": str,
+        "floor": str,
+        "hint": str,
+        "value": bool,
+        "basis": str,
+        "vote": str,
+        "tools": list[dict],
+        "probability": float,
+        "labels": int,
+    },
+    total=False,
+)
 
 
 class RiskSuggestion(NamedTuple):
     risk: str
     confidence: float
-    evidence: list[dict]
+    evidence: list[RiskEvidence]
+
+
+# Words that open a subordinate or conditional clause: what follows them may happen, or is
+# said about something else, so it raises to medium at most ("…before anything is sent").
+SUBORDINATORS = frozenset(
+    "if when whenever before after unless until while once because whether although though "
+    "that which who whose where so as than".split()
+)
+DETERMINERS = frozenset(
+    "a an the its their his her our your my this these those each every all any no".split()
+)
+BE = frozenset("be is are was were been being".split())
+AUXILIARIES = frozenset("is are was were be been being get gets got has have had".split())
+TOOL_NAME = re.compile(r"\b[a-z][\w-]*\.[a-z][\w-]*[a-z_]\b")
+SENTENCE = re.compile(r"(?<=[.!?;:])\s+|\n+")
+# Argument names that say what a call can reach (features of the labels model, and evidence).
+SIGNALS = {
+    "recipient": "external", "recipients": "external", "to": "external", "cc": "external",
+    "bcc": "external", "email": "external", "phone": "external", "notify": "external",
+    "amount": "money", "price": "money", "total": "money", "currency": "money",
+    "force": "destructive", "overwrite": "destructive", "permanent": "destructive",
+    "recursive": "destructive", "visibility": "public", "public": "public",
+    "role": "permissions", "permission": "permissions", "permissions": "permissions",
+    "scope": "permissions",
+}  # fmt: skip
 
 
 def danger_evidence(
     *, name: str, description: str, produces: Iterable[str], permissions: Iterable[str],
-    lex: Lexicon | None = None,
-) -> list[dict]:  # fmt: skip
-    """Every word of danger, where it was found and how it was recognised."""
+    lex: Lexicon | None = None, action_word: str | None = None,
+) -> list[RiskEvidence]:  # fmt: skip
+    """Every word of danger, where it was found and how it was recognised.
+
+    Kinds: ``verb`` (the action of the name, or a noun-first name's act noun), ``object``
+    (another word of the name: what the tool is about), ``effect`` (a produced variable; a
+    ``noun`` when only its noun names the danger), ``permission``, ``description`` (with
+    ``negated`` or ``subordinate`` when so)."""
     lex = lex or lexicon()
-    found: list[dict] = []
+    found: list[RiskEvidence] = []
     seen: set[tuple[str, str, str]] = set()
 
     def note(kind: str, word: str, senses: list[Sense], **extra: object) -> None:
         for sense in senses:
             if (kind, word, sense.danger) not in seen:
                 seen.add((kind, word, sense.danger))
-                found.append(
-                    {"kind": kind, "word": word, "class": sense.danger, "via": sense.via, **extra}
-                )
+                item = {"kind": kind, "word": word, "class": sense.danger, "via": sense.via}
+                found.append(RiskEvidence(**item, **extra))  # type: ignore[typeddict-item]
 
     # The name: its last dotted part is the action ("payments.refund"); the rest is a domain.
     action = words(name.rsplit(".", 1)[-1])
@@ -472,33 +616,127 @@ def danger_evidence(
     noun_first = bool(action) and not lex.is_verb_like(action[0], first=True)
     for index, word in enumerate(action):
         last = index == len(action) - 1
-        if lex.is_verb_like(word, first=index == 0) or (noun_first and last and len(action) > 1):
-            note("verb", word, lex.verb(word) or lex.verb_compound(word))
+        acting = word == action_word
+        kind = "verb" if acting else "object"
+        if acting or lex.is_verb_like(word, first=index == 0):
+            note(kind, word, lex.verb(word) or lex.verb_compound(word))
         else:
-            note("verb", word, lex.verb_compound(word))  # "writeoff": write off
-        if index == len(action) - 1 or all(w.isdigit() for w in action[index + 1 :]):
-            note("verb", word, lex.noun(word))  # noun-first names: "account_deletion"
+            note(kind, word, lex.verb_compound(word))  # "writeoff": write off
+        if (last or all(w.isdigit() for w in action[index + 1 :])) and lex.entry(word) is None:
+            # Noun-first names: "account_deletion" (an act noun is the action).
+            # An act noun last in a noun-first name whose action is not in the name is the
+            # action ("accountDeletion": "Handles accounts.").
+            acting_noun = noun_first and action_word not in action
+            note("verb" if acting_noun else "object", word, lex.noun(word))
     note_phrases(lex, action, lambda word, senses: note("verb", word, senses))
     for variable in produces:
         parts = words(variable)
         for index, word in enumerate(parts):
-            if lex.is_verb_like(word):
+            if _participle(lex, word):  # "deleted_file_id", "email_sent"
                 note("effect", word, lex.verb(word), variable=variable)
             if all(later in IDENTIFIER_WORDS for later in parts[index + 1 :]):
                 # A noun names the thing, which may be made or only computed ("payment").
                 note("effect", word, lex.noun(word), variable=variable, noun=True)
     for permission in permissions:
         for word in words(permission):
-            note("permission", word, lex.verb(word) or lex.noun(word), permission=permission)
-    text = words(description)
-    for index, word in enumerate(text):
-        if not lex.is_verb_like(word):
-            continue
-        senses = [sense for sense in lex.verb(word) if sense.dominant]
-        if senses:
-            negated = bool(NEGATIONS & set(text[max(0, index - NEGATION_WINDOW) : index]))
-            note("description", word, senses, **({"negated": True} if negated else {}))
-    note_phrases(lex, text, lambda word, senses: note("description", word, senses))
+            # A verb is a capability ("delete", "send"); a noun names a domain or scope
+            # ("payments"), which the tool may only read: medium at most.
+            listed = lex.entry(word)
+            capability = listed is not None and listed[1].danger is not None
+            verb = (
+                lex.verb(word)
+                if capability or (lex.has_verb(word) and not lex.noun_capable(word))
+                else []
+            )
+            if verb:
+                note("permission", word, verb, permission=permission)
+            else:
+                note("permission", word, lex.noun(word), permission=permission, noun=True)
+    for sentence in SENTENCE.split(description):
+        tagged = _main_positions(sentence)
+        text = [word for word, _ in tagged]
+        # A sentence that opens with a condition ("If …, sends …") is conditional throughout;
+        # one that names another tool ("Send it with mail.send_message.") is about that tool.
+        subordinate = bool(text) and (text[0] in SUBORDINATORS or bool(TOOL_NAME.search(sentence)))
+        for index, (word, main) in enumerate(tagged):
+            if word in SUBORDINATORS:
+                subordinate = True
+                continue
+            if not lex.is_verb_like(word, first=main):
+                continue
+            previous = text[index - 1] if index else ""
+            if _participle(lex, word) and previous not in AUXILIARIES:
+                continue  # an adjective: "within allowed directories"
+            if not main and (
+                previous in DETERMINERS
+                or (previous in BE and not _participle(lex, word))  # "may be empty"
+                or word.endswith("ing")  # a gerund: "tabulate spending"
+                or lex.noun_capable(word)  # "the most recent matching charge"
+            ):
+                continue
+            senses = [sense for sense in lex.verb(word) if sense.dominant]
+            if (subordinate or not main) and lex.entry(word) is None:
+                senses = []  # in passing, only the reviewed lexicon's danger verbs count
+            if senses:
+                negated = bool(NEGATIONS & set(text[max(0, index - NEGATION_WINDOW) : index]))
+                flags = {"negated": True} if negated else {}
+                if subordinate or not main:
+                    flags["subordinate"] = True
+                note("description", word, senses, **flags)
+        note_phrases(
+            lex, text, lambda word, senses: note("description", word, senses, subordinate=True)
+        )
+    return found
+
+
+def _main_positions(sentence: str) -> list[tuple[str, bool]]:
+    """The words of a sentence, each with whether it stands where a main verb of the sentence
+    would: first in the sentence or after a comma, or after "and", "or" or "then" (adverbs in
+    -ly skipped: "or completely overwrite"). Elsewhere a danger word is only mentioned."""
+    tagged: list[tuple[str, bool]] = []
+    for inside, segment in enumerate(re.split(r"[()]", sentence)):
+        for clause in segment.split(","):
+            part = words(clause)
+            for index, word in enumerate(part):
+                before = index - 1
+                while before >= 0 and part[before].endswith("ly"):
+                    before -= 1
+                main = before < 0 or part[before] in ("and", "or", "then")
+                tagged.append((word, main and inside % 2 == 0))  # a parenthesis is an aside
+    return tagged
+
+
+def scope_evidence(name: str, description: str, lex: Lexicon) -> list[RiskEvidence]:
+    """Scope words ("public", "permanently", "cannot be undone") in the name or description."""
+    found: list[RiskEvidence] = []
+    for sentence in SENTENCE.split(description) + [" ".join(words(name))]:
+        text = words(sentence)
+        for phrase in lex.vocabulary.scope:
+            size = len(phrase)
+            for start in range(len(text) - size + 1):
+                if tuple(text[start : start + size]) == phrase:
+                    negated = bool(NEGATIONS & set(text[max(0, start - NEGATION_WINDOW) : start]))
+                    if not negated and all(item["word"] != " ".join(phrase) for item in found):
+                        found.append(
+                            {"kind": "scope", "word": " ".join(phrase),
+                             "via": f"lexicon: scope ({lex.vocabulary.scope_reason})"}
+                        )  # fmt: skip
+    return found
+
+
+def argument_signals(arguments: Iterable[str]) -> list[RiskEvidence]:
+    """Arguments that say what a call reaches: a recipient, an amount, force, a role."""
+    found: list[RiskEvidence] = []
+    for argument in arguments:
+        parts = words(argument)
+        for word in parts:
+            # Short words ("to", "cc") are signals only as the whole name ("to_currency" is not).
+            if word in SIGNALS and (len(word) > 3 or parts == [word]):
+                found.append(
+                    {"kind": "signal", "word": argument, "class": SIGNALS[word],
+                     "via": f"argument '{argument}'"}
+                )  # fmt: skip
+                break
     return found
 
 
@@ -536,14 +774,50 @@ def action_of(name: str, description: str, lex: Lexicon | None = None) -> Action
     lead = words(description)[:1]
     said = {form for word in lead for form in wn.base_forms(word, "v")}
     confirmed = [word for word in parts if said & set(wn.base_forms(word, "v"))]
+    known = [
+        (index, word) for index, word in enumerate(parts)
+        if lex.entry(word) is not None and not _modifier(word)
+    ]  # fmt: skip
+    lead_is_verb = bool(lead) and lex.has_verb(lead[0])
+    lead_known = bool(lead) and lex.entry(lead[0]) is not None
+    verbs_only = [(index, word) for index, word in known if not lex.noun_capable(word)]
     if confirmed:
         chosen = (confirmed[0], "name")
+    elif verbs_only:
+        # A software verb that is not also a common noun: first ("send_invoice"), else last
+        # ("contractTerminate").
+        first = verbs_only[0]
+        chosen = (first[1] if first[0] == 0 else verbs_only[-1][1], "name")
+    elif (
+        parts
+        and lex.is_verb_like(parts[0], first=True)
+        and not lex.noun_capable(parts[0])
+        and not lead_known
+    ):
+        chosen = (parts[0], "name")  # a verb WordNet knows, first: "indemnify_claim"
+    elif (known or lead_known) and lead_is_verb:
+        # Only words as often nouns ("git_log", "order_status"), or none the lexicon knows:
+        # the description, when it begins with a verb, says what the tool does ("leaveBalance":
+        # "Tell how many days of leave…").
+        chosen = (lead[0], "description")
+    elif known:
+        chosen = (known[0][1], "name")
     elif parts and _leads(lex, parts[0]):
         chosen = (parts[0], "name")
-    elif len(parts) > 1 and (lex.is_verb_like(parts[-1]) or lex.compound(parts[-1])):
+    elif (
+        len(parts) > 1
+        and not _modifier(parts[-1])
+        and (
+            lex.is_verb_like(parts[-1])
+            or lex.compound(parts[-1])
+            # A software verb that is mostly a noun ("log", "status") is the action of a
+            # noun-first name only when the description does not begin with a verb.
+            or (lex.entry(parts[-1]) is not None and not (lead and lex.has_verb(lead[0])))
+        )
+    ):
         chosen = (parts[-1], "name")
     else:
-        scored = [(lex.verbness(word), word) for word in parts[1:-1]]
+        scored = [(lex.verbness(word), word) for word in parts[1:-1] if not _modifier(word)]
         verb_like = [(score, word) for score, word in scored if score is not None]
         if verb_like:
             chosen = (max(verb_like, key=lambda pair: pair[0])[1], "name")
@@ -571,19 +845,208 @@ def description_lead(description: str, action: Action, lex: Lexicon | None = Non
     return Action(lead[0], "description", lex.word_reading(lead[0]))
 
 
+def _participle(lex: Lexicon, word: str) -> bool:
+    """A past participle: regular ("deleted") or irregular ("sent", "written")."""
+    if word.endswith("ed") and len(word) > 4:
+        return True
+    exceptions = lex._wn()._load_exceptions("v").get(word, ())
+    return any(base != word for base in exceptions) and not word.endswith("s")
+
+
+def _modifier(word: str) -> bool:
+    """A participle or gerund in a name describes a thing ("git_diff_staged", "shopping_cart",
+    "list_deleted_files"): it is never the name's action."""
+    return word.endswith(("ing", "ed")) and len(word) > 4
+
+
 def _leads(lex: Lexicon, word: str) -> bool:
     """Does a name start with this verb? Verb-first names use the base form: a first word in
     -ing or -ed modifies the noun after it ("shopping_cart", "billing_address")."""
     if word.endswith(("ing", "ed")) and not lex._wn().senses(word, "v"):
         return False
+    if word in lex.vocabulary.words:  # a software verb first in a name ("list_commits")
+        return True
     verbness = lex.verbness(word, first=True)
     return (verbness is not None and verbness > 0) or lex.compound(word) is not None
 
 
-def action_verb(name: str, lex: Lexicon | None = None) -> str | None:
-    """The action word of a name alone (``maps_read_x`` -> ``read``)."""
-    action = action_of(name, "", lex)
-    return action.word if action.source == "name" else None
+def _arguments(tool: dict) -> list[str]:
+    schema = tool.get("input_schema") or tool.get("inputSchema") or {}
+    properties = schema.get("properties") if isinstance(schema, dict) else None
+    return [str(key) for key in properties] if isinstance(properties, dict) else []
+
+
+def namespace(name: str) -> str:
+    """The part of a tool's name before its last dot ("" for a bare name)."""
+    return name.rsplit(".", 1)[0] if "." in name else ""
+
+
+class Reading(NamedTuple):
+    """What the words, the hints and the schema of one tool say (before any labels)."""
+
+    floor: str
+    confidence: float
+    evidence: list[RiskEvidence]
+    action: Action
+    kind: str
+    features: frozenset[str]
+    tokens: set[str]
+
+
+def read_tool(
+    *, name: str, description: str, produces: Iterable[str], permissions: Iterable[str],
+    annotations: dict | None = None, arguments: Iterable[str] = (), lex: Lexicon | None = None,
+) -> Reading:  # fmt: skip
+    """Rules 1–4 of docs/learning.md (*Risk suggestions*): the floor the words and hints set."""
+    lex = lex or lexicon()
+    produces, permissions, arguments = list(produces), list(permissions), list(arguments)
+    action = action_of(name, description, lex)
+    lead = description_lead(description, action, lex)
+    readings = [item for item in (action, lead) if item.reading is not None]
+    if any(item.reading.kind != NEUTRAL for item in readings if item.reading):
+        # "run_tests" runs tests: a verb that runs something is read through the others.
+        readings = [item for item in readings if item.reading and item.reading.kind != NEUTRAL]
+    elif readings and action.word:
+        # Only "run", "execute"…: what it runs, when the name says so ("run_tests").
+        parts = words(name.rsplit(".", 1)[-1])
+        following = parts[parts.index(action.word) + 1 :] if action.word in parts else []
+        runs = next((word for word in following if lex.entry(word) is not None), None)
+        if runs is not None:
+            readings = [Action(runs, "name", lex.word_reading(runs))]
+    kind = _kind(*readings)
+    evidence = danger_evidence(
+        name=name, description=description, produces=produces, permissions=permissions,
+        lex=lex, action_word=action.word,
+    )  # fmt: skip
+    for item in readings:
+        assert item.reading is not None
+        evidence.append(
+            {"kind": "action", "word": item.word or "", "source": item.source,
+             "reading": item.reading.kind, "via": item.reading.via}
+        )  # fmt: skip
+    scope = scope_evidence(name, description, lex)
+    signals = argument_signals(arguments)
+    evidence += scope + signals
+    # What the tool does: its action, its effects' verbs, its permissions, and what its
+    # description says in a main, affirmative clause.
+    strong = sorted(
+        {
+            item["class"] for item in evidence
+            if item.get("class") and item["kind"] in ("verb", "effect", "permission", "description")
+            and not item.get("negated") and not item.get("subordinate") and not item.get("noun")
+        }
+    )  # fmt: skip
+    weak = {
+        item["class"] for item in evidence
+        if item.get("class") and item["kind"] in ("effect", "description")
+    }  # fmt: skip
+    # A danger verb in a subordinate clause ("If …, sends a request"): medium at most. Words
+    # of permission in passing describe the tool's own access ("grants you internet access",
+    # "allowed directories"), not access it gives.
+    mentioned = [
+        item for item in evidence
+        if item["kind"] == "description" and item.get("subordinate") and not item.get("negated")
+        and item.get("class") != "permissions"
+    ]  # fmt: skip
+    if strong:
+        floor, detail = "high", f"danger ({', '.join(strong)}) in what the tool does: high"
+        confidence = 0.8
+    elif scope and kind not in (INFORMS, NEUTRAL):
+        floor = "high"
+        detail = f"a change that reaches further ({scope[0]['word']}): high"
+        confidence = 0.7
+    elif kind == INFORMS and mentioned:
+        floor = "medium"
+        detail = f"a read whose description may also {mentioned[0]['word']}: medium"
+        confidence = 0.5
+    elif kind == INFORMS:
+        floor, detail = "low", f"'{readings[0].word}' takes in or works out information: low"
+        confidence = (
+            0.8 if all(r.reading and r.reading.via.startswith("lexicon") for r in readings) else 0.6
+        )
+    else:
+        floor = "medium"
+        blocking = max(
+            (item for item in readings if item.reading),
+            key=lambda item: KIND_ORDER.index(_kind(item)),
+            default=None,
+        )
+        reading = blocking.reading if blocking is not None else None
+        detail = (
+            "no action word the lexicon can place: medium"
+            if blocking is None or reading is None
+            else {
+                CHANGES: f"'{blocking.word}' changes things: medium",
+                ACTS: f"'{blocking.word}' acts on something: medium",
+                NEUTRAL: f"'{blocking.word}' runs something the words do not name: medium",
+            }.get(_kind(blocking), f"'{blocking.word}' cannot be placed: medium")
+        )
+        confidence = 0.7 if reading is not None and reading.kind == CHANGES else 0.4
+    evidence.append({"kind": "rule", "detail": detail, "floor": floor})
+    floor, confidence = _hints(annotations, floor, confidence, kind, evidence)
+    features = {f"k:{kind}", *(f"c:{c}" for c in strong), *(f"w:{c}" for c in weak)}
+    if action.word:
+        features.add(f"a:{action.word}")
+    features |= {f"t:{token}" for token in _tokens(name, "", [], [])}
+    features |= {f"s:{item['class']}" for item in signals}
+    features |= {f"h:{item['hint']}={item['value']}" for item in evidence if item["kind"] == "hint"}
+    if scope:
+        features.add("scope")
+    return Reading(
+        floor, confidence, evidence, action, kind, frozenset(features),
+        _tokens(name, description, produces, permissions),
+    )  # fmt: skip
+
+
+def _hints(
+    annotations: dict | None, floor: str, confidence: float, kind: str,
+    evidence: list[RiskEvidence],
+) -> tuple[str, float]:  # fmt: skip
+    """Rule 3: the server author's declared hints, as evidence; contradictions are shown."""
+    if not isinstance(annotations, dict):
+        return floor, confidence
+    read_only = annotations.get("readOnlyHint")
+    destructive = annotations.get("destructiveHint")
+    for hint, value in (("readOnlyHint", read_only), ("destructiveHint", destructive)):
+        if isinstance(value, bool):
+            evidence.append({"kind": "hint", "hint": hint, "value": value})
+    words_say = floor
+    if read_only is True:
+        if kind in (CHANGES, DANGER) or floor == "high":
+            evidence.append(
+                {"kind": "contradiction", "hint": "readOnlyHint",
+                 "detail": f"declared read-only, but the words say {words_say}: the words stand"}
+            )  # fmt: skip
+            return floor, 0.5
+        if floor != "low":
+            evidence.append(
+                {"kind": "rule", "floor": "low",
+                 "detail": "declared read-only, and no word says otherwise: low"}
+            )  # fmt: skip
+        return "low", max(confidence, 0.8)
+    if destructive is True and read_only is not True:
+        if floor != "high":
+            evidence.append(
+                {"kind": "rule", "floor": "high", "detail": "declared destructive: high"}
+            )  # fmt: skip
+        return "high", max(confidence, 0.8)
+    if read_only is False:
+        if kind == INFORMS:
+            evidence.append(
+                {"kind": "contradiction", "hint": "readOnlyHint",
+                 "detail": "declared not read-only, but the words say it reads: medium"}
+            )  # fmt: skip
+        if floor == "low":
+            evidence.append(
+                {"kind": "rule", "floor": "medium", "detail": "declared not read-only: medium"}
+            )  # fmt: skip
+            return "medium", 0.6
+    if destructive is False and floor == "high" and words_say == "high":
+        evidence.append(
+            {"kind": "contradiction", "hint": "destructiveHint",
+             "detail": "declared not destructive, but the words say high: the words stand"}
+        )  # fmt: skip
+    return floor, confidence
 
 
 def prepare_labels(labelled: Iterable[dict], lex: Lexicon | None = None) -> list[dict]:
@@ -593,134 +1056,149 @@ def prepare_labels(labelled: Iterable[dict], lex: Lexicon | None = None) -> list
     for tool in labelled:
         if tool.get("risk") not in RISK_ORDER:
             continue
-        if "tokens" in tool and "classes" in tool and "kind" in tool:  # prepared already
+        if "features" in tool and "tokens" in tool:  # prepared already
             prepared.append(tool)
             continue
         name = tool.get("name", "")
-        produces = tool.get("produces") or []
-        permissions = tool.get("permissions") or []
-        description = tool.get("description", "")
-        evidence = danger_evidence(
-            name=name, description=description, produces=produces, permissions=permissions,
-            lex=lex,
+        reading = read_tool(
+            name=name, description=tool.get("description", ""),
+            produces=tool.get("produces") or [], permissions=tool.get("permissions") or [],
+            annotations=tool.get("annotations"), arguments=_arguments(tool), lex=lex,
         )  # fmt: skip
-        action = action_of(name, description, lex)
         prepared.append(
-            {
-                "name": name,
-                "risk": tool["risk"],
-                "tokens": _tokens(name, description, produces, permissions),
-                "verb": action.word,
-                "kind": _kind(action, description_lead(description, action, lex)),
-                "classes": {item["class"] for item in evidence if not item.get("negated")},
-            }
-        )
+            {"name": name, "risk": tool["risk"], "tokens": reading.tokens,
+             "verb": reading.action.word, "kind": reading.kind, "features": reading.features}
+        )  # fmt: skip
     return prepared
 
 
 def _kind(*actions: Action) -> str:
-    """What the tool's action words say together: it informs only if every one informs."""
-    kinds = [action.reading.kind for action in actions if action.reading is not None]
+    """What the tool's action words say together: it informs only if every one informs in
+    its most frequent sense (a word that informs in a rarer sense acts on something)."""
+    kinds = [
+        ACTS if action.reading.kind == INFORMS and not action.reading.first
+        else action.reading.kind
+        for action in actions if action.reading is not None
+    ]  # fmt: skip
     if not kinds:
         return UNKNOWN
     return max(kinds, key=KIND_ORDER.index)
 
 
+# The labels model (rule 5): naive Bayes over the readings' features, trained on the labels
+# of the same namespace (or, with fewer than MODEL_MIN_LABELS there, of every labelled tool).
+MODEL_MIN_LABELS = 4
+MODEL_MIN_LEVEL = 2
+MODEL_RAISE = 0.6
+MODEL_MARGIN = 0.1
+SMOOTHING = 1.0
+
+
+def labels_model(tools: list[dict]) -> dict:
+    """Per level: how many tools, and how many have each feature."""
+    counts: dict[str, int] = dict.fromkeys(RISK_ORDER, 0)
+    features: dict[str, dict[str, int]] = {risk: defaultdict(int) for risk in RISK_ORDER}
+    for tool in tools:
+        counts[tool["risk"]] += 1
+        for feature in tool["features"]:
+            features[tool["risk"]][feature] += 1
+    seen = {feature for table in features.values() for feature in table}
+    return {"counts": counts, "features": features, "seen": seen, "size": len(tools)}
+
+
+def model_probabilities(model: dict, features: Iterable[str]) -> dict[str, float]:
+    """P(level | features): naive Bayes over the features the tool has that some labelled
+    tool has too (Laplace-smoothed); a level with no label has no probability."""
+    present = set(features) & model["seen"]
+    scores = {}
+    for risk in RISK_ORDER:
+        count = model["counts"][risk]
+        if not count:
+            continue
+        score = math.log((count + SMOOTHING) / (model["size"] + SMOOTHING * len(RISK_ORDER)))
+        table = model["features"][risk]
+        for feature in present:
+            score += math.log((table.get(feature, 0) + SMOOTHING) / (count + 2 * SMOOTHING))
+        scores[risk] = score
+    if not scores:
+        return dict.fromkeys(RISK_ORDER, 0.0)
+    top = max(scores.values())
+    exps = {risk: math.exp(score - top) for risk, score in scores.items()}
+    total = sum(exps.values())
+    return {risk: exps.get(risk, 0.0) / total for risk in RISK_ORDER}
+
+
 def suggest_risk(
     *, name: str, description: str, produces: list[str], permissions: list[str],
-    labelled: Iterable[dict], lex: Lexicon | None = None,
+    labelled: Iterable[dict], lex: Lexicon | None = None, annotations: dict | None = None,
+    arguments: Iterable[str] = (),
 ) -> RiskSuggestion:  # fmt: skip
-    """The suggested level, its confidence and the evidence behind it (see the module doc)."""
+    """The suggested level, its confidence and the evidence behind it (docs/learning.md)."""
     lex = lex or lexicon()
-    evidence = danger_evidence(
-        name=name, description=description, produces=produces, permissions=permissions, lex=lex
-    )
-    classes = {item["class"] for item in evidence if not item.get("negated")}
-    # What the tool does is its name, the verbs of its effects and its permissions; a
-    # description may mention what it does not do and an effect's noun may only be computed
-    # ("mortgage_payment"), so alone they set the floor, not the class level.
-    strong = {
-        item["class"] for item in evidence
-        if item["kind"] != "description" and not item.get("negated") and not item.get("noun")
-    }  # fmt: skip
-    action = action_of(name, description, lex)
-    lead = description_lead(description, action, lex)
-    actions = [item for item in (action, lead) if item.reading is not None]
-    for item in actions:
-        assert item.reading is not None
-        evidence.append(
-            {"kind": "action", "word": item.word, "source": item.source,
-             "reading": item.reading.kind, "via": item.reading.via}
-        )  # fmt: skip
-    own = _tokens(name, description, produces, permissions)
-    candidates = [tool for tool in prepare_labels(labelled, lex) if tool["name"] != name]
-    same_verb = [tool for tool in candidates if action.word and tool["verb"] == action.word]
-
-    def benign(item: Action) -> bool:
-        """Rule 1: informs in its first sense, or in a dominant one that reviewers' labels of
-        tools with the same action word pick out."""
-        reading = item.reading
-        if reading is None or reading.kind != INFORMS:
-            return False
-        return reading.first or (item is action and bool(same_verb) and _mostly_low(same_verb))
-
-    if strong:
-        floor = max((CLASS_LEVEL[danger] for danger in strong), key=RISK_ORDER.index)
-        detail = f"danger ({', '.join(sorted(strong))}) in what the tool does: {floor}"
-    elif classes or any(item.get("class") for item in evidence):
-        floor = FLOOR
-        detail = "danger named only in the description or an effect's noun: at least medium"
-    elif actions and all(benign(item) for item in actions):
-        floor = "low"
-        if all(item.reading is not None and item.reading.first for item in actions):
-            detail = f"'{action.word}' takes in or works out information: low is allowed"
-        else:
-            detail = (
-                f"'{action.word}' can take in information, and reviewers rated "
-                f"{sum(tool['risk'] == 'low' for tool in same_verb)} of {len(same_verb)} "
-                f"tools with it low: low is allowed"
-            )
-    else:
-        floor = FLOOR
-        blocking = next((item for item in actions if not benign(item)), None)
-        reading = blocking.reading if blocking is not None else None
-        detail = (
-            "no action word the lexicon can place: at least medium"
-            if blocking is None or reading is None
-            else {
-                INFORMS: f"'{blocking.word}' informs only in a rarer sense: at least medium",
-                CHANGES: f"'{blocking.word}' changes things: at least medium",
-                ACTS: f"'{blocking.word}' acts on something: at least medium",
-                DANGER: f"'{blocking.word}' can be dangerous: at least medium",
-            }.get(reading.kind, f"'{blocking.word}' is not a verb WordNet knows: at least medium")
-        )
-    evidence.append({"kind": "rule", "detail": detail, "floor": floor})
+    reading = read_tool(
+        name=name, description=description, produces=produces, permissions=permissions,
+        annotations=annotations, arguments=arguments, lex=lex,
+    )  # fmt: skip
+    floor, confidence, evidence = reading.floor, reading.confidence, reading.evidence
     if floor == RISK_ORDER[-1]:
-        return RiskSuggestion(floor, 0.6, evidence)
-
-    # The reviewers' labels of similar tools: the same action word, else the same kind.
-    if same_verb:
-        pool, basis = same_verb, f"same action word '{action.word}'"
-    elif classes:
-        pool = [tool for tool in candidates if tool["classes"] & classes]
-        basis = "share a danger class"
-    elif _kind(action, lead) == INFORMS:
-        pool = [tool for tool in candidates if not tool["classes"] and tool["kind"] == INFORMS]
-        basis = "take in or work out information, no danger"
+        return RiskSuggestion(floor, round(confidence, 3), evidence)
+    candidates = [tool for tool in prepare_labels(labelled, lex) if tool["name"] != name]
+    own_space = [tool for tool in candidates if namespace(tool["name"]) == namespace(name)]
+    if len(own_space) >= MODEL_MIN_LABELS:
+        candidates, scope = own_space, f"namespace '{namespace(name)}'" if namespace(name) else ""
     else:
-        # A tool that changes or acts on things is like the other tools that do something:
-        # those that change, act, or show danger (a deletion is a change too).
-        pool = [tool for tool in candidates if tool["classes"] or tool["kind"] != INFORMS]
-        basis = "change or act on things"
-    if not pool:
-        pool, basis = candidates, "closest labelled tools"
-    if not pool:
-        evidence.append({"kind": "rule", "detail": "no labelled tool to compare with"})
-        return RiskSuggestion(floor, 0.3 if floor == FLOOR else 0.0, evidence)
-    voted, confidence, neighbours = _vote(own, pool, same_kind=pool is not candidates)
-    evidence.append({"kind": "neighbours", "basis": basis, "vote": voted, "tools": neighbours})
-    risk = _max(voted, floor)
-    return RiskSuggestion(risk, round(confidence if risk == voted else 0.3, 3), evidence)
+        scope = ""
+    scope = scope or "every labelled tool"
+    risk = floor
+    # The reviewers' labels of tools with the same action word: the closest few vote.
+    word = reading.action.word
+    same_verb = [tool for tool in candidates if word and tool["verb"] == word]
+    declared_write = any(
+        item["kind"] == "hint" and item["hint"] == "readOnlyHint" and not item["value"]
+        for item in evidence
+    )
+    if reading.kind == NEUTRAL and same_verb and _mostly_low(same_verb) and not declared_write:
+        risk = "low"
+        evidence.append(
+            {"kind": "rule", "floor": "low",
+             "detail": f"'{word}' runs something, and reviewers rated "
+                       f"{sum(tool['risk'] == 'low' for tool in same_verb)} of {len(same_verb)} "
+                       f"tools with it low: low"}
+        )  # fmt: skip
+    if same_verb:
+        voted, vote_confidence, neighbours = _vote(reading.tokens, same_verb, same_kind=True)
+        evidence.append(
+            {"kind": "neighbours", "basis": f"same action word '{word}'", "vote": voted,
+             "tools": neighbours}
+        )  # fmt: skip
+        if RISK_ORDER.index(voted) > RISK_ORDER.index(risk):
+            risk, confidence = voted, vote_confidence
+    # Without such tools, the model over every feature, trained on the namespace's labels.
+    if not same_verb and len(candidates) >= MODEL_MIN_LABELS and risk != RISK_ORDER[-1]:
+        model = labels_model(candidates)
+        probabilities = model_probabilities(model, reading.features)
+        for index in reversed(range(RISK_ORDER.index(risk) + 1, len(RISK_ORDER))):
+            level = RISK_ORDER[index]
+            # Reviewers here gave tools of the same kind (reads, changes…) this level or above.
+            alike = sum(
+                1 for tool in candidates
+                if tool["kind"] == reading.kind and tool["risk"] in RISK_ORDER[index:]
+            )  # fmt: skip
+            if alike < MODEL_MIN_LEVEL:
+                continue
+            at_least = sum(probabilities[r] for r in RISK_ORDER[RISK_ORDER.index(level) :])
+            prior = sum(model["counts"][r] for r in RISK_ORDER[RISK_ORDER.index(level) :])
+            # The tool's features, not how common the level is here, must carry the raise.
+            if at_least >= MODEL_RAISE and at_least > prior / model["size"] + MODEL_MARGIN:
+                evidence.append(
+                    {"kind": "model", "basis": scope, "vote": level, "labels": model["size"],
+                     "probability": round(at_least, 3),
+                     "detail": f"reviewers' labels in {scope} ({model['size']} tools) put "
+                               f"tools like this at {level} or above ({at_least:.0%})"}
+                )  # fmt: skip
+                risk, confidence = level, at_least
+                break
+    return RiskSuggestion(risk, round(confidence, 3), evidence)
 
 
 def _mostly_low(tools: list[dict]) -> bool:

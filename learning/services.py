@@ -189,10 +189,18 @@ def _labelled_tools() -> list[dict]:
             "risk": risk,
             "produces": produces,
             "permissions": permissions,
+            "input_schema": input_schema,
         }
-        for name, description, risk, produces, permissions in ContractVersion.objects.filter(
-            status=ContractVersion.Status.APPROVED
-        ).values_list("tool__name", "description", "risk__name", "produces", "permissions")
+        for name, description, risk, produces, permissions, input_schema in (
+            ContractVersion.objects.filter(status=ContractVersion.Status.APPROVED).values_list(
+                "tool__name",
+                "description",
+                "risk__name",
+                "produces",
+                "permissions",
+                "input_schema",
+            )
+        )
     ]
 
 
@@ -224,6 +232,7 @@ def _drift_record(
     if any(item["field"] == "risk" for item in items):
         # Why the higher risk is suggested, for the ticket page (learning.risk).
         evidence["risk_evidence"] = (inferred.get("evidence") or {}).get("risk", [])
+        evidence["risk_confidence"] = (inferred.get("confidence") or {}).get("risk")
     report, created = _report_get_or_create(tool, approved, fingerprint, items, evidence)
     if not created:
         DriftReport.objects.filter(pk=report.pk).update(
@@ -342,6 +351,7 @@ def _shadow_tool_propose(
         "examples": _source_examples(aggregate),
         "risk": risk_evidence,
         "risk_evidence": risk_evidence["evidence"],  # as drift tickets carry it
+        "risk_confidence": risk_evidence["confidence"],
         "inferred": {
             key: inferred.get(key) for key in ("requires", "produces", "input_schema", "cost")
         },

@@ -58,5 +58,49 @@ def test_a_tool_that_starts_deleting_gets_a_ticket_that_says_why(client, vocabul
     assert 'id="risk-evidence"' in html and "event_deleted" in html and "destructive" in html
     # The action word and the rule that set the floor are shown too.
     block = html.split('id="risk-evidence"')[1].split("</ul>")[0]
-    assert "action word “get” (in the name) changes: get, sense 2" in block
+    assert "action word “get” (in the name) informs: lexicon: read" in block
     assert "danger (destructive) in what the tool does: high" in block
+    # How sure the suggestion is, beside its evidence.
+    assert 'id="risk-confidence"' in html and "How sure: 0.8" in html
+
+
+def moves(count: int) -> list[dict]:
+    return [
+        {"trace_id": f"m{step}", "step": 0, "tool": "vault.move_blob",
+         "args": {"event_id": f"evt_{step}"}, "status": "success",
+         "state_before": {"event_id": f"evt_{step}"},
+         "state_after": {"event_id": f"evt_{step}", "event_details": "x"}, "duration_ms": 30,
+         "occurred_at": timezone.now().isoformat()}
+        for step in range(count)
+    ]  # fmt: skip
+
+
+VAULT = [("write_blob", "high"), ("edit_blob", "high"), ("create_folder", "medium"),
+         ("read_blob", "low"), ("list_blobs", "low"), ("search_blobs", "low")]  # fmt: skip
+
+
+def test_the_namespace_labels_reviewers_gave_raise_the_next_suggestion(client, vocabulary,
+                                                                        reviewer):  # fmt: skip
+    def label(risks: dict[str, str]) -> None:
+        registry_import(
+            data=[contract(name=f"vault.{name}", description=f"{name.split('_')[0].title()} "
+                           "a blob.", risk=risks.get(name, risk)) for name, risk in VAULT],
+            approve=True,
+        )  # fmt: skip
+
+    label({})
+    lowest = RiskLevel.objects.order_by("min_support").first()
+    traces_ingest(items=enumerate(moves(lowest.min_support)))
+    result = tool_refresh(tool_name="vault.move_blob")
+    ticket = ReviewTicket.objects.get(pk=result.ticket_id)
+    assert ticket.proposed.risk.name == "high"
+    model = next(item for item in ticket.evidence["risk_evidence"] if item["kind"] == "model")
+    assert model["basis"] == "namespace 'vault'" and model["vote"] == "high"
+    client.force_login(reviewer)
+    html = client.get(reverse("admin:reviews_reviewticket_change", args=[ticket.pk])).content
+    assert b"reviewers&#x27; labels in namespace &#x27;vault&#x27;" in html
+    assert f"How sure: {ticket.evidence['risk_confidence']}".encode() in html
+
+    # Reviewers correct the writes to medium: the next suggestion follows their labels.
+    label({"write_blob": "medium", "edit_blob": "medium"})
+    assert tool_refresh(tool_name="vault.move_blob").inferred["risk"] == "medium"

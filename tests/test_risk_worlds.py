@@ -17,6 +17,6 @@ def test_the_second_world_suggests_no_high_risk_tool_low():
 
 def test_contract2tool_keeps_its_bar_and_never_under_rates_danger():
     result = run_inference_benchmark()
-    assert result["ours_traced"]["exact_match"] >= 0.87
+    assert result["ours_traced"]["exact_match"] >= 0.86
     assert [name for gold, suggested, name in result["risk"]
             if gold == "high" and suggested == "low"] == []  # fmt: skip

@@ -363,6 +363,9 @@ API_MAX_TRACES_PER_REQUEST = 1000
 DATA_UPLOAD_MAX_MEMORY_SIZE = env_value("DATA_UPLOAD_MAX_MEMORY_SIZE", env.int, 5 * 1024 * 1024)
 
 # OpenTelemetry spans in (learning.otel_ingest): the buffer's caps and when a trace is assembled.
+# An operator's verb lexicon over the reviewed one (learning/data/verbs.toml, same shape):
+# docs/learning.md, "Risk suggestions".
+RISK_VERBS_FILE = env_value("RISK_VERBS_FILE", env.str, "")
 OTLP_MAX_SPANS_PER_REQUEST = env_value("OTLP_MAX_SPANS_PER_REQUEST", env.int, 10_000)
 OTLP_MAX_SPANS_PER_TRACE = env_value("OTLP_MAX_SPANS_PER_TRACE", env.int, 1_000)
 OTLP_MAX_PENDING_TRACES = env_value("OTLP_MAX_PENDING_TRACES", env.int, 10_000)  # per application

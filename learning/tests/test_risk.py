@@ -5,7 +5,17 @@ import pytest
 from learning.aggregates import new_aggregate
 from learning.inference import infer_contract
 from learning.lexicon import MISSING_BOUND, WordNet, data_directory, wordnet
-from learning.risk import SEEDS, action_of, lexicon, lexicon_build, suggest_risk
+from learning.risk import (
+    SEEDS,
+    VERBS_FILE,
+    VocabularyInvalid,
+    action_of,
+    lexicon,
+    lexicon_build,
+    lexicon_configure,
+    suggest_risk,
+    vocabulary_load,
+)
 
 SEED_WORDS = {name.rsplit(".", 2)[0] for names in SEEDS.values() for name in names}
 READS = [
@@ -28,15 +38,15 @@ def suggest(name, description="", produces=(), permissions=(), labelled=READS):
 
 @pytest.mark.parametrize(
     ("name", "word"),
-    [("disk.wipe", "wipe"), ("records.obliterate", "obliterate"), ("badges.revoke", "revoke")],
+    [("records.efface", "efface"), ("records.nullify", "nullify"), ("deals.rescind", "rescind")],
 )
-def test_a_synonym_outside_the_seeds_is_high_with_read_neighbours(name, word):
-    assert word not in SEED_WORDS
+def test_a_synonym_outside_the_seeds_and_the_lexicon_is_high_with_read_neighbours(name, word):
+    assert word not in SEED_WORDS and lexicon().entry(word) is None
     risk, _, evidence = suggest(name, f"{word.capitalize()} the thing")
     assert risk == "high"
     verb = next(item for item in evidence if item["kind"] == "verb")
     assert verb["word"] == word and verb["class"] == "destructive"
-    assert "WordNet" in verb["via"] or "head of" in verb["via"]
+    assert "WordNet" in verb["via"]
 
 
 def test_read_neighbours_never_lower_a_destructive_action():
@@ -174,9 +184,9 @@ def test_an_action_word_the_lexicon_cannot_place_is_at_least_medium(name, descri
 
 @pytest.mark.parametrize(
     ("name", "word", "reading"),
-    [("ledger.truncate_table", "truncate", "changes"), ("ledger.reverse_entry", "reverse",
-     "changes"), ("archive.shred_record", "shred", "acts"), ("repo.flip_visibility", "flip",
-     "informs"), ("config.tweak_setting", "tweak", "changes")],
+    [("ledger.abridge_table", "abridge", "changes"), ("ledger.reverse_entry", "reverse",
+     "changes"), ("archive.crumple_record", "crumple", "changes"), ("repo.flip_visibility",
+     "flip", "informs"), ("config.tweak_setting", "tweak", "changes")],
 )  # fmt: skip
 def test_a_verb_that_changes_or_acts_on_things_is_never_low(name, word, reading):
     risk, _, evidence = suggest(name, f"{word.capitalize()} it.")
@@ -187,16 +197,16 @@ def test_a_verb_that_changes_or_acts_on_things_is_never_low(name, word, reading)
 
 
 def test_a_change_is_read_through_the_hypernym_chain():
-    _, _, evidence = suggest("ledger.truncate_table", "Truncate a table.")
+    _, _, evidence = suggest("things.scrunch_item", "Scrunch an item.")
     action = next(item for item in evidence if item["kind"] == "action")
-    assert "truncate" in action["via"] and "change" in action["via"]
+    assert "scrunch" in action["via"] and "change" in action["via"]
 
 
 @pytest.mark.parametrize(
     ("name", "word", "danger"),
-    [("treasury.reimburse_expense", "reimburse", "money"),
-     ("people.disburse_salary", "disburse", "money"),
-     ("vendors.remit_amount", "remit", "money"),
+    [("treasury.indemnify_claim", "indemnify", "money"),
+     ("people.defray_cost", "defray", "money"),
+     ("vendors.recompense_vendor", "recompense", "money"),
      ("stock.writeoff_item", "writeoff", "destructive"),
      ("people.empower_user", "empower", "permissions")],
 )  # fmt: skip
@@ -209,7 +219,7 @@ def test_synonyms_and_kinds_of_dangerous_verbs_are_high(name, word, danger):
 
 
 def test_a_kind_of_payment_two_levels_down_shows_its_chain():
-    _, _, evidence = suggest("treasury.reimburse_expense", "")
+    _, _, evidence = suggest("treasury.restitute_deposit", "")
     verb = next(item for item in evidence if item["kind"] == "verb")
     assert "refund" in verb["via"] and "pay" in verb["via"]
 
@@ -235,21 +245,27 @@ def test_a_description_that_changes_things_keeps_a_read_name_from_low():
     assert "'update' changes things" in floor_of(evidence)["detail"]
 
 
-def test_an_action_that_informs_only_in_a_less_frequent_sense_needs_reviewers_labels():
-    # "extract" is first "pull out"; its information sense ("deduce") is third.
-    assert suggest("email.extract_deadline", "Extract a deadline.").risk == "medium"
+def test_an_action_that_informs_only_in_a_less_frequent_sense_acts():
+    # WordNet's "flip" informs only in its third sense ("flick" through): it acts on things.
+    assert lexicon().entry("flip") is None
+    risk, _, evidence = suggest("repo.flip_pages", "Flip the pages.")
+    assert risk == "medium"
+    assert "'flip' acts on something" in floor_of(evidence)["detail"]
+
+
+def test_a_verb_that_runs_something_is_read_through_what_it_runs_or_the_labels():
+    assert suggest("ci.run_tests", "Run the tests.").risk == "low"  # "tests": test, a read
+    assert suggest("ci.run_linter", "Run the linter.").risk == "medium"  # nothing says what
     labelled = [
         *READS,
-        {"name": "docs.extract_title", "description": "Extract a title.", "risk": "low"},
-        {"name": "docs.extract_section", "description": "Extract a section.", "risk": "low"},
+        {"name": "ci.run_checks", "description": "Run the checks.", "risk": "low"},
+        {"name": "ci.run_audit", "description": "Run the audit.", "risk": "low"},
     ]
-    risk, _, evidence = suggest("email.extract_deadline", "Extract a deadline.",
-                                labelled=labelled)  # fmt: skip
+    risk, _, evidence = suggest("ci.run_linter", "Run the linter.", labelled=labelled)
     assert risk == "low"
-    assert "2 of 2" in floor_of(evidence)["detail"]
+    assert "2 of 2" in evidence[-2]["detail"] or "2 of 2" in evidence[-1].get("detail", "")
     labelled[-1] = {**labelled[-1], "risk": "medium"}  # one low, one medium: a tie goes up
-    assert suggest("email.extract_deadline", "Extract a deadline.",
-                   labelled=labelled).risk == "medium"  # fmt: skip
+    assert suggest("ci.run_linter", "Run the linter.", labelled=labelled).risk == "medium"
 
 
 def test_neighbour_labels_raise_a_read():
@@ -264,7 +280,8 @@ def test_neighbour_labels_raise_a_read():
     assert evidence[-1]["basis"] == "same action word 'read'"
 
 
-def test_neighbour_labels_raise_a_change_to_high():
+def test_tools_that_merely_change_things_do_not_raise_a_change():
+    # A deletion elsewhere is no reason to rate an update high: no broad pool of "changes".
     labelled = [
         {"name": "calendar.delete_event", "description": "Delete an existing calendar event",
          "risk": "high"},
@@ -272,9 +289,8 @@ def test_neighbour_labels_raise_a_change_to_high():
     ]  # fmt: skip
     risk, _, evidence = suggest("calendar.update_event", "Update an existing calendar event",
                                 labelled=labelled)  # fmt: skip
-    assert risk == "high"
-    assert floor_of(evidence)["floor"] == "medium"
-    assert evidence[-1]["tools"][0]["name"] == "calendar.delete_event"
+    assert risk == "medium"
+    assert not [item for item in evidence if item["kind"] in ("neighbours", "model")]
 
 
 def test_the_action_word_comes_from_where_the_name_puts_it():
@@ -295,3 +311,175 @@ def test_made_up_words_do_not_grow_the_lexicon():
         suggest(f"junk.qz{index}x_qv{index}", f"Qz{index}x the thing.", labelled=[])
     assert (len(lex._words), len(wn._index)) == before
     assert len(wn._missing) <= MISSING_BOUND
+
+
+# Rule 3: danger from what the tool does, not from the object it names.
+@pytest.mark.parametrize(
+    ("name", "description", "risk"),
+    [("billing.read_bill", "Read a bill.", "low"), ("billing.pay_bill", "Pay a bill.", "high"),
+     ("access.list_permissions", "List a user's permissions.", "low"),
+     ("access.grant_permission", "Grant a user a permission.", "high"),
+     ("payments_summarize", "Summarize payments.", "low")],
+)  # fmt: skip
+def test_an_object_names_what_is_read_the_action_what_is_done(name, description, risk):
+    assert suggest(name, description).risk == risk
+
+
+@pytest.mark.parametrize(
+    ("description", "risk"),
+    [("Summarize the notes before anything is sent.", "medium"),  # subordinate: medium
+     ("Summarize the notes and send them.", "high"),  # a main clause: high
+     ("Summarize the notes. Does not send them.", "low"),  # negated, said of a read
+     ("Summarize the notes (which may be empty).", "low"),  # an adjective in an aside
+     # A sentence naming another tool is about that tool: in passing, medium at most.
+     ("Summarize the notes. Send them with mail.send_message.", "medium")],
+)  # fmt: skip
+def test_clauses_of_the_description(description, risk):
+    assert suggest("notes.summarize", description).risk == risk
+
+
+def test_a_main_clause_joined_by_or_is_what_the_tool_does():
+    risk, _, evidence = suggest(
+        "files.write_file", "Create a new file or completely overwrite an existing file."
+    )
+    assert risk == "high"
+    assert any(item["word"] == "overwrite" and not item.get("subordinate") for item in evidence
+               if item["kind"] == "description")  # fmt: skip
+    assert suggest("files.read_file", "Only works within allowed directories.").risk == "low"
+
+
+@pytest.mark.parametrize(
+    ("name", "description", "risk"),
+    [("docs.move_folder", "Move a folder to the public site.", "high"),
+     ("docs.move_folder", "Move a folder to another folder.", "medium"),
+     ("web.search", "Search the public web.", "low"),
+     ("ledger.reverse_entry", "Reverse a ledger entry permanently.", "high")],
+)  # fmt: skip
+def test_scope_words_raise_a_change_not_a_read(name, description, risk):
+    assert suggest(name, description).risk == risk
+
+
+def test_a_past_participle_effect_is_danger_a_participle_in_a_name_is_an_object():
+    risk, _, evidence = suggest("files.tidy", "Tidy a folder.", produces=["deleted_file_id"])
+    assert risk == "high"
+    assert next(item for item in evidence if item["kind"] == "effect")["word"] == "deleted"
+    assert suggest("files.list_deleted_files", "List the deleted files.").risk == "low"
+    # A noun in an effect is what was made or computed: no danger by itself.
+    assert suggest("loans.compute_mortgage", "Calculate a mortgage.",
+                   produces=["mortgage_payment"]).risk == "low"  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    ("name", "description", "word"),
+    [("git_log", "Shows the commit logs", "shows"), ("log_event", "Record an event.", "record"),
+     ("people.contractTerminate", "", "terminate"), ("list_commits", "", "list"),
+     ("git_diff_staged", "", "diff"), ("people.leaveBalance", "Tell how many days are left.",
+     "tell")],
+)  # fmt: skip
+def test_the_action_of_names_whose_words_are_also_nouns(name, description, word):
+    assert action_of(name, description, lexicon()).word == word
+
+
+# Rule 4: declared hints.
+def test_a_read_only_hint_allows_low_for_words_that_do_not_say_otherwise():
+    assert suggest("widgets.frobnicate", "Frobnicate a widget.").risk == "medium"
+    risk, _, evidence = suggest_risk(
+        name="widgets.frobnicate", description="Frobnicate a widget.", produces=[],
+        permissions=[], labelled=[], annotations={"readOnlyHint": True},
+    )  # fmt: skip
+    assert risk == "low"
+    assert {"kind": "hint", "hint": "readOnlyHint", "value": True} in evidence
+
+
+def test_a_read_only_hint_the_words_contradict_is_shown_and_the_words_stand():
+    risk, confidence, evidence = suggest_risk(
+        name="records.delete_record", description="Delete a record.", produces=[],
+        permissions=[], labelled=[], annotations={"readOnlyHint": True},
+    )  # fmt: skip
+    assert risk == "high" and confidence == 0.5
+    contradiction = next(item for item in evidence if item["kind"] == "contradiction")
+    assert contradiction["hint"] == "readOnlyHint" and "high" in contradiction["detail"]
+
+
+def test_destructive_and_write_hints_raise_never_lower():
+    def hinted(name, description, annotations):
+        return suggest_risk(name=name, description=description, produces=[], permissions=[],
+                            labelled=[], annotations=annotations)  # fmt: skip
+
+    assert hinted("files.move_file", "Move a file.", {"destructiveHint": True}).risk == "high"
+    risk, _, evidence = hinted("notes.read_note", "Read a note.", {"readOnlyHint": False})
+    assert risk == "medium"
+    assert any(item["kind"] == "contradiction" for item in evidence)
+    # Declared not destructive: a deletion is still high, and the claim is shown.
+    risk, _, evidence = hinted("notes.delete_note", "Delete a note.", {"destructiveHint": False,
+                               "readOnlyHint": False})  # fmt: skip
+    assert risk == "high"
+    assert [item["hint"] for item in evidence if item["kind"] == "contradiction"] == [
+        "destructiveHint"
+    ]
+
+
+# Rule 5: the application's own labels.
+SPACE = [
+    {"name": "vault.write_blob", "description": "Write a blob.", "risk": "high"},
+    {"name": "vault.edit_blob", "description": "Edit a blob.", "risk": "high"},
+    {"name": "vault.create_folder", "description": "Create a folder.", "risk": "medium"},
+    {"name": "vault.read_blob", "description": "Read a blob.", "risk": "low"},
+    {"name": "vault.list_blobs", "description": "List the blobs.", "risk": "low"},
+    {"name": "vault.search_blobs", "description": "Search the blobs.", "risk": "low"},
+]
+
+
+def test_the_namespace_labels_raise_a_change_with_the_model():
+    risk, confidence, evidence = suggest("vault.move_blob", "Move a blob.", labelled=SPACE)
+    assert risk == "high"
+    model = next(item for item in evidence if item["kind"] == "model")
+    assert model["basis"] == "namespace 'vault'" and model["labels"] == 6
+    assert confidence == model["probability"] >= 0.6
+    # The same labels in another namespace say nothing about this one, once it has its own.
+    elsewhere = [{**tool, "name": tool["name"].replace("vault.", "depot.")} for tool in SPACE]
+    own = [
+        {"name": f"shelf.{verb}_box", "description": f"{verb.capitalize()} a box.",
+         "risk": risk} for verb, risk in
+        (("read", "low"), ("list", "low"), ("create", "medium"), ("update", "medium"))
+    ]  # fmt: skip
+    assert suggest("shelf.move_box", "Move a box.", labelled=elsewhere + own).risk == "medium"
+
+
+def test_the_model_needs_labelled_tools_of_the_same_reading_and_never_lowers():
+    # Reads are all low here: no label says a read is rated higher, whatever the prior.
+    reads_low = [*SPACE[:2], {**SPACE[2], "risk": "high"}, *SPACE[3:]]
+    assert suggest("vault.view_blob", "View a blob.", labelled=reads_low).risk == "low"
+    lowered = [{**tool, "risk": "low"} for tool in SPACE]
+    assert suggest("vault.delete_blob", "Delete a blob.", labelled=lowered).risk == "high"
+
+
+def test_the_verb_lexicon_has_a_reason_for_every_group_and_operators_extend_it(tmp_path):
+    vocabulary = vocabulary_load(VERBS_FILE)
+    assert all(entry.reason for entry in vocabulary.words.values())
+    assert vocabulary.words["delete"].danger == "destructive"
+    assert vocabulary.words["get"].group == "read"
+    extra = tmp_path / "verbs.toml"
+    extra.write_text('[destructive]\nreason = "our policy"\nwords = ["archive", "zorble"]\n')
+    combined = vocabulary_load(VERBS_FILE, extra)
+    assert combined.words["archive"].danger == "destructive"  # replaces "change"
+    assert combined.words["zorble"].reason == "our policy"
+    extra.write_text('[dangerous]\nwords = ["x"]\n')
+    with pytest.raises(VocabularyInvalid, match=r"verbs\.toml: unknown group \[dangerous\]"):
+        vocabulary_load(extra)
+    extra.write_text("[read\n")
+    with pytest.raises(VocabularyInvalid, match=r"verbs\.toml"):
+        vocabulary_load(extra)
+
+
+def test_an_operator_lexicon_changes_suggestions(tmp_path):
+    extra = tmp_path / "verbs.toml"
+    extra.write_text('[money]\nreason = "moves credits"\nwords = ["zorble"]\n')
+    try:
+        lexicon_configure(extra=extra)
+        risk, _, evidence = suggest("credits.zorble_points", "")
+        assert risk == "high"
+        assert "moves credits" in next(i for i in evidence if i["kind"] == "verb")["via"]
+    finally:
+        lexicon_configure(extra=None)
+    assert suggest("credits.zorble_points", "").risk == "medium"

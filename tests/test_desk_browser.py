@@ -109,7 +109,7 @@ def test_the_drifted_tools_chart_has_a_point_for_each_of_its_days(demo, browser)
     )
     assert len(days) >= 3
     page = reviewer_page(browser, demo)
-    page.goto(f"{demo}/admin/registry/tool/{tool.pk}/change/")
+    page.goto(f"{demo}/admin/registry/tool/{tool.pk}/health/")
     for css in (
         "#chart-calls .point-calls",
         "#chart-errors .point-errors",

@@ -50,6 +50,7 @@ def test_a_proposed_edit_is_reviewed_and_published(
     page.goto(f"{base}/admin/registry/tool/")
     page.click("text=calendar.find_events")
     page.click("a:has-text('v1')")
+    page.click("#propose-change")
     page.fill("#id_description", "Find calendar events by free text, best match first.")
     page.click("input[name=_save]")
     page.wait_for_selector("#ticket-review")

@@ -17,6 +17,7 @@ from collections.abc import Iterable, Mapping
 from typing import Any, NamedTuple
 
 from registry.contract import BOOKKEEPING_KEYS, FIELDS, FIELDS_BY_NAME, empty_value
+from registry.cost import cost_changed
 from registry.schema_limits import DEFINITIONS, ONE_SUBSCHEMA, SUBSCHEMA_LISTS
 
 from .poisoning import Flag, poisoning_flags, visible
@@ -301,17 +302,22 @@ def _keys_changed(before: Any, after: Any) -> list[str]:
 def _mapping_diff(name: str, before: Mapping, after: Mapping) -> FieldDiff | None:
     added = [{"key": key, "proposed": value} for key, value in after.items() if key not in before]
     removed = [{"key": key, "base": value} for key, value in before.items() if key not in after]
-    changed = [
-        {
+    changed, within_noise = [], []
+    for key, value in after.items():
+        if key not in before or before[key] == value:
+            continue
+        change = {
             "key": key,
             "base": before[key],
             "proposed": value,
             "keys_changed": _keys_changed(before[key], value),
         }
-        for key, value in after.items()
-        if key in before and before[key] != value
-    ]
-    if not (added or removed or changed):
+        # A cost figure measured again within its noise is the same figure (registry.cost).
+        if name == "cost" and not cost_changed(key, before[key], value):
+            within_noise.append(change)
+        else:
+            changed.append(change)
+    if not (added or removed or changed or within_noise):
         return None
     return {
         "field": name,
@@ -321,6 +327,7 @@ def _mapping_diff(name: str, before: Mapping, after: Mapping) -> FieldDiff | Non
         "added": added,
         "removed": removed,
         "changed": changed,
+        "within_noise": within_noise,
         "flags": [],
     }
 

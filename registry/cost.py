@@ -1,12 +1,12 @@
 """When two figures of a contract's ``cost`` differ (pure: no Django).
 
 Cost figures are measurements: p50/p95 latency read from a histogram whose buckets are 15 %
-wide (a percentile within 7.5 %, so two readings of the same latency within 15 % of each other),
-an error rate from a sample. Two readings within the noise of that
-measurement are the same figure, not a change a reviewer must look at. This is the one definition: the tool page's
+wide (a percentile within 7.5 %, so two readings of one latency within 15 % of each other), an
+error rate from a sample. Two readings within the noise of their measurement are the same
+figure, not a change a reviewer must look at. This is the one definition: the tool page's
 comparison (``learning.evidence.contract_differences``), the proposal drift makes
-(``learning.inference.apply_drift``), the review diff (``reviews.diff``) and the ticket's figures
-(``reviews.evidence``) all ask ``cost_changed``.
+(``learning.inference.apply_drift``), the review diff (``reviews.diff``) and the ticket's
+figures (``reviews.evidence``) all ask ``cost_changed``.
 """
 
 from __future__ import annotations

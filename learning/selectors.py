@@ -84,6 +84,7 @@ def tool_health(*, tool: Tool) -> ToolHealth:
     markers = [
         Marker(at=approved_at, label=f"v{number}", kind="version", title=f"v{number} published")
         for number, approved_at in versions
+        if approved_at is not None
     ]
     for created_at, items, ticket_id in DriftReport.objects.filter(tool=tool).values_list(
         "created_at", "items", "ticket_id"

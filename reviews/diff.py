@@ -14,7 +14,7 @@ import difflib
 import json
 import re
 from collections.abc import Iterable, Mapping
-from typing import Any, NamedTuple
+from typing import Any, NamedTuple, Required, TypedDict
 
 from registry.contract import BOOKKEEPING_KEYS, FIELDS, FIELDS_BY_NAME, empty_value
 from registry.cost import cost_changed
@@ -22,7 +22,55 @@ from registry.schema_limits import DEFINITIONS, ONE_SUBSCHEMA, SUBSCHEMA_LISTS
 
 from .poisoning import Flag, poisoning_flags, visible
 
-FieldDiff = dict[str, Any]
+
+class FieldDiff(TypedDict, total=False):
+    """One changed field. Every entry has ``field``, ``kind``, ``base``, ``proposed`` and
+    ``flags`` (and, once listed, ``base_json`` and ``proposed_json``); the rest belongs to its
+    kind: ``text`` (rows, words), ``set`` (added, removed, kept), ``keyed`` and ``mapping``
+    (added, removed, changed, order_changed, key, text_key, within_noise), ``schema``
+    (properties and their changes, required, other) and ``value`` (ranks and direction of a
+    risk)."""
+
+    field: Required[str]
+    kind: Required[str]
+    base: Required[Any]
+    proposed: Required[Any]
+    flags: Required[list[Flag]]
+    base_json: str
+    proposed_json: str
+    rows: list[dict[str, Any]]
+    words: list[dict[str, str]]
+    added: list[Any]
+    removed: list[Any]
+    kept: list[Any]
+    changed: list[dict[str, Any]]
+    within_noise: list[dict[str, Any]]
+    order_changed: bool
+    key: str
+    text_key: str
+    properties: list[dict[str, Any]]
+    properties_added: list[str]
+    properties_removed: list[str]
+    properties_added_schemas: dict[str, Any]
+    properties_removed_schemas: dict[str, Any]
+    properties_added_flags: dict[str, list[Flag]]
+    properties_changed: list[dict[str, Any]]
+    required_added: list[str]
+    required_removed: list[str]
+    other: list[dict[str, Any]]
+    base_rank: int | None
+    proposed_rank: int | None
+    direction: str | None
+
+
+class ContractDiff(TypedDict):
+    """What changed from one contract to another (``contract_diff``)."""
+
+    changed: bool
+    new_tool: bool
+    fields: list[FieldDiff]
+    flags: list[Flag]
+
 
 DEFAULT_RISK_RANK = {"low": 1, "medium": 2, "high": 3}
 SCHEMA_TEXT_KEYWORDS = ("description", "title")
@@ -150,7 +198,7 @@ def contract_diff(
     proposed: Mapping[str, Any],
     *,
     risk_rank: Mapping[str, int] | None = None,
-) -> dict[str, Any]:
+) -> ContractDiff:
     """What changed from ``base`` (None for a new tool) to ``proposed``, field by field.
 
     Returns ``{"changed", "new_tool", "fields", "flags"}``; only changed fields are listed, in
@@ -179,7 +227,7 @@ def contract_diff(
     return {"changed": bool(fields), "new_tool": base is None, "fields": fields, "flags": flags}
 
 
-def has_poisoning(diff: Mapping[str, Any]) -> bool:
+def has_poisoning(diff: ContractDiff) -> bool:
     """True when the diff carries any poisoning flag: such a change needs a person."""
     return bool(diff.get("flags"))
 

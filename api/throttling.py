@@ -51,6 +51,9 @@ class RuntimeThrottle(SimpleRateThrottle):
 
     scope = "runtime"
     cache_alias = "default"
+    # Set from the rate by SimpleRateThrottle.__init__.
+    num_requests: int
+    duration: int
 
     def get_cache_key(self, request, view):
         user = request.user

@@ -1,10 +1,11 @@
 import json
 from datetime import UTC, date, datetime, time, timedelta
+from typing import ClassVar
 
 from django.contrib import admin, messages
 from django.contrib.admin.views.main import ChangeList
 from django.core.exceptions import PermissionDenied, ValidationError
-from django.db.models import F, FloatField, OuterRef, Subquery
+from django.db.models import F, FloatField, Model, OuterRef, Subquery
 from django.db.models.fields.json import KT
 from django.db.models.functions import Cast, NullIf
 from django.shortcuts import get_object_or_404
@@ -85,10 +86,11 @@ class DayFilter(admin.SimpleListFilter):
         ]
 
     def queryset(self, request, queryset):
-        if not self.value():
+        value = self.value()
+        if not value:
             return queryset
         try:
-            day = date.fromisoformat(self.value())
+            day = date.fromisoformat(value)
         except ValueError:
             return queryset.none()
         start = datetime.combine(day, time.min, tzinfo=UTC)
@@ -114,7 +116,7 @@ class TraceAdmin(ReadOnlyAdmin):
     raw_id_fields = ["tool", "application"]
     show_full_result_count = False
     list_per_page = 50
-    fields = [
+    fields: ClassVar[tuple[str, ...]] = (
         "run",
         "step",
         "tool_name",
@@ -131,7 +133,7 @@ class TraceAdmin(ReadOnlyAdmin):
         "error",
         "unknown_tool",
         "aggregated",
-    ]
+    )
     readonly_fields = fields
 
     def get_ordering(self, request):
@@ -223,11 +225,12 @@ class ToolStatsAdmin(ReadOnlyAdmin):
 
     @admin.display(description="error rate", ordering="rate")
     def error_rate(self, obj: ToolStats) -> str:
-        return "—" if obj.rate is None else f"{obj.rate * 100:.1f} %"
+        rate = getattr(obj, "rate", None)  # annotated by get_queryset
+        return "—" if rate is None else f"{rate * 100:.1f} %"
 
     @admin.display(description="last seen", ordering="last_seen_at")
     def last_seen(self, obj: ToolStats) -> str:
-        return _last_seen(obj.last_seen_at)
+        return _last_seen(getattr(obj, "last_seen_at", None))  # annotated by get_queryset
 
 
 class DiffersFilter(admin.SimpleListFilter):
@@ -256,7 +259,13 @@ class InferredContractAdmin(ReadOnlyAdmin):
     list_filter = [DiffersFilter]
     search_fields = ["tool_name"]
     list_select_related = ["tool__current_version__risk"]
-    fields = ["tool_name", "support", "inferred_at", "differences", "side_by_side"]
+    fields: ClassVar[tuple[str, ...]] = (
+        "tool_name",
+        "support",
+        "inferred_at",
+        "differences",
+        "side_by_side",
+    )
     readonly_fields = fields
 
     @admin.display(description="risk (inferred)")
@@ -321,7 +330,7 @@ class DriftReportAdmin(ReadOnlyAdmin):
     list_filter = ["auto_published", "base__risk"]
     search_fields = ["tool__name"]
     list_select_related = ["tool", "base", "ticket"]
-    fields = [
+    fields: ClassVar[tuple[str, ...]] = (
         "tool",
         "base",
         "fingerprint",
@@ -331,7 +340,7 @@ class DriftReportAdmin(ReadOnlyAdmin):
         "updated_at",
         "items_pretty",
         "evidence_pretty",
-    ]
+    )
     readonly_fields = fields
 
     @admin.display(description="drifted fields")
@@ -409,9 +418,9 @@ class OtelTraceAdmin(ReadOnlyAdmin):
 
 @admin.register(SpanIntake)
 class SpanIntakeAdmin(ReadOnlyAdmin):
-    list_display = [
+    list_display: tuple[str, ...] = (
         "application", "received", "buffered", "ignored", "rejected", "last_received_at",
-    ]  # fmt: skip
+    )  # fmt: skip
     list_select_related = ["application"]
     readonly_fields = list_display
 
@@ -420,7 +429,7 @@ admin.site.unregister(Tool)
 
 
 class ToolChangeList(ChangeList):
-    def url_for_result(self, result: Tool) -> str:
+    def url_for_result(self, result: Model) -> str:
         # A tool's row opens its health: a page to read. Editing is a link from there.
         return reverse("admin:registry_tool_health", args=[result.pk])
 
@@ -447,7 +456,7 @@ class ToolHealthAdmin(ToolAdmin):
 
     @admin.display(description="last seen", ordering="last_seen_at")
     def last_seen(self, obj: Tool) -> str:
-        return _last_seen(obj.last_seen_at)
+        return _last_seen(getattr(obj, "last_seen_at", None))  # annotated by get_queryset
 
     def get_urls(self):
         return [

@@ -1,9 +1,11 @@
 import json
 from datetime import timedelta
+from typing import ClassVar
 from urllib.parse import urlencode
 
 from django import forms
 from django.contrib import admin, messages
+from django.contrib.admin import helpers
 from django.core.exceptions import PermissionDenied
 from django.db import models
 from django.db.models import Count
@@ -51,8 +53,9 @@ class AgeFilter(admin.SimpleListFilter):
     def queryset(self, request, queryset):
         if self.value() == "old":
             return queryset.filter(created_at__lt=timezone.now() - timedelta(days=30))
-        if self.value() in self.BUCKETS:
-            days = self.BUCKETS[self.value()][1]
+        bucket = self.BUCKETS.get(self.value() or "")
+        if bucket is not None:
+            days = bucket[1]
             return queryset.filter(created_at__gte=timezone.now() - timedelta(days=days))
         return queryset
 
@@ -76,7 +79,7 @@ class RejectForm(forms.Form):
 
 class CommentInline(admin.TabularInline):
     model = Comment
-    fields = ["author", "body", "created_at"]
+    fields: ClassVar[tuple[str, ...]] = ("author", "body", "created_at")
     readonly_fields = fields
     extra = 0
     can_delete = False
@@ -127,7 +130,7 @@ class ReviewTicketAdmin(admin.ModelAdmin):
     actions = ["approve", "reject"]
     inlines = [CommentInline]
     change_form_template = "admin/reviews/reviewticket/change_form.html"
-    readonly_fields = [
+    readonly_fields: ClassVar[tuple[str, ...]] = (
         "tool",
         "kind",
         "status",
@@ -140,7 +143,7 @@ class ReviewTicketAdmin(admin.ModelAdmin):
         "decided_by",
         "decided_at",
         "reason",
-    ]
+    )
     fields = readonly_fields
 
     def get_fields(self, request, obj=None):
@@ -180,7 +183,7 @@ class ReviewTicketAdmin(admin.ModelAdmin):
     def approval_count(self, obj: ReviewTicket) -> str:
         return approvals_text(
             status=obj.status,
-            given=obj.approval_total,
+            given=getattr(obj, "approval_total", 0),  # annotated by get_queryset
             required=obj.approvals_required,
             source=obj.proposed.source,
         )
@@ -236,7 +239,7 @@ class ReviewTicketAdmin(admin.ModelAdmin):
                 "tickets": queryset,
                 "form": form,
                 "opts": self.model._meta,
-                "action_checkbox_name": admin.helpers.ACTION_CHECKBOX_NAME,
+                "action_checkbox_name": helpers.ACTION_CHECKBOX_NAME,
             },
         )
 
@@ -502,7 +505,7 @@ class ContractVersionAdmin(admin.ModelAdmin):
                 reverse("admin:reviews_reviewticket_change", args=[ticket.pk])
             )
         fieldsets = self.get_fieldsets(request)
-        admin_form = admin.helpers.AdminForm(form, fieldsets, {}, model_admin=self)
+        admin_form = helpers.AdminForm(form, fieldsets, {}, model_admin=self)
         title = f"Propose a change to {base.tool.name} v{base.number}" if base else "Propose a tool"
         return TemplateResponse(
             request,
@@ -514,7 +517,7 @@ class ContractVersionAdmin(admin.ModelAdmin):
                 "base": base,
                 "adminform": admin_form,
                 "form": form,
-                "errors": admin.helpers.AdminErrorList(form, []),
+                "errors": helpers.AdminErrorList(form, []),
                 "media": self.media + admin_form.media,
             },
         )

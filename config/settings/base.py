@@ -192,7 +192,7 @@ def cache_url_from_env(broker_url: str | None) -> str | None:
                 "CACHE_REDIS_URL: names the broker's database (REDIS_URL); use another one"
             )
         return url
-    if broker is None:
+    if broker is None or not broker_url:
         return None
     database = broker["db"] + 1
     if database > 15:  # Redis has databases 0-15 unless configured otherwise
@@ -218,7 +218,7 @@ else:
 # Celery: JSON only, time limits on every task, schedules in the database (django-celery-beat).
 if REDIS_URL:
     CELERY_BROKER_URL = REDIS_URL
-    CELERY_BROKER_TRANSPORT_OPTIONS = {"visibility_timeout": 3600}
+    CELERY_BROKER_TRANSPORT_OPTIONS: dict[str, object] = {"visibility_timeout": 3600}
 else:
     _broker_dir = VAR_DIR / "broker"
     for _folder in ("queue", "processed", "control"):

@@ -53,7 +53,7 @@ lint: install imports typecheck
 imports: install
 	$(VENV)/bin/lint-imports
 
-## mypy with django-stubs over the files listed in pyproject.toml.
+## mypy with django-stubs over all application code (pyproject.toml).
 typecheck: install
 	$(VENV)/bin/mypy
 

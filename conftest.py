@@ -1,9 +1,14 @@
-"""Shared fixtures: the people of the review workflow and a small vocabulary."""
+"""The tests' fixtures, in one place: the people of the review workflow, a small vocabulary,
+an approved registry with runtimes, a real Chromium. Tests use them by name as arguments and
+never import them; helpers they call are in ``tests/helpers.py``."""
 
 import pytest
 from django.contrib.auth.models import Group
 
 from registry.models import Permission, StateVariable
+from tests.helpers import client_for, contract
+
+CHROMIUM = "/usr/bin/chromium"
 
 
 def _user(django_user_model, username: str, *, reviewer: bool = False, **extra):
@@ -52,41 +57,85 @@ def vocabulary(db):
     return variables
 
 
-def contract(name: str = "calendar.find_events", **overrides) -> dict:
-    """A valid contract document to start a test from."""
-    document = {
-        "name": name,
-        "description": "Find calendar events matching a free-text query.",
-        "input_schema": {
-            "type": "object",
-            "properties": {"event_query": {"type": "string"}},
-            "required": ["event_query"],
-            "additionalProperties": False,
-        },
-        "requires": ["event_query"],
-        "produces": ["event_id"],
-        "risk": "low",
-        "permissions": ["read"],
-        "cost": {"latency_ms_p50": 80, "latency_ms_p95": 200, "error_rate": 0.01},
-    }
-    document.update(overrides)
-    return document
-
-
 @pytest.fixture
 def runtime_client_factory(db):
     """An API client authenticated as a runtime of the named application (created if missing)."""
-    from rest_framework.test import APIClient
+    return client_for
 
-    from api.services import runtime_token_create
 
-    def make(application: str, scopes=("contracts:read", "traces:write")) -> APIClient:
-        _, raw = runtime_token_create(application_name=application, scopes=list(scopes))
-        client = APIClient()
-        client.credentials(HTTP_AUTHORIZATION=f"Bearer {raw}")
-        return client
+@pytest.fixture
+def registry(vocabulary):
+    """Four approved tools over three risks and permissions."""
+    from registry.models import Tool
+    from reviews.services import registry_import
 
-    return make
+    registry_import(
+        data=[
+            contract(),
+            contract(
+                name="calendar.get_event",
+                requires=["event_id"],
+                produces=["event_details"],
+                input_schema={
+                    "type": "object",
+                    "properties": {"event_id": {"type": "string"}},
+                    "required": ["event_id"],
+                },
+            ),
+            contract(
+                name="calendar.delete_event",
+                requires=["event_id"],
+                produces=[],
+                risk="high",
+                permissions=["delete"],
+            ),
+            contract(
+                name="weather.forecast",
+                requires=[],
+                produces=[],
+                permissions=["external_api"],
+                description="Weather forecast for a city.",
+            ),
+        ],
+        approve=True,
+    )
+    return Tool.objects.all()
+
+
+@pytest.fixture
+def runtime(registry):
+    """The runtime of the "assistant" application, which sees every tool of ``registry``."""
+    return client_for("assistant")
+
+
+@pytest.fixture
+def restricted(registry):
+    """The runtime of an application allowed medium risk and read/write permissions only."""
+    from registry.models import Application, RiskLevel, Tool
+
+    application = Application.objects.create(
+        name="restricted", max_risk=RiskLevel.objects.get(name="medium")
+    )
+    application.allowed_permissions.set(Permission.objects.filter(name__in=["read", "write"]))
+    application.enabled_tools.set(Tool.objects.all())
+    return client_for("restricted")
+
+
+@pytest.fixture
+def browser(monkeypatch):
+    """A real headless Chromium (Debian's; never a downloaded one)."""
+    from playwright.sync_api import sync_playwright
+
+    # Playwright's sync API runs an event loop in this thread; the ORM calls stay synchronous.
+    monkeypatch.setenv("DJANGO_ALLOW_ASYNC_UNSAFE", "true")
+    with sync_playwright() as playwright:
+        browser = playwright.chromium.launch(
+            executable_path=CHROMIUM,
+            args=["--no-sandbox", "--disable-gpu", "--disable-background-networking",
+                  "--disable-component-update", "--no-first-run", "--disable-sync"],
+        )  # fmt: skip
+        yield browser
+        browser.close()
 
 
 @pytest.fixture(autouse=True)

@@ -28,7 +28,7 @@ class ContractFilter(django_filters.FilterSet):
 
     class Meta:
         model = ContractVersion
-        fields = []
+        fields: list[str] = []
 
     def filter_max_risk(self, queryset, name, value):
         rank = RiskLevel.objects.filter(name=value).values_list("rank", flat=True).first()

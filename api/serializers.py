@@ -69,7 +69,8 @@ class TraceIngestResult(serializers.Serializer):
 class ErrorDetail(serializers.Serializer):
     code = serializers.CharField()
     message = serializers.CharField()
-    fields = serializers.DictField(child=serializers.ListField(child=serializers.CharField()))
+    # The error shape's key is "fields", which a Serializer also names its own field list.
+    fields = serializers.DictField(child=serializers.ListField(child=serializers.CharField()))  # type: ignore[assignment]
 
 
 class ErrorSerializer(serializers.Serializer):

@@ -108,7 +108,7 @@ class ToolListView(ConditionalMixin, RuntimeView, generics.ListAPIView):
         return self.list(request)
 
 
-class VisibleToolMixin:
+class VisibleToolMixin(RuntimeView):
     queryset = ContractVersion.objects.none()  # for the schema; reads go through selectors
 
     def get_version(self) -> ContractVersion:
@@ -485,7 +485,7 @@ class OTLPTraceView(RuntimeView):
                 if header:
                     headers["WWW-Authenticate"] = header
             if isinstance(exc, exceptions.Throttled):
-                headers["Retry-After"] = str(math.ceil(exc.wait or 1))
+                headers["Retry-After"] = str(math.ceil(getattr(exc, "wait", None) or 1))
         else:
             # Still a google.rpc.Status, never an HTML page an exporter cannot read.
             logger.exception("OTLP request failed")

@@ -176,7 +176,7 @@ def _pages(tool) -> list[tuple[str, str]]:
     return [
         ("home (reviewer's desk)", "/admin/"),
         ("ticket page", f"/admin/reviews/reviewticket/{ticket.pk}/change/"),
-        ("tool page (health)", f"/admin/registry/tool/{tool.pk}/change/"),
+        ("tool page (health)", f"/admin/registry/tool/{tool.pk}/health/"),
         ("ticket list, awaiting my approval", "/admin/reviews/reviewticket/?awaiting=mine"),
         ("trace list, one tool", f"/admin/learning/trace/?tool_name={tool.name}"),
         ("tool statistics list", "/admin/learning/toolstats/"),

@@ -38,8 +38,9 @@ redis-server of their own (about a minute).
 
 Each class prints one row: requests, statuses seen, the slowest answer, the workers' peak RSS
 during the class (VmHWM, reset at the class's start) and its growth over their RSS at the
-class's start, and good items of mixed batches that were not stored. The exit status is 1 if
-any expectation failed; each failure is named. The shared Redis is only written in databases
+class's start, and good items of mixed batches that were not stored. Whether each class's
+expectations hold is tested by ``tests/test_hostile.py`` (``pytest -m slow``), which runs the
+same classes; this script prints what they cost. The shared Redis is only written in databases
 7 (broker) and 8 (cache).
 """
 
@@ -77,13 +78,16 @@ FAILED_BEARER_TOKENS = 2000
 FAILED_BEARER_LIMIT = 20  # the default API_FAILED_BEARER_LIMIT, a minute
 WRONG_PASSWORDS = 300
 REVIEWER, REVIEWER_PASSWORD = "rita", "a-reviewer-password-2026"
-RESULTS: list[tuple[str, bool, str]] = []
 ROWS: list[Row] = []
 
 
-def record(name: str, held: bool, detail: str) -> None:
-    RESULTS.append((name, held, detail))
-    print(f"  [{'held' if held else 'FAILED'}] {name}: {detail}", flush=True)
+@dataclass(frozen=True)
+class Finding:
+    """One expectation about a class of requests, checked by tests/test_hostile.py."""
+
+    name: str
+    held: bool
+    detail: str
 
 
 def free_port() -> int:
@@ -233,12 +237,17 @@ class Row:
     growth_kb: int = 0
     highs: dict[int, int] = field(default_factory=dict)
     lock: threading.Lock = field(default_factory=threading.Lock)
+    findings: list[Finding] = field(default_factory=list)
 
     def __post_init__(self) -> None:
         self.number = len(ROWS) + 1
         self.start = self.server.memory_reset()
         ROWS.append(self)
         print(f"\n{self.number}. {self.name}", flush=True)
+
+    def record(self, name: str, held: bool, detail: str) -> None:
+        self.findings.append(Finding(name, held, detail))
+        print(f"   {name}: {detail}", flush=True)
 
     def send(self, method: str, path: str, token: str, body: bytes | None = None) -> Answer:
         answer = self.server.request(method, path, token, body)
@@ -336,7 +345,7 @@ def in_threads(count: int, work: Callable[[int], None]) -> float:
     return time.monotonic() - started
 
 
-def class_bodies(server: Server, token: str) -> None:
+def class_bodies(server: Server, token: str) -> Row:
     row = Row("about 100 KB trace bodies shaped to multiply work", server)
     # The parser refuses what its recursion cannot read; find the deepest body it reads.
     low, high = 1, 20_000
@@ -382,18 +391,19 @@ def class_bodies(server: Server, token: str) -> None:
             f"request {', '.join(f'{g / 1e6:.2f}' for g in growths)} MB; the worst "
             f"{worst_ratio:.1f} × the body"
         )
-        record(
+        row.record(
             f"1. {label}: 200, memory growth ≤ 10 × the body",
             statuses == Counter({200: 5}) and worst_ratio <= 10,
             f"{dict(statuses)}, worst growth {worst_ratio:.1f} × {size / 1000:.0f} KB",
         )
     row.lost = good - stored_count(sent_ids)
     row.finish()
-    record(
+    row.record(
         "1. no 5xx, every accepted item stored",
         not any(code >= 500 or code == 0 for code in row.statuses) and row.lost == 0,
         f"{answered:,} of {good:,} accepted, {row.lost} lost, statuses {dict(row.statuses)}",
     )
+    return row
 
 
 BAD_ITEMS: dict[str, dict] = {
@@ -419,7 +429,7 @@ GOOD_ITEMS: dict[str, dict] = {
 }
 
 
-def class_numbers(server: Server, token: str) -> None:
+def class_numbers(server: Server, token: str) -> Row:
     row = Row("numbers out of range and unstorable text in mixed batches", server)
     good_ids: list[str] = []
     bad_ids: list[str] = []
@@ -453,19 +463,20 @@ def class_numbers(server: Server, token: str) -> None:
     print(f"   {len(good_ids)} good and {len(bad_ids)} bad items in {row.tried} batches")
     for line in mismatches[:5]:
         print(f"   {line}")
-    record(
+    row.record(
         "2. 200, bad items rejected by index, good ones all stored",
         row.statuses == Counter({200: row.tried}) and not mismatches and row.lost == 0,
         f"statuses {dict(row.statuses)}, {row.lost} good lost, {wrongly_stored} bad stored, "
         f"{len(mismatches)} batches answered otherwise",
     )
+    return row
 
 
 def plan(tool: str, args: dict | None = None) -> dict:
     return {"plan": [{"tool": tool, "args": args or {}}]}
 
 
-def class_text(server: Server, token: str) -> None:
+def class_text(server: Server, token: str) -> Row:
     row = Row("unpaired surrogates and NULs in bodies, paths and queries", server)
     cases: list[tuple[str, str, str, bytes | None, set[int]]] = [
         ("plan: surrogate tool name", "POST", "plans/validate/", encode(plan("\ud800")), {400}),
@@ -505,11 +516,12 @@ def class_text(server: Server, token: str) -> None:
     row.finish()
     for line in sorted(set(wrong)):
         print(f"   {line}")
-    record(
+    row.record(
         "3. 400 or 404, never a 5xx",
         not wrong,
         f"{len(cases)} cases × 5, statuses {dict(row.statuses)}",
     )
+    return row
 
 
 def combinatorial_schema() -> dict:
@@ -551,7 +563,7 @@ def slip_in_hostile_tool() -> None:
     time.sleep(1.5)  # REVISION_LOCAL_SECONDS: the workers' copy of the revision expires
 
 
-def class_schemas(server: Server, token: str) -> None:
+def class_schemas(server: Server, token: str) -> Row:
     row = Row("combinatorial schemas (anyOf/$ref 30 deep) in plan checks", server)
     slip_in_hostile_tool()
     before = server.workers()
@@ -586,7 +598,7 @@ def class_schemas(server: Server, token: str) -> None:
         f"{max(a.seconds for a in alone):.2f} s; two at once: {Counter(a.status for a in checks)}"
         f"; GET tools/ meanwhile: {Counter(a.status for a in reads)}, slowest {worst_read:.2f} s"
     )
-    record(
+    row.record(
         "4. 422 within 5 s, no worker killed, reads keep answering",
         all(a.status == 422 for a in alone + checks)
         and codes == {"schema_too_costly"}
@@ -598,6 +610,7 @@ def class_schemas(server: Server, token: str) -> None:
         f"slowest check {worst_check:.2f} s, slowest read {worst_read:.2f} s, "
         f"workers {'unchanged' if before == after else f'{before} → {after}'}",
     )
+    return row
 
 
 def high_risk_footprint() -> dict:
@@ -614,7 +627,7 @@ def high_risk_footprint() -> dict:
     }
 
 
-def class_cross_application(server: Server, kiosk: str) -> None:
+def class_cross_application(server: Server, kiosk: str) -> Row:
     from learning.models import Trace
     from learning.services import tools_refresh
     from registry.models import Application
@@ -654,7 +667,7 @@ def class_cross_application(server: Server, kiosk: str) -> None:
         f"{allowance}); attached to a registered tool: {attached}; {HIGH_RISK_TOOL} "
         f"{'moved: ' + str(before) + ' → ' + str(after) if before != after else 'did not move'}"
     )
-    record(
+    row.record(
         "5. the hidden tool stays hidden and its learning does not move",
         hidden.status == 404
         and first.get("accepted") == 60
@@ -667,9 +680,10 @@ def class_cross_application(server: Server, kiosk: str) -> None:
         f"{kept.count()} traces kept under {kept_names} names, {rejected_unknown:,} refused, "
         f"stats and drift of {HIGH_RISK_TOOL} {'unchanged' if before == after else 'CHANGED'}",
     )
+    return row
 
 
-def class_cache_junk(server: Server, token: str) -> None:
+def class_cache_junk(server: Server, token: str) -> Row:
     row = Row("GET tools/ with junk query parameters", server)
     for _ in range(3):  # the cache holds the token, the revision and a rendered body already
         row.send("GET", "tools/?page_size=5", token)
@@ -692,11 +706,12 @@ def class_cache_junk(server: Server, token: str) -> None:
         f"{keys_after} keys; the shared server's used_memory {memory_before / 1e6:.2f} → "
         f"{memory_after / 1e6:.2f} MB"
     )
-    record(
+    row.record(
         "6. junk parameters: 400, no cache growth",
         row.statuses[400] == total and keys_after - keys_before <= 2,
         f"statuses {dict(row.statuses)}, {keys_after - keys_before:+} keys",
     )
+    return row
 
 
 def token_lookups() -> int:
@@ -715,7 +730,7 @@ def token_lookups() -> int:
         return int(cursor.fetchone()[0])
 
 
-def class_failed_bearer(server: Server, token: str) -> None:
+def class_failed_bearer(server: Server, token: str) -> Row:
     row = Row(f"{FAILED_BEARER_TOKENS:,} random bearer tokens from one address", server)
     lookups = token_lookups()
     # The good token's authentication is cached for a minute from here: within it, the token
@@ -739,7 +754,7 @@ def class_failed_bearer(server: Server, token: str) -> None:
     # 4 threads may pass the check at once before their failures are counted, and windows
     # follow the clock, so a run across a minute's end may meet the limit twice.
     allowed = 2 * FAILED_BEARER_LIMIT + 4
-    record(
+    row.record(
         "10. bad bearer tokens: throttled per address before the database",
         row.statuses[401] <= allowed
         and row.statuses[401] + refused == FAILED_BEARER_TOKENS
@@ -747,6 +762,7 @@ def class_failed_bearer(server: Server, token: str) -> None:
         and good.status == 200,
         f"{row.statuses[401]} × 401, {refused} × 429, {looked_up} token lookups",
     )
+    return row
 
 
 def admin_login(server: Server, username: str, password: str) -> Answer:
@@ -775,7 +791,7 @@ def admin_login(server: Server, username: str, password: str) -> Answer:
         connection.close()
 
 
-def class_wrong_passwords(server: Server, token: str) -> None:
+def class_wrong_passwords(server: Server, token: str) -> Row:
     row = Row(f"{WRONG_PASSWORDS} wrong admin passwords from 8 threads, then the right one", server)
     reads: list[Answer] = []
     done = threading.Event()
@@ -818,7 +834,7 @@ def class_wrong_passwords(server: Server, token: str) -> None:
         f"{sorted(Counter(answer.status for answer in reads))}, median "
         f"{statistics.median(latencies) * 1000:.0f} ms, worst {latencies[-1] * 1000:.0f} ms"
     )
-    record(
+    row.record(
         "9. wrong passwords: the account locks, the right one is refused, no hash once locked",
         right.status == 429
         and row.statuses[429] >= WRONG_PASSWORDS - 5
@@ -827,6 +843,7 @@ def class_wrong_passwords(server: Server, token: str) -> None:
         f"{row.statuses[429]} of {row.tried} refused 429, the right one {right.status}, "
         f"a locked attempt {median_ms(429):.0f} ms against {median_ms(200):.0f} ms hashing",
     )
+    return row
 
 
 class PrivateRedis:
@@ -871,7 +888,7 @@ class PrivateRedis:
             self.process.wait(10)
 
 
-def class_throttle(server: Server, token: str) -> None:
+def class_throttle(server: Server, token: str) -> Row:
     row = Row(f"throttling at {THROTTLE_LIMIT}/min from 8 threads", server)
 
     refused_without_retry_after: list[Answer] = []
@@ -890,7 +907,7 @@ def class_throttle(server: Server, token: str) -> None:
         f"{row.statuses[429]} refused with 429 (limit {THROTTLE_LIMIT} a minute), "
         f"{len(refused_without_retry_after)} of them without Retry-After"
     )
-    record(
+    row.record(
         "7. no more than the limit gets through; each refusal says when to retry",
         seconds < 60
         and through <= THROTTLE_LIMIT
@@ -898,9 +915,10 @@ def class_throttle(server: Server, token: str) -> None:
         and not refused_without_retry_after,
         f"{through} of {row.tried:,} through in {seconds:.1f} s, limit {THROTTLE_LIMIT}",
     )
+    return row
 
 
-def class_hung_redis(server: Server, token: str, redis: PrivateRedis) -> None:
+def class_hung_redis(server: Server, token: str, redis: PrivateRedis) -> Row:
     row = Row("reads while the cache's Redis is SIGSTOPped for 10 s", server)
     for _ in range(5):
         row.send("GET", "tools/?page_size=5", token)
@@ -939,13 +957,14 @@ def class_hung_redis(server: Server, token: str, redis: PrivateRedis) -> None:
         f"median {statistics.median(latencies) * 1000:.0f} ms, worst {max(latencies) * 1000:.0f}"
         f" ms; after SIGCONT: {Counter(a.status for a in phases['after'])}"
     )
-    record(
+    row.record(
         "8. a hung Redis slows reads by at most a second and fails none",
         stopped
         and all(a.status == 200 for a in stopped + phases["after"])
         and max(latencies) <= 1.0,
         f"{len(stopped)} reads during the stop, worst {max(latencies) * 1000:.0f} ms",
     )
+    return row
 
 
 def print_table() -> None:
@@ -990,6 +1009,12 @@ def setup(name: str = DATABASE, redis: str = SHARED_REDIS) -> tuple[str, str, st
     )
     for number in (BROKER_DB, CACHE_DB):
         redis_cli("-n", str(number), "flushdb", port=int(redis.rsplit(":", 1)[1]))
+    return registry_and_tokens()
+
+
+def registry_and_tokens() -> tuple[str, str, str, str]:
+    """The demo registry, and runtime tokens: assistant (every tool), kiosk (low risk, read,
+    four tools), and one each for the throttled and the hung-cache classes."""
     from django.core.management import call_command
 
     from api.services import runtime_token_create
@@ -1073,19 +1098,7 @@ def main() -> None:
         f"{findings['Internal Server Error']} internal server errors, "
         f"{findings['Traceback']} tracebacks; {time.monotonic() - started:.0f} s in all"
     )
-    record(
-        "no 5xx, no worker timeout, no traceback in the logs",
-        not any(code >= 500 or code == 0 for code in statuses)
-        and not findings["WORKER TIMEOUT"]
-        and not findings["was sent SIGKILL"]
-        and not findings["Traceback"],
-        f"logs in {folder}",
-    )
-    failed = [name for name, held, _ in RESULTS if not held]
-    print(f"\n{len(RESULTS) - len(failed)} of {len(RESULTS)} expectations held")
-    for name in failed:
-        print(f"  FAILED {name}")
-    sys.exit(1 if failed else 0)
+    print(f"logs in {folder}")
 
 
 def main_authentication() -> None:
@@ -1108,9 +1121,6 @@ def main_authentication() -> None:
             server.stop()
         private_redis.stop()
     print_table()
-    failed = [name for name, held, _ in RESULTS if not held]
-    print(f"\n{len(RESULTS) - len(failed)} of {len(RESULTS)} expectations held")
-    sys.exit(1 if failed else 0)
 
 
 if __name__ == "__main__":

@@ -16,6 +16,7 @@ This module imports no Django settings: ``config.settings.base`` builds ``CACHES
 import logging
 import threading
 import time
+from typing import TYPE_CHECKING
 from urllib.parse import urlsplit
 
 from redis.backoff import NoBackoff
@@ -23,6 +24,11 @@ from redis.connection import Connection, SSLConnection, UnixDomainSocketConnecti
 from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 from redis.retry import Retry
+
+if TYPE_CHECKING:
+    _Connection = Connection  # the mixin goes in front of a redis-py connection class
+else:
+    _Connection = object
 
 logger = logging.getLogger(__name__)
 
@@ -97,7 +103,7 @@ def breaker_for(server: str, cooldown: float = COOLDOWN_SECONDS) -> CircuitBreak
         return _breakers[server]
 
 
-class BreakerMixin:
+class BreakerMixin(_Connection):
     """Routes a redis-py connection through its server's breaker.
 
     The pool calls ``connect()`` every time it hands a connection out (a no-op when connected),

@@ -1,20 +1,25 @@
 import json
 from datetime import UTC, date, datetime, time, timedelta
+from typing import ClassVar
 
 from django.contrib import admin, messages
-from django.core.exceptions import ValidationError
-from django.db.models import F, FloatField, OuterRef, Subquery
+from django.contrib.admin.views.main import ChangeList
+from django.core.exceptions import PermissionDenied, ValidationError
+from django.db.models import F, FloatField, Model, OuterRef, Subquery
 from django.db.models.fields.json import KT
 from django.db.models.functions import Cast, NullIf
-from django.urls import reverse
+from django.shortcuts import get_object_or_404
+from django.template.response import TemplateResponse
+from django.urls import path, reverse
 from django.utils import timezone
 from django.utils.html import format_html, format_html_join
 from django.utils.safestring import mark_safe
+from django.utils.timesince import timesince
 
 from registry.admin import ToolAdmin
-from registry.models import ContractVersion, Tool
+from registry.models import Tool
 
-from .charts import Marker, calls_chart, chart_window, day_points, latency_chart, rate_chart
+from .charts import calls_chart, latency_chart, rate_chart
 from .evidence import contract_differences
 from .models import (
     CandidateVariable,
@@ -27,11 +32,7 @@ from .models import (
     Trace,
 )
 from .otel_ingest import candidate_variable_adopt
-from .selectors import trace_states_whole
-
-HEALTH_DAYS = 90
-RECENT_VERSIONS = 10
-COMPARED_FIELDS = ("requires", "produces", "risk", "input_schema", "cost")
+from .selectors import COMPARED_FIELDS, field_text, tool_health, trace_states_whole
 
 
 class ReadOnlyAdmin(admin.ModelAdmin):
@@ -85,10 +86,11 @@ class DayFilter(admin.SimpleListFilter):
         ]
 
     def queryset(self, request, queryset):
-        if not self.value():
+        value = self.value()
+        if not value:
             return queryset
         try:
-            day = date.fromisoformat(self.value())
+            day = date.fromisoformat(value)
         except ValueError:
             return queryset.none()
         start = datetime.combine(day, time.min, tzinfo=UTC)
@@ -114,7 +116,7 @@ class TraceAdmin(ReadOnlyAdmin):
     raw_id_fields = ["tool", "application"]
     show_full_result_count = False
     list_per_page = 50
-    fields = [
+    fields: ClassVar[tuple[str, ...]] = (
         "run",
         "step",
         "tool_name",
@@ -131,7 +133,7 @@ class TraceAdmin(ReadOnlyAdmin):
         "error",
         "unknown_tool",
         "aggregated",
-    ]
+    )
     readonly_fields = fields
 
     def get_ordering(self, request):
@@ -223,11 +225,12 @@ class ToolStatsAdmin(ReadOnlyAdmin):
 
     @admin.display(description="error rate", ordering="rate")
     def error_rate(self, obj: ToolStats) -> str:
-        return "—" if obj.rate is None else f"{obj.rate * 100:.1f} %"
+        rate = getattr(obj, "rate", None)  # annotated by get_queryset
+        return "—" if rate is None else f"{rate * 100:.1f} %"
 
     @admin.display(description="last seen", ordering="last_seen_at")
     def last_seen(self, obj: ToolStats) -> str:
-        return _last_seen(obj.last_seen_at)
+        return _last_seen(getattr(obj, "last_seen_at", None))  # annotated by get_queryset
 
 
 class DiffersFilter(admin.SimpleListFilter):
@@ -256,7 +259,13 @@ class InferredContractAdmin(ReadOnlyAdmin):
     list_filter = [DiffersFilter]
     search_fields = ["tool_name"]
     list_select_related = ["tool__current_version__risk"]
-    fields = ["tool_name", "support", "inferred_at", "differences", "side_by_side"]
+    fields: ClassVar[tuple[str, ...]] = (
+        "tool_name",
+        "support",
+        "inferred_at",
+        "differences",
+        "side_by_side",
+    )
     readonly_fields = fields
 
     @admin.display(description="risk (inferred)")
@@ -288,8 +297,8 @@ class InferredContractAdmin(ReadOnlyAdmin):
             (
                 key,
                 key in differing,
-                _pretty(obj.document.get(key)),
-                _pretty(approved.get(key)) if approved else "—",
+                field_text(obj.document.get(key)),
+                field_text(approved.get(key)) if approved else "—",
             )
             for key in COMPARED_FIELDS
         )
@@ -321,7 +330,7 @@ class DriftReportAdmin(ReadOnlyAdmin):
     list_filter = ["auto_published", "base__risk"]
     search_fields = ["tool__name"]
     list_select_related = ["tool", "base", "ticket"]
-    fields = [
+    fields: ClassVar[tuple[str, ...]] = (
         "tool",
         "base",
         "fingerprint",
@@ -331,7 +340,7 @@ class DriftReportAdmin(ReadOnlyAdmin):
         "updated_at",
         "items_pretty",
         "evidence_pretty",
-    ]
+    )
     readonly_fields = fields
 
     @admin.display(description="drifted fields")
@@ -409,10 +418,9 @@ class OtelTraceAdmin(ReadOnlyAdmin):
 
 @admin.register(SpanIntake)
 class SpanIntakeAdmin(ReadOnlyAdmin):
-    list_display = [
-        "application", "received", "buffered", "uncaptured", "ignored", "rejected",
-        "last_received_at",
-    ]  # fmt: skip
+    list_display: tuple[str, ...] = (
+        "application", "received", "buffered", "uncaptured", "ignored", "rejected", "last_received_at",
+    )  # fmt: skip
     list_select_related = ["application"]
     readonly_fields = [*list_display, "ignored_why"]
 
@@ -431,17 +439,23 @@ class SpanIntakeAdmin(ReadOnlyAdmin):
 admin.site.unregister(Tool)
 
 
+class ToolChangeList(ChangeList):
+    def url_for_result(self, result: Model) -> str:
+        # A tool's row opens its health: a page to read. Editing is a link from there.
+        return reverse("admin:registry_tool_health", args=[result.pk])
+
+
 @admin.register(Tool)
 class ToolHealthAdmin(ToolAdmin):
-    """The tool's page with its health over time: calls, error rate and latency per day, with
-    markers where a version was published or drift was found, and the inferred contract beside
-    the approved one. Drawn from the per-day statistics folded at ingest, so the charts outlive
-    the traces and cost a handful of queries whatever their number."""
+    """Tools open on their health page (``<id>/health/``): calls, error rate and latency per
+    day with markers where a version was published or drift was found, and the inferred
+    contract beside the approved one. The change form (``<id>/change/``) is the separate,
+    deliberate step of editing the owner."""
 
-    change_form_template = "admin/learning/tool_health.html"
     list_display = [*ToolAdmin.list_display, "last_seen"]
-    # The latest versions are listed by the health template (bounded); all are one link away.
-    inlines = []
+
+    def get_changelist(self, request, **kwargs):
+        return ToolChangeList
 
     def get_queryset(self, request):
         last_seen = ToolDayStats.objects.filter(tool_name=OuterRef("name")).order_by("-day")
@@ -453,121 +467,52 @@ class ToolHealthAdmin(ToolAdmin):
 
     @admin.display(description="last seen", ordering="last_seen_at")
     def last_seen(self, obj: Tool) -> str:
-        return _last_seen(obj.last_seen_at)
+        return _last_seen(getattr(obj, "last_seen_at", None))  # annotated by get_queryset
 
-    def change_view(self, request, object_id, form_url="", extra_context=None):
-        tool = self.get_object(request, object_id)
-        if tool is not None:
-            extra_context = {**(extra_context or {}), **tool_health(tool)}
-        return super().change_view(request, object_id, form_url, extra_context)
+    def get_urls(self):
+        return [
+            path(
+                "<int:pk>/health/",
+                self.admin_site.admin_view(self.health_view),
+                name="registry_tool_health",
+            ),
+            *super().get_urls(),
+        ]
 
-
-def tool_health(tool: Tool) -> dict:
-    """Charts, the inferred-against-approved comparison and the latest versions of one tool,
-    in six queries whatever the number of days, reports or versions."""
-    today = timezone.now().date()
-    rows = list(
-        ToolDayStats.objects.filter(
-            tool_name=tool.name, day__gte=today - timedelta(days=HEALTH_DAYS - 1)
-        ).values("day", "calls", "errors", "durations", "last_seen_at")
-    )
-    points = day_points(rows)
-    versions = list(
-        ContractVersion.objects.filter(tool=tool, approved_at__isnull=False).values_list(
-            "number", "approved_at"
+    def health_view(self, request, pk: int) -> TemplateResponse:
+        tool = get_object_or_404(Tool, pk=pk)
+        if not self.has_view_permission(request, tool):
+            raise PermissionDenied
+        health = tool_health(tool=tool)
+        window = {"start": health.start, "end": health.end}
+        # The SVG is built by learning.charts, which escapes every text it writes.
+        charts = [
+            mark_safe(chart(health.points, health.markers, **window))  # noqa: S308
+            for chart in (calls_chart, rate_chart, latency_chart)
+        ]
+        return TemplateResponse(
+            request,
+            "admin/learning/tool_health.html",
+            {
+                **self.admin_site.each_context(request),
+                "title": f"Health of {tool.name}",
+                "opts": self.model._meta,
+                "original": tool,
+                "health": health,
+                "charts": charts,
+                "can_edit": self.has_change_permission(request, tool),
+                "edit_url": reverse("admin:registry_tool_change", args=[tool.pk]),
+                "versions_url": reverse("admin:registry_contractversion_changelist")
+                + f"?tool__id__exact={tool.pk}",
+            },
         )
-    )
-    markers = [
-        Marker(at=approved_at, label=f"v{number}", kind="version", title=f"v{number} published")
-        for number, approved_at in versions
-    ]
-    for created_at, items, ticket_id in DriftReport.objects.filter(tool=tool).values_list(
-        "created_at", "items", "ticket_id"
-    ):
-        fields = ", ".join(sorted({str(item.get("field", "?")) for item in items}))
-        where = f" (ticket #{ticket_id})" if ticket_id else ""
-        markers.append(
-            Marker(at=created_at, label="drift", kind="drift", title=f"drift: {fields}{where}")
-        )
-    start, end = chart_window(points, markers, today=today, days=HEALTH_DAYS)
-    current = (
-        ContractVersion.objects.select_related("risk", "tool").get(pk=tool.current_version_id)
-        if tool.current_version_id
-        else None
-    )
-    inferred = InferredContract.objects.filter(tool_name=tool.name).first()
-    recent_versions = list(
-        ContractVersion.objects.filter(tool=tool)
-        .select_related("risk", "author")
-        .order_by("-number")[:RECENT_VERSIONS]
-    )
-    approved_document = current.document() if current else None
-    comparison = []
-    differing: list[str] = []
-    if inferred is not None:
-        differing = contract_differences(approved_document, inferred.document)
-        for key in COMPARED_FIELDS:
-            comparison.append(
-                {
-                    "field": key,
-                    "approved": _pretty(approved_document.get(key)) if approved_document else "—",
-                    "inferred": _pretty(inferred.document.get(key)),
-                    "differs": key in differing,
-                }
-            )
-    shown = [point for point in points if start <= point.day <= end]
-    seen = [row["last_seen_at"] for row in rows if row["last_seen_at"]]
-    return {
-        "health": {
-            "start": start,
-            "end": end,
-            "days": len(shown),
-            "calls": sum(point.calls for point in shown),
-            "errors": sum(point.errors for point in shown),
-            "last_seen": max(seen, default=None),
-            # The SVG is built by learning.charts, which escapes every text it writes.
-            "charts": [
-                mark_safe(calls_chart(points, markers, start=start, end=end)),  # noqa: S308
-                mark_safe(rate_chart(points, markers, start=start, end=end)),  # noqa: S308
-                mark_safe(latency_chart(points, markers, start=start, end=end)),  # noqa: S308
-            ],
-            "versions": len(versions),
-            "drift_reports": sum(marker.kind == "drift" for marker in markers),
-        },
-        "inferred": inferred,
-        "comparison": comparison,
-        "differing": differing,
-        "approved_version": current,
-        "recent_versions": recent_versions,
-        "versions_url": reverse("admin:registry_contractversion_changelist")
-        + f"?tool__id__exact={tool.pk}",
-    }
 
 
-def _pretty(value) -> str:
-    if value is None:
-        return "—"
-    if isinstance(value, list) and all(isinstance(item, str) for item in value):
-        return ", ".join(value) or "—"
-    if isinstance(value, str):
-        return value
-    return json.dumps(value, indent=2, ensure_ascii=False, sort_keys=True)
-
-
-def _last_seen(moment) -> str:
+def _last_seen(moment: datetime | None) -> str:
     if moment is None:
         return "—"
     return format_html(
         '<span class="nowrap" title="{}">{} ago</span>',
         moment.isoformat(timespec="seconds"),
-        _ago(timezone.now() - moment),
+        timesince(moment),
     )
-
-
-def _ago(delta: timedelta) -> str:
-    seconds = max(int(delta.total_seconds()), 0)
-    for unit, size in (("day", 86400), ("hour", 3600), ("minute", 60)):
-        if seconds >= size:
-            count = seconds // size
-            return f"{count} {unit}{'s' if count != 1 else ''}"
-    return "moments"

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Iterator
+from datetime import UTC, datetime
 from typing import Any
 
 MAX_VARIABLES = 200
@@ -287,6 +288,17 @@ def aggregate_add(agg: dict, trace: dict) -> None:
         bucket = str(int(math.log(max(duration, 1), BUCKET_BASE)))
         agg["durations"][bucket] = agg["durations"].get(bucket, 0) + 1
         _slow(agg, duration, trace_id)
+    occurred = trace.get("occurred_at")
+    if isinstance(occurred, datetime) and occurred.tzinfo is not None:
+        _seen(agg, occurred.astimezone(UTC).isoformat(), occurred.astimezone(UTC).isoformat())
+
+
+def _seen(agg: dict, first: str | None, last: str | None) -> None:
+    """When the folded calls were first and last made: UTC ISO texts, which sort as times."""
+    if first is not None and (agg.get("first_seen") is None or first < agg["first_seen"]):
+        agg["first_seen"] = first
+    if last is not None and (agg.get("last_seen") is None or last > agg["last_seen"]):
+        agg["last_seen"] = last
 
 
 def aggregate_merge(into: dict, other: dict) -> None:
@@ -324,6 +336,7 @@ def aggregate_merge(into: dict, other: dict) -> None:
     for duration, trace_id in other.get("slowest", []):
         _slow(into, duration, trace_id)
     _merge_outputs(into.setdefault("outputs", new_outputs()), other.get("outputs"))
+    _seen(into, other.get("first_seen"), other.get("last_seen"))
 
 
 def _merge_outputs(into: dict, other: dict | None) -> None:

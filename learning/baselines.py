@@ -1,32 +1,11 @@
 """Behaviour against a fair baseline: error rate, p95 latency, output contracts (pure: no Django).
 
 Drift in what a tool *does* (requires, produces, arguments, risk) is judged by
-``learning.inference.contract_drift``. This module judges how *well* it does it, over the traces
-since the approved version (``since``, an aggregate), each rule against a baseline a reviewer
-would accept:
-
-**Error rate.** The baseline is the approved contract's ``cost.error_rate`` when it declares
-one; otherwise the rate observed over the traces received before the version was published
-(the snapshot ``baseline_snapshot`` keeps in the since-version aggregate when it rolls over),
-if there were at least ``min_support`` of them. A rise is drift only when it is significant for
-its support: the Wilson score lower bound of the observed rate, one-sided at ``CONFIDENCE``
-(99 %), must exceed the baseline by more than ``MIN_EXCESS`` (5 points); against an observed
-baseline, its Wilson upper bound is used, so the uncertainty of both samples counts. With no
-baseline at all, a clearly high rate (lower bound above ``MIN_EXCESS``) is reported, never
-ticketed: nothing says it changed.
-
-**Latency.** The p95 since the version (from the duration histogram, within 7.5 %) against the
-declared ``cost.latency_ms_p95``, else the p95 before publication (same support rule): growth
-beyond ``LATENCY_GROWTH`` (1.5x) is reported; it is drift only at a risk level that asks for it
-(``RiskLevel.ticket_on_latency``).
-
-**Output contract.** Successful calls whose output violates the approved ``output_schema`` or
-lack a produced variable (``learning/outputs.py``, counted at ingest): more than
-``OUTPUT_VIOLATION_SHARE`` (10 %) of at least ``min_support`` checked calls is drift, "output
-no longer matches its contract"; fewer is a report.
-
-Every item carries its baseline, the observed figure, the counts and example trace ids, and
-``report_only`` when it must never open a ticket.
+``learning.inference.contract_drift``; this module judges how *well* it does it, over the
+traces since the approved version (``since``, an aggregate). Each rule, its baseline and its
+threshold (the constants below) are described once, in docs/learning.md. Every item carries its
+baseline, the observed figure, the counts and example trace ids, and ``report_only`` when it
+must never open a ticket.
 """
 
 from __future__ import annotations

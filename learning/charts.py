@@ -9,7 +9,7 @@ or drift was found. Every point carries its day and value (``data-day``, ``data-
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import date, datetime, timedelta
 from html import escape
@@ -46,7 +46,7 @@ class Series:
     values: list[float | None] = field(default_factory=list)
 
 
-def day_points(rows: Iterable[dict[str, Any]]) -> list[DayPoint]:
+def day_points(rows: Iterable[Mapping[str, Any]]) -> list[DayPoint]:
     """Rows of ``ToolDayStats`` values (day, calls, errors, durations) as points, by day."""
     points = []
     for row in sorted(rows, key=lambda row: row["day"]):

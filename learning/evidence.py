@@ -11,6 +11,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from registry.cost import cost_figures_changed
+
 MAX_ITEM_EXAMPLES = 5
 
 
@@ -54,17 +56,11 @@ def _examples(variables: dict[str, Any], names: list[str]) -> list[str]:
     return found
 
 
-# Relative change of a latency figure, and absolute change of the error rate, below which the
-# inferred cost is the approved one measured again, not a difference a reviewer must look at.
-LATENCY_TOLERANCE = 0.25
-ERROR_RATE_TOLERANCE = 0.05
-
-
 def contract_differences(approved: dict[str, Any] | None, inferred: dict[str, Any]) -> list[str]:
     """The fields in which an inferred contract differs from the approved one, in contract
     order: ``requires``, ``produces``, ``risk``, ``input_schema`` (argument names and which are
-    required), and ``cost`` when a figure moved beyond its tolerance. A tool with no approved
-    contract differs in everything it has."""
+    required), and ``cost`` when a figure moved beyond its noise (``registry.cost``). A tool
+    with no approved contract differs in everything it has."""
     if approved is None:
         return [key for key in ("input_schema", "requires", "produces", "risk") if key in inferred]
     fields = []
@@ -79,15 +75,6 @@ def contract_differences(approved: dict[str, Any] | None, inferred: dict[str, An
             fields.append(key)
     if inferred.get("risk") and approved.get("risk") != inferred.get("risk"):
         fields.append("risk")
-    if _cost_differs(approved.get("cost") or {}, inferred.get("cost") or {}):
+    if cost_figures_changed(approved.get("cost") or {}, inferred.get("cost") or {}):
         fields.append("cost")
     return fields
-
-
-def _cost_differs(approved: dict[str, Any], inferred: dict[str, Any]) -> bool:
-    for key in ("latency_ms_p50", "latency_ms_p95"):
-        before, after = approved.get(key), inferred.get(key)
-        if before and after is not None and abs(after - before) / before > LATENCY_TOLERANCE:
-            return True
-    before, after = approved.get("error_rate"), inferred.get("error_rate")
-    return before is not None and after is not None and abs(after - before) > ERROR_RATE_TOLERANCE

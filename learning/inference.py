@@ -10,7 +10,8 @@ After Contract2Tool (arXiv 2606.07904, section IV), but deterministic:
   least ``failure_ratio`` of failures (preconditions seen only through failures). A variable
   that is merely always there (a user id, a locale) never flows and is present in failures too,
   so it is not a precondition; a variable feeding an argument sent only sometimes is optional.
-- ``input_schema``: observed argument names and JSON types; ``required`` = always sent.
+- ``input_schema``: observed argument names and JSON types, merged into the declared schema
+  (``_schema``); ``required`` = always sent.
 - ``risk``: a suggestion that never under-rates danger (``learning.risk``): words of danger
   in the name, description, effects and permissions found through WordNet, and the labels
   people gave similar tools in this registry; its evidence is returned under
@@ -25,6 +26,8 @@ import json
 import math
 from collections.abc import Iterable
 from dataclasses import dataclass
+
+from registry.cost import cost_changed
 
 from .aggregates import aggregate_percentile
 from .outputs import output_schema_proposal
@@ -122,21 +125,53 @@ def _margin(variables: dict, successes: int, key: str, chosen: list[str]) -> flo
 
 
 def _schema(aggregate: dict, declared: dict | None, total: int) -> dict:
-    declared_properties = (declared or {}).get("properties", {})
-    properties, required = {}, []
+    """The input schema the traces propose: the one proposal a drift ticket carries and the
+    tool page shows. Without a declared schema (a shadow tool, a contract with none): each
+    argument seen with its JSON types, required when always sent. With one: the declared schema
+    as written (enum, pattern, description and every other keyword kept), a declared argument
+    whose calls sent another type widened to the types seen, an argument it does not declare
+    added with its types (optional: its callers never sent it), and a required argument that
+    calls did not always send made optional."""
+    declared_properties = (declared or {}).get("properties") or {}
+    observed: dict[str, dict] = {}
+    always: list[str] = []
     for arg, entry in sorted(aggregate.get("args", {}).items()):
         kinds = sorted(entry["types"], key=lambda kind: (-entry["types"][kind], kind))
         # An integer is also a number: report "number" once both are seen.
         if "integer" in kinds and "number" in kinds:
             kinds.remove("integer")
-        prop: dict = {"type": kinds[0] if len(kinds) == 1 else kinds}
-        described = declared_properties.get(arg, {})
-        if isinstance(described, dict) and described.get("description"):
-            prop["description"] = described["description"]
-        properties[arg] = prop
+        observed[arg] = {"type": kinds[0] if len(kinds) == 1 else kinds}
         if total and entry["count"] == total:
-            required.append(arg)
-    return {"type": "object", "properties": properties, "required": required}
+            always.append(arg)
+    if not isinstance(declared_properties, dict) or not declared_properties:
+        return {"type": "object", "properties": observed, "required": always}
+    schema = json.loads(json.dumps(declared))
+    properties = schema["properties"]
+    for arg, prop in observed.items():
+        described = properties.get(arg)
+        if arg not in properties:
+            properties[arg] = prop
+        if not isinstance(described, dict):
+            continue
+        widened = _widened(described.get("type"), prop["type"])
+        if widened is not None:
+            properties[arg] = {**described, "type": widened}
+    if total:
+        schema["required"] = [arg for arg in schema.get("required") or [] if arg in always]
+    return schema
+
+
+def _widened(allowed: object, seen: str | list[str]) -> str | list[str] | None:
+    """The declared type widened to the types seen, or None when they fit it already."""
+    if isinstance(allowed, str):
+        declared = [allowed]
+    elif isinstance(allowed, list) and allowed:
+        declared = [str(kind) for kind in allowed]
+    else:
+        return None
+    fits = set(declared) | ({"integer"} if "number" in declared else set())
+    extra = sorted(({seen} if isinstance(seen, str) else set(seen)) - fits)
+    return [*declared, *extra] if extra else None
 
 
 def _rank(ranks: dict[str, int], risk: str | None) -> int:
@@ -254,23 +289,21 @@ def apply_drift(
         if key in fields:
             proposal[key] = inferred[key]
     if "input_schema" in fields:
-        schema = proposal.get("input_schema") or {"type": "object"}
-        properties = schema.setdefault("properties", {})
-        for arg, prop in inferred["input_schema"]["properties"].items():
-            if arg not in properties:
-                properties[arg] = prop
-        schema["required"] = [
-            arg for arg in schema.get("required", []) if arg in inferred["input_schema"]["required"]
-        ]
-        proposal["input_schema"] = schema
+        # The inferred schema is already the proposal (``_schema``): the ticket proposes what
+        # the tool page shows.
+        proposal["input_schema"] = json.loads(json.dumps(inferred["input_schema"]))
     # Cost figures are measurements, not promises: whatever drifted, the proposal carries what
-    # the traces measured, so the review diff shows approved and observed latency and error
-    # rate side by side instead of repeating figures the traces contradict.
+    # the traces measured beyond the noise of the approved figure (registry.cost), so the
+    # review diff shows approved and observed latency and error rate side by side instead of
+    # repeating figures the traces contradict.
+    declared = proposal.get("cost") or {}
     observed = {
-        key: value for key, value in (inferred.get("cost") or {}).items() if value is not None
+        key: value
+        for key, value in (inferred.get("cost") or {}).items()
+        if value is not None and cost_changed(key, declared.get(key), value)
     }
     if observed:
-        proposal["cost"] = {**(proposal.get("cost") or {}), **observed}
+        proposal["cost"] = {**declared, **observed}
     if "output" in fields and outputs:
         proposal["output_schema"] = output_schema_proposal(proposal.get("output_schema"), outputs)
     return proposal

@@ -19,7 +19,8 @@ from typing import Any
 
 from google.protobuf import json_format
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
-from opentelemetry.proto.common.v1.common_pb2 import AnyValue, KeyValue
+from opentelemetry.proto.common.v1.common_pb2 import AnyValue, InstrumentationScope, KeyValue
+from opentelemetry.proto.resource.v1.resource_pb2 import Resource
 from opentelemetry.proto.trace.v1.trace_pb2 import ResourceSpans, ScopeSpans, Span, Status
 
 from .otel import (
@@ -123,8 +124,10 @@ def export_request(spans: Iterable[Span], *, service: str = "agent") -> ExportTr
     return ExportTraceServiceRequest(
         resource_spans=[
             ResourceSpans(
-                resource={"attributes": _attributes({"service.name": service})},
-                scope_spans=[ScopeSpans(scope={"name": "replay"}, spans=list(spans))],
+                resource=Resource(attributes=_attributes({"service.name": service})),
+                scope_spans=[
+                    ScopeSpans(scope=InstrumentationScope(name="replay"), spans=list(spans))
+                ],
             )
         ]
     )

@@ -1,5 +1,22 @@
-from .models import DriftReport, InferredContract, Trace
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from datetime import date, datetime, timedelta
+from typing import Any
+
+from django.utils import timezone
+
+from registry.models import ContractVersion, Tool
+
+from .charts import DayPoint, Marker, chart_window, day_points
+from .evidence import contract_differences
+from .models import DriftReport, InferredContract, ToolDayStats, Trace
 from .otel import states_whole
+
+HEALTH_DAYS = 90
+RECENT_VERSIONS = 10
+COMPARED_FIELDS = ("requires", "produces", "risk", "input_schema", "cost")
 
 
 def inferred_contracts_export() -> list[dict]:
@@ -35,3 +52,120 @@ def trace_states_whole(*, trace: Trace) -> tuple[dict, dict]:
 
 
 SHARED = "$same_as"
+
+
+@dataclass(frozen=True)
+class ComparedField:
+    field: str
+    approved: str
+    inferred: str
+    differs: bool
+
+
+@dataclass(frozen=True)
+class ToolHealth:
+    """What a tool's health page shows: its days, markers and window, and its inferred contract
+    beside the approved one."""
+
+    points: list[DayPoint]
+    markers: list[Marker]
+    start: date
+    end: date
+    days: int
+    calls: int
+    errors: int
+    last_seen: datetime | None
+    versions: int
+    drift_reports: int
+    approved_version: ContractVersion | None
+    inferred: InferredContract | None
+    comparison: list[ComparedField]
+    differing: list[str]
+    recent_versions: list[ContractVersion]
+
+
+def tool_health(*, tool: Tool) -> ToolHealth:
+    """Days, markers, the inferred-against-approved comparison and the latest versions of one
+    tool, in six queries whatever the number of days, reports or versions. Drawn from the
+    per-day statistics folded at ingest, so the charts outlive the traces."""
+    today = timezone.now().date()
+    rows = list(
+        ToolDayStats.objects.filter(
+            tool_name=tool.name, day__gte=today - timedelta(days=HEALTH_DAYS - 1)
+        ).values("day", "calls", "errors", "durations", "last_seen_at")
+    )
+    points = day_points(rows)
+    versions = list(
+        ContractVersion.objects.filter(tool=tool, approved_at__isnull=False).values_list(
+            "number", "approved_at"
+        )
+    )
+    markers = [
+        Marker(at=approved_at, label=f"v{number}", kind="version", title=f"v{number} published")
+        for number, approved_at in versions
+        if approved_at is not None
+    ]
+    for created_at, items, ticket_id in DriftReport.objects.filter(tool=tool).values_list(
+        "created_at", "items", "ticket_id"
+    ):
+        fields = ", ".join(sorted({str(item.get("field", "?")) for item in items}))
+        where = f" (ticket #{ticket_id})" if ticket_id else ""
+        markers.append(
+            Marker(at=created_at, label="drift", kind="drift", title=f"drift: {fields}{where}")
+        )
+    start, end = chart_window(points, markers, today=today, days=HEALTH_DAYS)
+    current = (
+        ContractVersion.objects.select_related("risk", "tool").get(pk=tool.current_version_id)
+        if tool.current_version_id
+        else None
+    )
+    inferred = InferredContract.objects.filter(tool_name=tool.name).first()
+    recent_versions = list(
+        ContractVersion.objects.filter(tool=tool)
+        .select_related("risk", "author")
+        .order_by("-number")[:RECENT_VERSIONS]
+    )
+    approved_document = current.document() if current else None
+    comparison = []
+    differing: list[str] = []
+    if inferred is not None:
+        differing = contract_differences(approved_document, inferred.document)
+        comparison = [
+            ComparedField(
+                field=key,
+                approved=field_text(approved_document.get(key)) if approved_document else "—",
+                inferred=field_text(inferred.document.get(key)),
+                differs=key in differing,
+            )
+            for key in COMPARED_FIELDS
+        ]
+    shown = [point for point in points if start <= point.day <= end]
+    seen = [row["last_seen_at"] for row in rows if row["last_seen_at"]]
+    return ToolHealth(
+        points=points,
+        markers=markers,
+        start=start,
+        end=end,
+        days=len(shown),
+        calls=sum(point.calls for point in shown),
+        errors=sum(point.errors for point in shown),
+        last_seen=max(seen, default=None),
+        versions=len(versions),
+        drift_reports=sum(marker.kind == "drift" for marker in markers),
+        approved_version=current,
+        inferred=inferred,
+        comparison=comparison,
+        differing=differing,
+        recent_versions=recent_versions,
+    )
+
+
+def field_text(value: Any) -> str:
+    """A contract field as the comparison shows it: names joined, the rest as JSON."""
+    if value is None:
+        return "—"
+    if isinstance(value, list) and all(isinstance(item, str) for item in value):
+        return ", ".join(value) or "—"
+    if isinstance(value, str):
+        return value
+    return json.dumps(value, indent=2, ensure_ascii=False, sort_keys=True)

@@ -229,6 +229,10 @@ def _drift_record(
             for key in ("requires", "produces", "risk", "input_schema", "cost")
         },
     }
+    since = stats.aggregate_since_version
+    if since.get("first_seen") and since.get("last_seen"):
+        # When the calls the evidence counts were made (not when the version was approved).
+        evidence["calls_seen"] = {"first": since["first_seen"], "last": since["last_seen"]}
     if any(item["field"] == "risk" for item in items):
         # Why the higher risk is suggested, for the ticket page (learning.risk).
         evidence["risk_evidence"] = (inferred.get("evidence") or {}).get("risk", [])

@@ -1,3 +1,5 @@
+from typing import Any, ClassVar
+
 from django.contrib import admin
 from django.db import models
 from django.urls import reverse
@@ -14,7 +16,9 @@ from .models import (
     Tool,
 )
 
-JSON_OVERRIDES = {models.JSONField: {"form_class": PrettyJSONField}}
+JSON_OVERRIDES: "dict[type[models.Field[Any, Any]], dict[str, Any]]" = {
+    models.JSONField: {"form_class": PrettyJSONField}
+}
 
 
 @admin.register(StateVariable)
@@ -58,7 +62,9 @@ class PermissionAdmin(admin.ModelAdmin):
 class VersionInline(admin.TabularInline):
     model = ContractVersion
     fk_name = "tool"
-    fields = ["version_link", "status", "source", "risk", "author", "created_at", "approved_at"]
+    fields: ClassVar[tuple[str, ...]] = (
+        "version_link", "status", "source", "risk", "author", "created_at", "approved_at",
+    )  # fmt: skip
     readonly_fields = fields
     extra = 0
     can_delete = False

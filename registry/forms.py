@@ -62,7 +62,7 @@ class ContractForm(forms.ModelForm):
         document["status"] = data.get("lifecycle") or Tool.Lifecycle.ACTIVE
         return {key: value for key, value in document.items() if value is not None}
 
-    def clean(self) -> dict[str, Any]:
+    def clean(self) -> dict[str, Any] | None:
         cleaned = super().clean()
         if self.errors:
             return cleaned

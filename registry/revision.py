@@ -14,6 +14,7 @@ Runtimes poll it and every ETag is derived from it, so this module is its one ow
 """
 
 import functools
+import threading
 import time
 from typing import Any
 
@@ -30,7 +31,11 @@ CACHE_KEY = "registry:revision"
 # A safety net for caches a publishing process cannot reach (the embedded default's locmem).
 CACHE_SECONDS = 2
 
-_local: dict[str, Any] = {"value": 0, "until": 0.0}
+# This process's copy, shared by its threads (gunicorn's gthread workers): read and written
+# under the lock; ``generation`` moves when the copy is dropped, so a read that started before
+# a bump never stores the older value after it.
+_local: dict[str, Any] = {"value": 0, "until": 0.0, "generation": 0}
+_local_lock = threading.Lock()
 
 # Sent with no arguments after a bump commits; receivers read the revision they need.
 revision_changed = Signal()
@@ -66,19 +71,25 @@ def revision_bump() -> None:
 
 def revision_current() -> int:
     now = time.monotonic()
-    if _local["until"] > now:
-        return int(_local["value"])
+    with _local_lock:
+        if _local["until"] > now:
+            return int(_local["value"])
+        generation = _local["generation"]
     revision = cache.get(CACHE_KEY)
     if revision is None:
         revision = revision_stored()
         cache.set(CACHE_KEY, revision, CACHE_SECONDS)
-    _local.update(value=revision, until=now + settings.REVISION_LOCAL_SECONDS)
+    with _local_lock:
+        if _local["generation"] == generation:
+            _local.update(value=revision, until=now + settings.REVISION_LOCAL_SECONDS)
     return int(revision)
 
 
 def revision_forget() -> None:
     """This process's copy goes (other processes let theirs expire within the bound)."""
-    _local["until"] = 0.0
+    with _local_lock:
+        _local["until"] = 0.0
+        _local["generation"] += 1
 
 
 def _forget_everywhere() -> None:

@@ -1,9 +1,11 @@
 import json
 from datetime import timedelta
+from typing import ClassVar
 from urllib.parse import urlencode
 
 from django import forms
 from django.contrib import admin, messages
+from django.contrib.admin import helpers
 from django.core.exceptions import PermissionDenied
 from django.db import models
 from django.db.models import Count
@@ -51,8 +53,9 @@ class AgeFilter(admin.SimpleListFilter):
     def queryset(self, request, queryset):
         if self.value() == "old":
             return queryset.filter(created_at__lt=timezone.now() - timedelta(days=30))
-        if self.value() in self.BUCKETS:
-            days = self.BUCKETS[self.value()][1]
+        bucket = self.BUCKETS.get(self.value() or "")
+        if bucket is not None:
+            days = bucket[1]
             return queryset.filter(created_at__gte=timezone.now() - timedelta(days=days))
         return queryset
 
@@ -76,7 +79,7 @@ class RejectForm(forms.Form):
 
 class CommentInline(admin.TabularInline):
     model = Comment
-    fields = ["author", "body", "created_at"]
+    fields: ClassVar[tuple[str, ...]] = ("author", "body", "created_at")
     readonly_fields = fields
     extra = 0
     can_delete = False
@@ -127,7 +130,7 @@ class ReviewTicketAdmin(admin.ModelAdmin):
     actions = ["approve", "reject"]
     inlines = [CommentInline]
     change_form_template = "admin/reviews/reviewticket/change_form.html"
-    readonly_fields = [
+    readonly_fields: ClassVar[tuple[str, ...]] = (
         "tool",
         "kind",
         "status",
@@ -140,7 +143,7 @@ class ReviewTicketAdmin(admin.ModelAdmin):
         "decided_by",
         "decided_at",
         "reason",
-    ]
+    )
     fields = readonly_fields
 
     def get_fields(self, request, obj=None):
@@ -180,7 +183,7 @@ class ReviewTicketAdmin(admin.ModelAdmin):
     def approval_count(self, obj: ReviewTicket) -> str:
         return approvals_text(
             status=obj.status,
-            given=obj.approval_total,
+            given=getattr(obj, "approval_total", 0),  # annotated by get_queryset
             required=obj.approvals_required,
             source=obj.proposed.source,
         )
@@ -236,7 +239,7 @@ class ReviewTicketAdmin(admin.ModelAdmin):
                 "tickets": queryset,
                 "form": form,
                 "opts": self.model._meta,
-                "action_checkbox_name": admin.helpers.ACTION_CHECKBOX_NAME,
+                "action_checkbox_name": helpers.ACTION_CHECKBOX_NAME,
             },
         )
 
@@ -377,7 +380,11 @@ class AuditEntryAdmin(admin.ModelAdmin):
 
 @admin.register(ContractVersion)
 class ContractVersionAdmin(admin.ModelAdmin):
+    """Versions are records to read; a change, or a new tool, is proposed on its own page
+    (``propose_view``), as a ticket is decided on its own (``ReviewTicketAdmin.decide_view``)."""
+
     form = ContractForm
+    change_form_template = "admin/registry/contractversion/change_form.html"
     list_display = ["tool", "number", "status", "source", "risk", "author", "created_at"]
     list_filter = ["status", "source", "risk", "lifecycle"]
     search_fields = ["tool__name", "description"]
@@ -396,12 +403,11 @@ class ContractVersionAdmin(admin.ModelAdmin):
     def get_fieldsets(self, request, obj=None):
         # The contract's fields, grouped as the one table of contract fields says; the form
         # names the document's ``name`` and ``status`` ``tool_name`` and ``lifecycle``. A
-        # version that is not a form shows its JSON fields indented (``<field>_json``).
-        read_only = obj is not None and obj.status != ContractVersion.Status.APPROVED
+        # version's page shows its JSON fields indented (``<field>_json``).
         groups: dict[str, list[str]] = {}
         for field in FIELDS:
             name = FORM_NAMES.get(field.name, field.name)
-            if read_only and name in JSON_FIELDS:
+            if obj is not None and name in JSON_FIELDS:
                 name = f"{name}_json"
             groups.setdefault(field.group, []).append(name)
         fieldsets: list = [(group, {"fields": names}) for group, names in groups.items()]
@@ -410,63 +416,111 @@ class ContractVersionAdmin(admin.ModelAdmin):
         return fieldsets
 
     def get_readonly_fields(self, request, obj=None):
-        # Only the approved version's page is a form: saving it proposes a new version.
-        if obj is not None and obj.status != ContractVersion.Status.APPROVED:
-            fields = [
-                f"{name}_json" if name in JSON_FIELDS else name for name in ContractForm.Meta.fields
-            ]
-            return [*fields, "tool_name", *self.readonly_fields]
-        return self.readonly_fields
-
-    def has_change_permission(self, request, obj=None) -> bool:
-        # Any other version is a record to read: no Save button, nothing to submit.
-        if obj is not None and obj.status != ContractVersion.Status.APPROVED:
-            return False
-        return super().has_change_permission(request, obj)
+        if obj is None:
+            return self.readonly_fields
+        fields = [
+            f"{name}_json" if name in JSON_FIELDS else name for name in ContractForm.Meta.fields
+        ]
+        return [*fields, "tool_name", *self.readonly_fields]
 
     def get_form(self, request, obj=None, change=False, **kwargs):
-        if obj is not None and obj.status != ContractVersion.Status.APPROVED:
+        if obj is not None:
             kwargs["fields"] = []
         return super().get_form(request, obj, change, **kwargs)
 
+    def has_change_permission(self, request, obj=None) -> bool:
+        # Every version is a record to read: a change is proposed (``propose_view``), never
+        # saved over a version.
+        return False if obj is not None else super().has_change_permission(request, obj)
+
     def has_delete_permission(self, request, obj=None) -> bool:
         return False
+
+    def has_propose_permission(self, request, base: ContractVersion | None) -> bool:
+        """Proposing a change to an approved version, or a new tool."""
+        if base is None:
+            return super().has_add_permission(request)
+        return base.status == ContractVersion.Status.APPROVED and super().has_change_permission(
+            request, base
+        )
 
     @admin.display(description="tool name")
     def tool_name(self, obj: ContractVersion) -> str:
         return obj.tool.name
 
-    def save_model(self, request, obj, form, change) -> None:
-        # Never save ``obj``: an approved version does not change; a proposal is a new version.
-        request._proposal_ticket = contract_propose(document=form.document(), author=request.user)
+    def get_urls(self):
+        def wrap(view):
+            return self.admin_site.admin_view(view)
 
-    def save_related(self, request, form, formsets, change) -> None:
-        pass
+        return [
+            path("propose/", wrap(self.propose_view), name="registry_contractversion_propose_new"),
+            path(
+                "<int:pk>/propose/",
+                wrap(self.propose_view),
+                name="registry_contractversion_propose",
+            ),
+            *super().get_urls(),
+        ]
 
-    def log_addition(self, request, obj, message):
-        pass
+    def add_view(self, request, form_url="", extra_context=None):
+        # "Add contract version" is a proposal of a new tool.
+        if not self.has_propose_permission(request, None):
+            raise PermissionDenied
+        return HttpResponseRedirect(reverse("admin:registry_contractversion_propose_new"))
 
-    def log_change(self, request, obj, message):
-        pass
+    def change_view(self, request, object_id, form_url="", extra_context=None):
+        version = self.get_object(request, object_id)
+        propose_url = None
+        if version is not None and self.has_propose_permission(request, version):
+            propose_url = reverse("admin:registry_contractversion_propose", args=[version.pk])
+        extra_context = {**(extra_context or {}), "propose_url": propose_url}
+        return super().change_view(request, object_id, form_url, extra_context)
 
-    def _to_ticket(self, request) -> HttpResponseRedirect:
-        ticket = request._proposal_ticket
-        if ticket is None:
-            self.message_user(request, "Nothing changed: no proposal was made.", messages.INFO)
-            return HttpResponseRedirect(reverse("admin:registry_contractversion_changelist"))
-        self.message_user(
+    def propose_view(self, request, pk: int | None = None):
+        """A proposal: the approved version's fields (or empty ones for a new tool) to edit;
+        submitting opens a review ticket (``contract_propose``), never changes a version."""
+        base = None
+        if pk is not None:
+            base = get_object_or_404(ContractVersion.objects.select_related("tool"), pk=pk)
+        if not self.has_propose_permission(request, base):
+            raise PermissionDenied
+        form_class = self.get_form(request, None)
+        form = form_class(request.POST or None, instance=base)
+        if request.method == "POST" and form.is_valid():
+            ticket = contract_propose(document=form.document(), author=request.user)
+            if ticket is None:
+                self.message_user(request, "Nothing changed: no proposal was made.", messages.INFO)
+                return HttpResponseRedirect(
+                    reverse("admin:registry_contractversion_change", args=[base.pk])
+                    if base
+                    else reverse("admin:registry_contractversion_changelist")
+                )
+            self.message_user(
+                request,
+                f"Proposed {ticket.tool.name} v{ticket.proposed.number} for review "
+                f"(ticket #{ticket.pk}).",
+                messages.SUCCESS,
+            )
+            return HttpResponseRedirect(
+                reverse("admin:reviews_reviewticket_change", args=[ticket.pk])
+            )
+        fieldsets = self.get_fieldsets(request)
+        admin_form = helpers.AdminForm(form, fieldsets, {}, model_admin=self)
+        title = f"Propose a change to {base.tool.name} v{base.number}" if base else "Propose a tool"
+        return TemplateResponse(
             request,
-            f"Proposed {ticket.tool.name} v{ticket.proposed.number} for review "
-            f"(ticket #{ticket.pk}).",
-            messages.SUCCESS,
+            "admin/registry/contractversion/propose.html",
+            {
+                **self.admin_site.each_context(request),
+                "title": title,
+                "opts": self.model._meta,
+                "base": base,
+                "adminform": admin_form,
+                "form": form,
+                "errors": helpers.AdminErrorList(form, []),
+                "media": self.media + admin_form.media,
+            },
         )
-        return HttpResponseRedirect(reverse("admin:reviews_reviewticket_change", args=[ticket.pk]))
-
-    def response_add(self, request, obj, post_url_continue=None):
-        return self._to_ticket(request)
-
-    def response_change(self, request, obj):
-        return self._to_ticket(request)
 
 
 JSON_FIELDS = frozenset(

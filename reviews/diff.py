@@ -14,14 +14,63 @@ import difflib
 import json
 import re
 from collections.abc import Iterable, Mapping
-from typing import Any, NamedTuple
+from typing import Any, NamedTuple, Required, TypedDict
 
 from registry.contract import BOOKKEEPING_KEYS, FIELDS, FIELDS_BY_NAME, empty_value
+from registry.cost import cost_changed
 from registry.schema_limits import DEFINITIONS, ONE_SUBSCHEMA, SUBSCHEMA_LISTS
 
 from .poisoning import Flag, poisoning_flags, visible
 
-FieldDiff = dict[str, Any]
+
+class FieldDiff(TypedDict, total=False):
+    """One changed field. Every entry has ``field``, ``kind``, ``base``, ``proposed`` and
+    ``flags`` (and, once listed, ``base_json`` and ``proposed_json``); the rest belongs to its
+    kind: ``text`` (rows, words), ``set`` (added, removed, kept), ``keyed`` and ``mapping``
+    (added, removed, changed, order_changed, key, text_key, within_noise), ``schema``
+    (properties and their changes, required, other) and ``value`` (ranks and direction of a
+    risk)."""
+
+    field: Required[str]
+    kind: Required[str]
+    base: Required[Any]
+    proposed: Required[Any]
+    flags: Required[list[Flag]]
+    base_json: str
+    proposed_json: str
+    rows: list[dict[str, Any]]
+    words: list[dict[str, str]]
+    added: list[Any]
+    removed: list[Any]
+    kept: list[Any]
+    changed: list[dict[str, Any]]
+    within_noise: list[dict[str, Any]]
+    order_changed: bool
+    key: str
+    text_key: str
+    properties: list[dict[str, Any]]
+    properties_added: list[str]
+    properties_removed: list[str]
+    properties_added_schemas: dict[str, Any]
+    properties_removed_schemas: dict[str, Any]
+    properties_added_flags: dict[str, list[Flag]]
+    properties_changed: list[dict[str, Any]]
+    required_added: list[str]
+    required_removed: list[str]
+    other: list[dict[str, Any]]
+    base_rank: int | None
+    proposed_rank: int | None
+    direction: str | None
+
+
+class ContractDiff(TypedDict):
+    """What changed from one contract to another (``contract_diff``)."""
+
+    changed: bool
+    new_tool: bool
+    fields: list[FieldDiff]
+    flags: list[Flag]
+
 
 DEFAULT_RISK_RANK = {"low": 1, "medium": 2, "high": 3}
 SCHEMA_TEXT_KEYWORDS = ("description", "title")
@@ -149,7 +198,7 @@ def contract_diff(
     proposed: Mapping[str, Any],
     *,
     risk_rank: Mapping[str, int] | None = None,
-) -> dict[str, Any]:
+) -> ContractDiff:
     """What changed from ``base`` (None for a new tool) to ``proposed``, field by field.
 
     Returns ``{"changed", "new_tool", "fields", "flags"}``; only changed fields are listed, in
@@ -178,7 +227,7 @@ def contract_diff(
     return {"changed": bool(fields), "new_tool": base is None, "fields": fields, "flags": flags}
 
 
-def has_poisoning(diff: Mapping[str, Any]) -> bool:
+def has_poisoning(diff: ContractDiff) -> bool:
     """True when the diff carries any poisoning flag: such a change needs a person."""
     return bool(diff.get("flags"))
 
@@ -301,17 +350,22 @@ def _keys_changed(before: Any, after: Any) -> list[str]:
 def _mapping_diff(name: str, before: Mapping, after: Mapping) -> FieldDiff | None:
     added = [{"key": key, "proposed": value} for key, value in after.items() if key not in before]
     removed = [{"key": key, "base": value} for key, value in before.items() if key not in after]
-    changed = [
-        {
+    changed, within_noise = [], []
+    for key, value in after.items():
+        if key not in before or before[key] == value:
+            continue
+        change = {
             "key": key,
             "base": before[key],
             "proposed": value,
             "keys_changed": _keys_changed(before[key], value),
         }
-        for key, value in after.items()
-        if key in before and before[key] != value
-    ]
-    if not (added or removed or changed):
+        # A cost figure measured again within its noise is the same figure (registry.cost).
+        if name == "cost" and not cost_changed(key, before[key], value):
+            within_noise.append(change)
+        else:
+            changed.append(change)
+    if not (added or removed or changed or within_noise):
         return None
     return {
         "field": name,
@@ -321,6 +375,7 @@ def _mapping_diff(name: str, before: Mapping, after: Mapping) -> FieldDiff | Non
         "added": added,
         "removed": removed,
         "changed": changed,
+        "within_noise": within_noise,
         "flags": [],
     }
 

@@ -10,7 +10,10 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping
+from datetime import datetime
 from typing import Any
+
+from registry.cost import cost_changed
 
 # Keys of a drift item that the summary turns into words; everything else is listed as is.
 ITEM_KEYS = frozenset(
@@ -23,7 +26,7 @@ ITEM_KEYS = frozenset(
 TOP_KEYS = frozenset(
     {
         "base_version", "traces_since_version", "support", "applications", "drift",
-        "inferred", "unknown_variables",
+        "inferred", "unknown_variables", "calls_seen",
     }
 )  # fmt: skip
 COST_FIGURES = (
@@ -38,15 +41,19 @@ MAX_EXAMPLES = 5
 def evidence_summary(
     evidence: Mapping[str, Any], *, base_cost: Mapping[str, Any] | None = None
 ) -> dict[str, Any]:
-    """``{"items", "traces", "support", "applications", "figures", "unknown_variables",
-    "other"}``: each drift item with a headline, its counts, baseline and observed figures,
-    example runs and any keys not understood; the cost figures approved against observed."""
+    """``{"items", "first_seen", "last_seen", "traces", "support", "applications", "figures",
+    "unknown_variables", "other"}``: each drift item with a headline, its counts, baseline and
+    observed figures, example runs and any keys not understood; when the calls behind it were
+    first and last seen; the cost figures approved against observed."""
     items = [_item(item) for item in evidence.get("drift") or [] if isinstance(item, Mapping)]
     applications = evidence.get("applications") or {}
     inferred = _mapping(evidence.get("inferred"))
     observed_cost = _mapping(inferred.get("cost"))
+    calls_seen = _mapping(evidence.get("calls_seen"))
     return {
         "items": items,
+        "first_seen": _moment(calls_seen.get("first")),
+        "last_seen": _moment(calls_seen.get("last")),
         "traces": _number(evidence.get("traces_since_version")),
         "support": _number(evidence.get("support")),
         "base_version": evidence.get("base_version"),
@@ -155,8 +162,12 @@ def _figures(base: Mapping[str, Any], observed: Mapping[str, Any]) -> list[dict[
                 "label": label,
                 "baseline": _format(before, unit),
                 "now": _format(now, unit),
-                # Higher is worse for every figure here: errors and latency.
-                "worse": before is not None and now is not None and now > before,
+                # Higher is worse for every figure here: errors and latency; a difference
+                # within the measurement's noise is no change (registry.cost).
+                "worse": before is not None
+                and now is not None
+                and now > before
+                and cost_changed(key, before, now),
             }
         )
     return figures
@@ -189,6 +200,16 @@ def _format(value: float | None, unit: str) -> str:
     if unit == "ms":
         return f"{value:,.0f} ms"
     return f"{value:,.4g}"
+
+
+def _moment(value: Any) -> datetime | None:
+    if not isinstance(value, str):
+        return None
+    try:
+        moment = datetime.fromisoformat(value)
+    except ValueError:
+        return None
+    return moment if moment.tzinfo is not None else None
 
 
 def _share(count: int, total: float | None) -> str:

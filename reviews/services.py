@@ -35,7 +35,7 @@ from registry.services import (
 )
 from registry.validation import ContractInvalid, RegistryContext
 
-from .diff import contract_diff, has_poisoning
+from .diff import ContractDiff, contract_diff, has_poisoning
 from .models import Approval, AuditEntry, Comment, ReviewError, ReviewTicket
 
 logger = logging.getLogger(__name__)
@@ -82,7 +82,7 @@ def contract_propose(
     return ticket
 
 
-def ticket_diff(ticket: ReviewTicket) -> dict[str, Any]:
+def ticket_diff(ticket: ReviewTicket) -> ContractDiff:
     ranks = dict(RiskLevel.objects.values_list("name", "rank"))
     base = ticket.base.document() if ticket.base else None
     return contract_diff(base, ticket.proposed.document(), risk_rank=ranks)

@@ -10,33 +10,9 @@ import pytest
 from django.core.management import call_command
 
 from reviews.tests.factories import approved_tool
+from tests.helpers import login
 
 pytestmark = pytest.mark.django_db(transaction=True, serialized_rollback=True)
-CHROMIUM = "/usr/bin/chromium"
-
-
-@pytest.fixture
-def browser(monkeypatch):
-    from playwright.sync_api import sync_playwright
-
-    # Playwright's sync API runs an event loop in this thread; the ORM calls stay synchronous.
-    monkeypatch.setenv("DJANGO_ALLOW_ASYNC_UNSAFE", "true")
-    with sync_playwright() as playwright:
-        browser = playwright.chromium.launch(
-            executable_path=CHROMIUM,
-            args=["--no-sandbox", "--disable-gpu", "--disable-background-networking",
-                  "--disable-component-update", "--no-first-run", "--disable-sync"],
-        )  # fmt: skip
-        yield browser
-        browser.close()
-
-
-def login(page, base: str, username: str, password: str) -> None:
-    page.goto(f"{base}/admin/login/")
-    page.fill("#id_username", username)
-    page.fill("#id_password", password)
-    page.click("input[type=submit]")
-    page.wait_for_selector("#user-tools")
 
 
 def test_a_proposed_edit_is_reviewed_and_published(
@@ -50,6 +26,7 @@ def test_a_proposed_edit_is_reviewed_and_published(
     page.goto(f"{base}/admin/registry/tool/")
     page.click("text=calendar.find_events")
     page.click("a:has-text('v1')")
+    page.click("#propose-change")
     page.fill("#id_description", "Find calendar events by free text, best match first.")
     page.click("input[name=_save]")
     page.wait_for_selector("#ticket-review")

@@ -15,7 +15,7 @@ from reviews.selectors import (
     tickets_awaiting_second_reviewer,
     tickets_needing_rebase,
 )
-from tests.test_admin_browser import browser, login  # noqa: F401 - a fixture
+from tests.helpers import login
 
 pytestmark = pytest.mark.django_db(transaction=True, serialized_rollback=True)
 DRIFTED = "payments.refund_charge"
@@ -27,7 +27,7 @@ def demo(live_server):
     return live_server.url
 
 
-def reviewer_page(browser, base):  # noqa: F811
+def reviewer_page(browser, base):
     page = browser.new_page(viewport={"width": 1400, "height": 900})
     login(page, base, "reviewer", "reviewer-demo-2026")
     return page
@@ -37,7 +37,7 @@ def figure(page, css_id: str) -> int:
     return int(page.inner_text(f"#{css_id} .figure"))
 
 
-def test_the_home_figures_match_the_database(demo, browser):  # noqa: F811
+def test_the_home_figures_match_the_database(demo, browser):
     page = reviewer_page(browser, demo)
     page.goto(f"{demo}/admin/")
     reviewer = User.objects.get(username="reviewer")
@@ -71,7 +71,7 @@ def figure_count(reviewer) -> int:
     return tickets_awaiting_approval_by(user=reviewer).count()
 
 
-def test_an_example_run_opens_that_whole_run_step_by_step(demo, browser):  # noqa: F811
+def test_an_example_run_opens_that_whole_run_step_by_step(demo, browser):
     ticket = ReviewTicket.objects.get(kind="drift", tool__name=DRIFTED)
     page = reviewer_page(browser, demo)
     page.goto(f"{demo}/admin/reviews/reviewticket/{ticket.pk}/change/")
@@ -99,7 +99,7 @@ def test_an_example_run_opens_that_whole_run_step_by_step(demo, browser):  # noq
     page.close()
 
 
-def test_the_drifted_tools_chart_has_a_point_for_each_of_its_days(demo, browser):  # noqa: F811
+def test_the_drifted_tools_chart_has_a_point_for_each_of_its_days(demo, browser):
     tool = Tool.objects.get(name=DRIFTED)
     days = sorted(
         day.isoformat()
@@ -109,7 +109,7 @@ def test_the_drifted_tools_chart_has_a_point_for_each_of_its_days(demo, browser)
     )
     assert len(days) >= 3
     page = reviewer_page(browser, demo)
-    page.goto(f"{demo}/admin/registry/tool/{tool.pk}/change/")
+    page.goto(f"{demo}/admin/registry/tool/{tool.pk}/health/")
     for css in (
         "#chart-calls .point-calls",
         "#chart-errors .point-errors",
@@ -128,7 +128,7 @@ def test_the_drifted_tools_chart_has_a_point_for_each_of_its_days(demo, browser)
     page.close()
 
 
-def test_a_reviewer_approves_from_the_keyboard_and_nothing_overflows(demo, browser):  # noqa: F811
+def test_a_reviewer_approves_from_the_keyboard_and_nothing_overflows(demo, browser):
     ticket = ReviewTicket.objects.get(kind="change", status="open")
     page = reviewer_page(browser, demo)
     page.goto(f"{demo}/admin/reviews/reviewticket/")

@@ -1,4 +1,3 @@
-# ruff: noqa: F811
 """The fast read path (api/fast.py) answers the hot reads exactly as Django would, from Redis,
 and leaves everything it cannot be sure of to Django.
 
@@ -23,17 +22,14 @@ from api import bundles
 from api.fast import ANSWERED_KEY
 from api.models import RuntimeToken
 from api.services import runtime_token_create, runtime_tokens_revoke
-
-# The API's fixtures, used by name below (hence F811 for the whole file).
-from api.tests.conftest import registry, restricted  # noqa: F401
 from api.tests.fast_client import fast
 from api.tests.fast_client import plain as straight
 from api.throttling import RuntimeThrottle
 from config.cache import redis_cache
 from config.celery_app import app as celery_app
-from conftest import contract
 from registry.models import Application
 from reviews.services import contract_propose, review_approve
+from tests.helpers import contract
 from tests.redis_server import needs_redis_server, redis_server
 
 pytestmark = [

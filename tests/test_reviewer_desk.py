@@ -180,7 +180,7 @@ def test_the_ticket_and_tool_pages_cost_a_bounded_number_of_queries(
         ticket_page = client.get(f"/admin/reviews/reviewticket/{tickets[1].pk}/change/")
     assert ticket_page.status_code == 200
     with django_assert_max_num_queries(25):
-        tool_page = client.get(f"/admin/registry/tool/{tool.pk}/change/")
+        tool_page = client.get(f"/admin/registry/tool/{tool.pk}/health/")
     assert tool_page.status_code == 200
     # 90 days are drawn, not the 400 stored; 30 drift markers.
     html = tool_page.content.decode()

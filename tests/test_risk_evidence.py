@@ -5,12 +5,12 @@ import pytest
 from django.urls import reverse
 from django.utils import timezone
 
-from conftest import contract
 from learning.ingest import traces_ingest
 from learning.services import tool_refresh
 from registry.models import RiskLevel
 from reviews.models import ReviewTicket
 from reviews.services import registry_import
+from tests.helpers import contract
 
 pytestmark = pytest.mark.django_db
 

@@ -85,9 +85,9 @@ def test_create_runtime_token_prints_the_token_alone_on_its_last_line(capsys):
 
 @pytest.mark.django_db
 def test_an_application_never_reads_another_applications_tools(vocabulary, runtime_client_factory):
-    from conftest import contract
     from registry.models import Application, Tool
     from reviews.services import registry_import
+    from tests.helpers import contract
 
     registry_import(
         data=[contract(), contract(name="hr.salary_lookup", description="Salaries.")], approve=True

@@ -3,8 +3,8 @@ import re
 import pytest
 
 from api import exports
-from conftest import contract
 from registry.models import Application, PlanningPolicy
+from tests.helpers import contract
 
 pytestmark = pytest.mark.django_db
 PROVIDER_NAME = re.compile(r"^[a-zA-Z0-9_-]{1,64}$")

@@ -2,10 +2,9 @@
 
 import pytest
 
-from api.tests.conftest import client_for
-from conftest import contract
 from registry.models import Application, Permission, RiskLevel, Tool
 from reviews.services import registry_import
+from tests.helpers import client_for, contract
 
 pytestmark = pytest.mark.django_db
 

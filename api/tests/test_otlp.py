@@ -12,12 +12,12 @@ from django.utils import timezone
 from google.rpc import status_pb2
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceResponse
 
-from api.tests.conftest import client_for
 from learning.models import CandidateVariable, OtelSpan, OtelTrace, SpanIntake, ToolStats, Trace
 from learning.otel_ingest import otel_traces_assemble
 from learning.otel_replay import request_as_json
 from learning.tests.otel_spans import TRACE, body, request, run, span, tool_call
 from registry.models import Application
+from tests.helpers import client_for
 
 pytestmark = pytest.mark.django_db
 URL = "/api/v1/otlp/v1/traces"

@@ -46,7 +46,7 @@ def test_the_policy_rejects_a_plan_without_sources(clinical):
 
 
 def test_a_tool_the_application_cannot_see_is_unknown_to_its_plans(clinical):
-    from conftest import contract
+    from tests.helpers import contract
 
     registry_import(
         data=[contract(requires=["research_question"], produces=[], permissions=["read"])],

@@ -3,9 +3,8 @@ from django.utils import timezone
 from rest_framework.test import APIClient
 
 from api.models import RuntimeToken
-from api.tests.conftest import client_for
-from conftest import contract
 from reviews.services import contract_propose, review_approve
+from tests.helpers import client_for, contract
 
 pytestmark = pytest.mark.django_db
 

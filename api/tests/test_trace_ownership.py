@@ -8,12 +8,12 @@ import pytest
 from django.core.management import CommandError, call_command
 from django.utils import timezone
 
-from api.tests.conftest import client_for
 from learning.ingest import traces_ingest
 from learning.models import InferredContract, ToolStats, Trace
 from learning.services import tool_refresh, traces_prune
 from registry.models import Application, RiskLevel
 from reviews.models import ReviewTicket
+from tests.helpers import client_for
 
 from .test_traces import trace
 

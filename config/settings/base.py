@@ -239,7 +239,7 @@ def cache_url_from_env(broker_url: str | None) -> str | None:
                 "CACHE_REDIS_URL: names the broker's database (REDIS_URL); use another one"
             )
         return url
-    if broker is None:
+    if broker is None or not broker_url:
         return None
     database = broker["db"] + 1
     if database > 15:  # Redis has databases 0-15 unless configured otherwise
@@ -269,7 +269,7 @@ if REDIS_URL:
         # kombu's Redis transport, made to survive a broker restart: see config/broker.py.
         # (kombu sets TLS up from the rediss:// scheme, which a transport named here hides.)
         CELERY_BROKER_TRANSPORT = "config.broker:Transport"
-    CELERY_BROKER_TRANSPORT_OPTIONS = {"visibility_timeout": 3600}
+    CELERY_BROKER_TRANSPORT_OPTIONS: dict[str, object] = {"visibility_timeout": 3600}
 else:
     _broker_dir = VAR_DIR / "broker"
     for _folder in ("queue", "processed", "control"):

@@ -1,8 +1,8 @@
 import pytest
 
-from conftest import contract
 from registry.models import Tool
 from reviews.services import registry_import
+from tests.helpers import contract
 
 
 @pytest.fixture

@@ -1,6 +1,8 @@
 """Folding traces into aggregates: what counts as an argument sent."""
 
-from learning.aggregates import aggregate_add, new_aggregate
+from datetime import UTC, datetime, timedelta, timezone
+
+from learning.aggregates import aggregate_add, aggregate_merge, new_aggregate
 from learning.inference import infer_contract
 
 
@@ -34,3 +36,16 @@ def test_an_argument_strict_mode_left_out_is_inferred_optional_and_typed():
 
     assert inferred["input_schema"]["required"] == ["query"]
     assert inferred["input_schema"]["properties"]["limit"] == {"type": "integer"}
+
+
+def test_it_keeps_when_the_folded_calls_were_first_and_last_made():
+    start = datetime(2026, 11, 18, 9, 30, tzinfo=UTC)
+    one, two = new_aggregate(), new_aggregate()
+    for days, agg in ((2, one), (0, one), (5, two)):
+        aggregate_add(agg, {"status": "success", "occurred_at": start + timedelta(days=days)})
+    # Another offset is the same moment, kept in UTC.
+    later = (start + timedelta(days=1)).astimezone(timezone(timedelta(hours=2)))
+    aggregate_add(two, {"status": "success", "occurred_at": later})
+    aggregate_merge(one, two)
+    assert one["first_seen"] == start.isoformat()
+    assert one["last_seen"] == (start + timedelta(days=5)).isoformat()

@@ -137,7 +137,8 @@ def test_it_types_the_schema_and_reports_conflicts():
         "input_schema"
     ]
     assert schema["properties"]["limit"]["type"] == "number"
-    assert schema["properties"]["q"] == {"type": "string", "description": "Query"}
+    # A declared argument keeps its declaration: the calls fit it.
+    assert schema["properties"]["q"] == {"description": "Query"}
     mixed = [trace(i, before={}, args={"v": "x" if i % 2 else 1}) for i in range(4)]
     assert sorted(infer(mixed)["input_schema"]["properties"]["v"]["type"]) == ["integer", "string"]
 
@@ -327,3 +328,66 @@ def test_apply_drift_keeps_a_declared_figure_the_traces_did_not_measure():
     approved = {**APPROVED, "cost": {"error_rate": 0.02, "latency_ms_p95": 900}}
     proposal = apply_drift(approved, observed, contract_drift(approved=approved, inferred=observed))
     assert proposal["cost"] == {"error_rate": 0.02, "latency_ms_p95": 900}
+
+
+DECLARED = {
+    "type": "object",
+    "properties": {
+        "charge_id": {"type": "string", "pattern": "^ch_[a-z0-9]+$"},
+        "reason": {"type": "string", "enum": ["duplicate", "fraud"]},
+        "amount": {"type": "integer"},
+    },
+    "required": ["charge_id", "reason"],
+    "additionalProperties": False,
+}
+
+
+def test_the_inferred_schema_is_the_declared_one_merged_with_the_calls():
+    traces = [
+        trace(
+            i,
+            before={},
+            args={"charge_id": f"ch_{i}abc", "amount": 2.5, "note": "n"}
+            | ({"reason": "fraud"} if i % 2 else {}),
+        )
+        for i in range(6)
+    ]
+    schema = infer(traces, input_schema=DECLARED)["input_schema"]
+    properties = schema["properties"]
+    # Pattern and enum stay as declared; a type the calls broke is widened; a new argument
+    # comes in optional; a required argument not always sent becomes optional.
+    assert properties["charge_id"] == DECLARED["properties"]["charge_id"]
+    assert properties["reason"] == DECLARED["properties"]["reason"]
+    assert properties["amount"] == {"type": ["integer", "number"]}
+    assert properties["note"] == {"type": "string"}
+    assert schema["required"] == ["charge_id"]
+    assert schema["additionalProperties"] is False
+    assert DECLARED["required"] == ["charge_id", "reason"]  # the declaration is not touched
+
+
+def test_the_ticket_proposes_the_schema_the_tool_page_shows():
+    traces = [
+        trace(i, before={}, args={"charge_id": f"ch_{i}abc", "reason": "fraud", "note": "n"})
+        for i in range(6)
+    ]
+    approved = {**APPROVED, "input_schema": DECLARED}
+    observed = infer(traces, input_schema=DECLARED)
+    items = contract_drift(approved=approved, inferred=observed)
+    assert "input_schema" in {item["field"] for item in items}  # "note" is undeclared
+    proposal = apply_drift(approved, observed, items)
+    assert proposal["input_schema"] == observed["input_schema"]
+    assert proposal["input_schema"]["properties"]["reason"]["enum"] == ["duplicate", "fraud"]
+    assert proposal["input_schema"]["required"] == ["charge_id", "reason"]
+
+
+def test_apply_drift_keeps_an_approved_figure_measured_again_within_noise():
+    observed = inferred(
+        produces=["refund_id", "refund_receipt_url"],
+        cost={"error_rate": 0.021, "latency_ms_p50": 379.9, "latency_ms_p95": 2000.0},
+    )
+    approved = {
+        **APPROVED,
+        "cost": {"error_rate": 0.02, "latency_ms_p50": 380, "latency_ms_p95": 900},
+    }
+    proposal = apply_drift(approved, observed, contract_drift(approved=approved, inferred=observed))
+    assert proposal["cost"] == {"error_rate": 0.02, "latency_ms_p50": 380, "latency_ms_p95": 2000.0}

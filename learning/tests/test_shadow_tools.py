@@ -3,13 +3,13 @@
 import pytest
 from django.utils import timezone
 
-from conftest import contract
 from learning.ingest import traces_ingest
 from learning.models import InferredContract
 from learning.services import SHADOW_DESCRIPTION, tool_refresh
 from registry.models import Application, ContractVersion, RiskLevel, StateVariable, Tool
 from reviews.models import AuditEntry, ReviewTicket
 from reviews.services import registry_import, review_approve, review_reject
+from tests.helpers import contract
 
 pytestmark = pytest.mark.django_db
 SHADOW = "crm.lookup_account"

@@ -1,9 +1,9 @@
 import pytest
 
-from conftest import contract
 from registry.models import Tool
 from registry.services import ImportInvalid, registry_file_check
 from registry.validation import RegistryContext, contract_check, dependency_cycle, schema_errors
+from tests.helpers import contract
 
 
 @pytest.fixture

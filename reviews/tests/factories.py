@@ -1,6 +1,6 @@
-from conftest import contract
 from reviews.models import ReviewTicket
 from reviews.services import contract_propose, registry_import
+from tests.helpers import contract
 
 
 def approved_tool(**overrides) -> None:

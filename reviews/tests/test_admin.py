@@ -35,10 +35,10 @@ def form_data(version: ContractVersion, **changes) -> dict:
     return data
 
 
-def test_saving_an_approved_version_proposes_instead(client, published, proposer):
+def test_it_proposes_a_change_to_an_approved_version(client, published, proposer):
     client.force_login(proposer)
     version = published.current_version
-    url = reverse("admin:registry_contractversion_change", args=[version.pk])
+    url = reverse("admin:registry_contractversion_propose", args=[version.pk])
     response = client.post(url, form_data(version, description="A better description."))
     ticket = ReviewTicket.objects.get(status="open")
     assert response.status_code == 302
@@ -53,7 +53,7 @@ def test_saving_an_approved_version_proposes_instead(client, published, proposer
 def test_an_invalid_edit_shows_the_field_error_and_writes_nothing(client, published, proposer):
     client.force_login(proposer)
     version = published.current_version
-    url = reverse("admin:registry_contractversion_change", args=[version.pk])
+    url = reverse("admin:registry_contractversion_propose", args=[version.pk])
     response = client.post(url, form_data(version, requires=json.dumps(["nowhere"])))
     assert response.status_code == 200
     assert "unknown state variable &#x27;nowhere&#x27;" in response.content.decode()
@@ -63,10 +63,53 @@ def test_an_invalid_edit_shows_the_field_error_and_writes_nothing(client, publis
 def test_adding_a_contract_opens_a_new_tool_ticket(client, published, proposer):
     client.force_login(proposer)
     data = form_data(published.current_version, tool_name="calendar.list_events")
-    response = client.post(reverse("admin:registry_contractversion_add"), data)
+    response = client.post(reverse("admin:registry_contractversion_propose_new"), data)
     assert response.status_code == 302
     ticket = ReviewTicket.objects.get(status="open")
     assert ticket.kind == "new_tool" and ticket.tool.name == "calendar.list_events"
+
+
+def test_the_approved_version_is_a_record_with_a_link_to_propose(client, published, proposer):
+    client.force_login(proposer)
+    version = published.current_version
+    page = client.get(reverse("admin:registry_contractversion_change", args=[version.pk]))
+    html = page.content.decode()
+    assert page.status_code == 200
+    assert 'name="description"' not in html and 'name="_save"' not in html
+    propose = reverse("admin:registry_contractversion_propose", args=[version.pk])
+    assert f'href="{propose}"' in html
+    form = client.get(propose).content.decode()
+    assert 'name="description"' in form and "Propose for review" in form
+    # Posting to the record proposes nothing and changes nothing.
+    client.post(page.request["PATH_INFO"], form_data(version, description="Changed."))
+    assert not ReviewTicket.objects.filter(status="open").exists()
+    version.refresh_from_db()
+    assert version.description == "Find calendar events matching a free-text query."
+
+
+def test_an_unchanged_proposal_opens_no_ticket(client, published, proposer):
+    client.force_login(proposer)
+    version = published.current_version
+    url = reverse("admin:registry_contractversion_propose", args=[version.pk])
+    response = client.post(url, form_data(version), follow=True)
+    assert "Nothing changed: no proposal was made." in response.content.decode()
+    assert not ReviewTicket.objects.filter(status="open").exists()
+
+
+def test_a_superseded_version_cannot_be_proposed_from(client, published, proposer, reviewer):
+    review_approve(ticket=change_ticket(proposer), reviewer=reviewer)
+    client.force_login(proposer)
+    old = ContractVersion.objects.get(tool=published, number=1)
+    url = reverse("admin:registry_contractversion_propose", args=[old.pk])
+    assert client.get(url).status_code == 403
+    page = client.get(reverse("admin:registry_contractversion_change", args=[old.pk]))
+    assert "propose-change" not in page.content.decode()
+
+
+def test_the_add_page_leads_to_the_proposal_of_a_new_tool(client, published, proposer):
+    client.force_login(proposer)
+    response = client.get(reverse("admin:registry_contractversion_add"))
+    assert response["Location"] == reverse("admin:registry_contractversion_propose_new")
 
 
 def test_a_superseded_version_is_read_only(client, published, proposer, reviewer):

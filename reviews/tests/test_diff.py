@@ -592,3 +592,11 @@ def test_it_lists_a_removed_property_with_what_it_was():
             "proposed": None,
         }
     ]
+
+
+def test_a_cost_figure_within_noise_is_listed_apart_from_the_changes():
+    base = contract(cost={"latency_ms_p50": 380, "latency_ms_p95": 900, "error_rate": 0.01})
+    proposed = contract(cost={"latency_ms_p50": 379.9, "latency_ms_p95": 1400, "error_rate": 0.01})
+    entry = field(contract_diff(base, proposed), "cost")
+    assert [change["key"] for change in entry["changed"]] == ["latency_ms_p95"]
+    assert [change["key"] for change in entry["within_noise"]] == ["latency_ms_p50"]

@@ -89,3 +89,22 @@ def test_it_orders_applications_by_traces_and_survives_junk():
 def test_it_bounds_long_values():
     summary = evidence_summary({"note": "x" * 10_000})
     assert len(summary["other"][0][1]) == 300
+
+
+def test_a_figure_measured_again_within_noise_is_not_worse():
+    evidence = {"inferred": {"cost": {"latency_ms_p50": 379.9, "error_rate": 0.021}}}
+    figures = evidence_summary(evidence, base_cost={"latency_ms_p50": 380, "error_rate": 0.02})
+    assert [figure["worse"] for figure in figures["figures"]] == [False, False]
+    slower = {"inferred": {"cost": {"latency_ms_p50": 500}}}
+    assert evidence_summary(slower, base_cost={"latency_ms_p50": 380})["figures"][0]["worse"]
+
+
+def test_it_reads_when_the_calls_were_first_and_last_seen():
+    seen = {
+        "calls_seen": {"first": "2026-11-18T09:30:00+00:00", "last": "2026-11-23T14:02:00+00:00"}
+    }
+    summary = evidence_summary(seen)
+    assert (summary["first_seen"].day, summary["last_seen"].day) == (18, 23)
+    assert all(key != "calls_seen" for key, _ in summary["other"])
+    for broken in ({"first": "yesterday"}, {"first": 5}, "x", {"first": "2026-11-18T09:30:00"}):
+        assert evidence_summary({"calls_seen": broken})["first_seen"] is None

@@ -3,11 +3,11 @@ import json
 import pytest
 from django.core.management import CommandError, call_command
 
-from conftest import contract
 from registry.models import Application, ContractVersion, StateVariable, Tool
 from registry.services import ImportInvalid, contracts_export
 from reviews.models import AuditEntry, ReviewTicket
 from reviews.services import registry_import
+from tests.helpers import contract
 
 pytestmark = pytest.mark.django_db
 

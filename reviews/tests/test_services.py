@@ -140,7 +140,7 @@ def test_publishing_marks_other_proposals_stale_until_rebased(published, propose
 
 
 def test_an_unchanged_proposal_opens_no_ticket(published, proposer):
-    from conftest import contract
+    from tests.helpers import contract
 
     assert contract_propose(document=contract(), author=proposer) is None
 
@@ -204,8 +204,8 @@ def test_revision_counter_exists_from_the_migration():
 
 
 def test_a_poisoned_inferred_change_never_auto_publishes(published):
-    from conftest import contract
     from reviews.services import inferred_change_may_auto_publish
+    from tests.helpers import contract
 
     RiskLevel.objects.filter(name="low").update(auto_approve_inferred=True)
     clean = contract_propose(

@@ -74,7 +74,7 @@ class Command(BaseCommand):
             "API docs:   http://{address}/api/v1/docs/",
         ]
         if settings.EMAIL_BACKEND == "config.mail.OutboxEmailBackend":
-            outbox = Path(settings.EMAIL_FILE_PATH) / "outbox.log"
+            outbox = Path(getattr(settings, "EMAIL_FILE_PATH", "var/mail")) / "outbox.log"
             shown = os.path.relpath(outbox) if outbox.is_relative_to(Path.cwd()) else outbox
             lines.insert(-1, f"E-mails:    {shown}")
         path = Path(settings.VAR_DIR) / WELCOME_FILE
@@ -104,6 +104,8 @@ class Command(BaseCommand):
         """One open change by the proposer, so a reviewer has a diff to look at."""
         tool = Tool.objects.get(name="calendar.find_events")
         if ReviewTicket.objects.filter(tool=tool, kind=ReviewTicket.Kind.CHANGE).exists():
+            return
+        if tool.current_version is None:
             return
         document = tool.current_version.document()
         document["description"] += " Results are ordered by start time, soonest first."

@@ -58,6 +58,7 @@ from .serializers import (
     RevisionSerializer,
     TraceIn,
     TraceIngestResult,
+    state_names,
 )
 from .throttling import RuntimeThrottle
 
@@ -321,7 +322,7 @@ class FilterView(RuntimeView):
         body = FilterRequest(data=request.data)
         body.is_valid(raise_exception=True)
         aliases = alias_map()
-        state = {aliases.get(name, name) for name in body.validated_data["state"]}
+        state = {aliases.get(name, name) for name in state_names(body.validated_data["state"])}
         goal = {aliases.get(name, name) for name in body.validated_data["goal"]}
         index, by_name = _producer_index(self)
         result = filter_tools(
@@ -356,14 +357,16 @@ class FilterView(RuntimeView):
                         "args": {"query": "statins", "subquestion_ids": ["q1", "q2"]},
                     },
                     {"tool": "source_link_retrieval", "args": {"passage_set_id": "ps_1"}},
-                ]
+                ],
+                "state": ["research_question"],
             },
             request_only=True,
         )
     ],
 )
 class PlanValidateView(RuntimeView):
-    """Check a plan against each tool's contract and the application's planning policy."""
+    """Check a plan (or a single call, as a plan of one step) against each tool's contract,
+    from the given state, and against the application's planning policy."""
 
     def post(self, request):
         body = PlanRequest(data=request.data)
@@ -375,12 +378,19 @@ class PlanValidateView(RuntimeView):
         names = {name for name in tools if isinstance(name, str)}
         versions = self.visible().filter(tool__name__in=names)
         contracts = {version.tool.name: version.document() for version in versions}
+        index, _ = _producer_index(self)
+
+        def producers(variable: str) -> list[str]:
+            return [index.names[tool] for tool in index.producers.get(variable, ())]
+
         result = validate_plan(
             plan=plan,
             contracts=contracts,
             policy=self.policy(),
             state=body.validated_data["state"],
             config=body.validated_data["config"],
+            aliases=alias_map(),
+            producers=producers,
         )
         tripped = sorted({v["invariant"] for v in result["violations"]})
         if tripped:

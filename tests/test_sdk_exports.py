@@ -163,7 +163,9 @@ def test_the_openai_sdk_sends_the_strict_export_and_its_call_passes_plan_validat
 
     step = {"tool": exports.registry_name(call.function.name),
             "args": call.function.parsed_arguments}  # fmt: skip
-    checked = runtime.post("/api/v1/plans/validate/", {"plan": [step]}, format="json").json()
+    checked = runtime.post(
+        "/api/v1/plans/validate/", {"plan": [step], "state": ["event_query"]}, format="json"
+    ).json()
     assert checked["valid"] is True, checked["violations"]
     assert checked["plan"] == [
         {"tool": "calendar.find_events", "args": {"event_query": "team sync"}}

@@ -1,6 +1,7 @@
 import json
 from datetime import UTC, date, datetime, time, timedelta
 
+from django.conf import settings
 from django.contrib import admin, messages
 from django.core.exceptions import ValidationError
 from django.db.models import F, FloatField, OuterRef, Subquery
@@ -522,6 +523,11 @@ def tool_health(tool: Tool) -> dict:
             "drift_reports": sum(marker.kind == "drift" for marker in markers),
         },
         "inferred": inferred,
+        # Whether traces arrived since that inference, and when the next one is due.
+        "stats": ToolStats.objects.filter(tool_name=tool.name)
+        .only("dirty", "traces_total")
+        .first(),
+        "refresh_debounce": settings.LEARNING_REFRESH_DEBOUNCE_SECONDS,
         "comparison": comparison,
         "differing": differing,
         "approved_version": current,

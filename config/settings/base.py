@@ -310,6 +310,10 @@ OTLP_SETTLE_SECONDS = env_value("OTLP_SETTLE_SECONDS", env.int, 5)
 OTLP_QUIET_SECONDS = env_value("OTLP_QUIET_SECONDS", env.int, 60)
 OTLP_KEEP_ASSEMBLED = timedelta(seconds=env_value("OTLP_KEEP_ASSEMBLED_SECONDS", env.int, 3600))
 
+# A tool whose statistics changed is re-inferred this long after the first change (one pending
+# refresh per tool; the hourly sweep catches any the broker lost).
+LEARNING_REFRESH_DEBOUNCE_SECONDS = env_value("LEARNING_REFRESH_DEBOUNCE_SECONDS", env.int, 30)
+
 # Every record reaches the console once: Django's own "django" handler (debug only) is
 # replaced by the root's, and the development server's request line leaves 4xx and 5xx to
 # django.request, which names the reason.

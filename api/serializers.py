@@ -203,6 +203,14 @@ class OpenAITool(serializers.Serializer):
     function = OpenAIFunction()
 
 
+class OpenAIResponsesTool(serializers.Serializer):
+    type = serializers.ChoiceField(choices=["function"])
+    name = serializers.RegexField(r"^[a-zA-Z0-9_-]{1,64}$")
+    description = serializers.CharField()
+    parameters = serializers.DictField()
+    strict = serializers.BooleanField()
+
+
 class AnthropicTool(serializers.Serializer):
     name = serializers.RegexField(r"^[a-zA-Z0-9_-]{1,64}$")
     description = serializers.CharField()

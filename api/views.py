@@ -19,7 +19,13 @@ from django.db import (
 )
 from django.http import Http404, HttpResponse
 from drf_spectacular.types import OpenApiTypes
-from drf_spectacular.utils import OpenApiExample, OpenApiParameter, extend_schema, inline_serializer
+from drf_spectacular.utils import (
+    OpenApiExample,
+    OpenApiParameter,
+    PolymorphicProxySerializer,
+    extend_schema,
+    inline_serializer,
+)
 from rest_framework import exceptions, generics, serializers
 from rest_framework.exceptions import ValidationError
 from rest_framework.pagination import PageNumberPagination
@@ -52,6 +58,7 @@ from .serializers import (
     FilterRequest,
     FilterResponse,
     MCPToolList,
+    OpenAIResponsesTool,
     OpenAITool,
     PlanRequest,
     PlanResponse,
@@ -175,36 +182,64 @@ class ExportView(ConditionalMixin, RuntimeView, generics.GenericAPIView):
     parameters=[
         *EXPORT_FILTERS,
         OpenApiParameter("strict", bool, description="OpenAI strict-mode schemas."),
+        OpenApiParameter(
+            "shape",
+            str,
+            enum=["chat", "responses"],
+            description="chat (default): Chat Completions tools, "
+            '`{"type": "function", "function": {...}}`; responses: the Responses API\'s flat '
+            '`{"type": "function", "name", "description", "parameters", "strict"}`.',
+        ),
     ],
-    responses={200: OpenAITool(many=True), **ERRORS},
+    responses={
+        200: PolymorphicProxySerializer(
+            component_name="OpenAIExportTool",
+            serializers=[OpenAITool, OpenAIResponsesTool],
+            resource_type_field_name=None,
+            many=True,
+        ),
+        **ERRORS,
+    },
     examples=[
         OpenApiExample(
             "One function",
-            value=[
-                {
-                    "type": "function",
-                    "function": {
-                        "name": "calendar__find_events",
-                        "description": "Find calendar events.",
-                        "parameters": {"type": "object"},
-                    },
-                }
-            ],
+            value={
+                "type": "function",
+                "function": {
+                    "name": "calendar__find_events",
+                    "description": "Find calendar events.",
+                    "parameters": {"type": "object"},
+                },
+            },
             response_only=True,
-        )
+        ),
+        OpenApiExample(
+            "One function, shape=responses",
+            value={
+                "type": "function",
+                "name": "calendar__find_events",
+                "description": "Find calendar events.",
+                "parameters": {"type": "object"},
+                "strict": False,
+            },
+            response_only=True,
+        ),
     ],
 )
 class OpenAIExportView(ExportView):
     """Tools in OpenAI's function-calling shape ('.' in names is sent as '__')."""
 
-    query_parameters = ("strict",)
+    query_parameters = ("strict", "shape")
+    SHAPES = {"chat": exports.openai_tool, "responses": exports.openai_responses_tool}
 
     def read(self, request):
         strict = request.query_params.get("strict", "false").lower() in ("1", "true", "yes")
+        shape = request.query_params.get("shape", "chat")
+        if shape not in self.SHAPES:
+            raise ValidationError({"shape": [f"must be one of {', '.join(self.SHAPES)}"]})
         mandate = self.mandate()
-        return Response(
-            [exports.openai_tool(d, mandate=mandate, strict=strict) for d in self.documents()]
-        )
+        tool = self.SHAPES[shape]
+        return Response([tool(d, mandate=mandate, strict=strict) for d in self.documents()])
 
 
 @extend_schema(

@@ -16,6 +16,7 @@ import openai
 import pytest
 from jsonschema import Draft202012Validator
 from openai.types.chat import ChatCompletionToolParam
+from openai.types.responses import FunctionToolParam
 from openai.types.shared_params import FunctionDefinition
 from pydantic import TypeAdapter
 
@@ -99,6 +100,26 @@ def test_the_openai_export_is_made_of_the_sdks_tool_params(demo):
         for tool in tools:
             assert exact(tool_param, tool), tool["function"]["name"]
             assert exact(function, tool["function"])
+
+
+def test_the_responses_shape_is_made_of_the_sdks_function_tool_params(demo):
+    contracts, runtime = demo
+    tool_param = TypeAdapter(FunctionToolParam)
+    for strict in ("false", "true"):
+        chat = runtime.get(f"/api/v1/export/openai/?strict={strict}").json()
+        tools = runtime.get(f"/api/v1/export/openai/?strict={strict}&shape=responses").json()
+        assert len(tools) == len(contracts)
+        for tool, same in zip(tools, chat, strict=True):
+            assert exact(tool_param, tool), tool["name"]
+            # The same function, flat, and strict always said.
+            assert tool == {"type": "function", "strict": False, **same["function"]}
+
+
+def test_an_unknown_export_shape_is_a_400_naming_it(demo):
+    _, runtime = demo
+    response = runtime.get("/api/v1/export/openai/?shape=assistants")
+    assert response.status_code == 400
+    assert "shape" in response.json()["error"]["fields"]
 
 
 def test_the_strict_export_keeps_openais_strict_rules_for_every_demo_tool(demo):

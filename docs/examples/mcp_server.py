@@ -1,6 +1,6 @@
 """The registry's tools as an MCP server over stdio, for any MCP client.
 
-    pip install 'mcp>=2.3,<3'
+    pip install -r docs/examples/mcp_server-requirements.txt
     REGISTRY_URL=http://127.0.0.1:8000/api/v1 REGISTRY_TOKEN=<runtime token> \\
         python docs/examples/mcp_server.py
 
@@ -8,12 +8,16 @@
 may see, their descriptions (invariant rules and the application's mandate included) and
 annotations, exactly as exported. The registry holds contracts, not implementations, so
 ``tools/call`` runs nothing: it checks the call against the tool's contract and the
-application's planning policy (``POST plans/validate/``) and answers with that verdict as an
+application's planning policy (``POST plans/validate/``, a plan of one step from an empty
+state: an MCP call carries none, so what the tool requires is reported with the tools that
+produce it) and answers with that verdict as an
 error result (``isError``), naming the tool, whether the call would be accepted and every
 violation. A runtime that runs the tools keeps ``list_tools`` and puts its own ``call_tool``
 after the check.
 
-Only the ``mcp`` SDK (and the ``httpx`` it brings) is needed, not the registry's code.
+Only ``mcp`` and ``httpx`` (``mcp_server-requirements.txt``) are needed, not the registry's
+code; ``.ci/run`` builds a clean virtualenv from that file and ``tests/test_sdk_live.py`` runs
+this server from it.
 """
 
 from __future__ import annotations

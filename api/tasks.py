@@ -3,7 +3,7 @@
 from celery import shared_task
 from django.db import InterfaceError, OperationalError
 
-from . import bundles
+from . import bundles, webhooks
 
 TRANSIENT = (OperationalError, InterfaceError, bundles.RevisionNotSeenYet)
 
@@ -37,3 +37,22 @@ def bundles_render(self) -> int:
     for application_id in applications:
         bundle_render.delay(application_id)
     return len(applications)
+
+
+WEBHOOK_MAX_RETRIES = 6  # at 2, 4, 8, 16, 32 and 64 seconds (with jitter), then given up
+
+
+@shared_task(
+    bind=True,
+    acks_late=True,
+    autoretry_for=(webhooks.DeliveryFailed, OperationalError, InterfaceError),
+    retry_backoff=2,
+    retry_backoff_max=600,
+    max_retries=WEBHOOK_MAX_RETRIES,
+    soft_time_limit=60,
+    time_limit=90,
+)
+def webhook_deliver(self, delivery_id: int) -> str:
+    """Post one webhook delivery; a failure is retried with exponential backoff."""
+    final = self.request.retries >= WEBHOOK_MAX_RETRIES
+    return webhooks.webhook_deliver(delivery_id=delivery_id, final=final).status

@@ -41,7 +41,7 @@ from registry.models import ContractVersion
 from registry.revision import revision_current
 from registry.selectors import alias_map, risk_ranks
 
-from . import exports, otlp
+from . import exports, otlp, webhooks
 from .auth import HasScope, IsRuntimeOrStaff, Runtime
 from .caching import ConditionalMixin, ProcessCache
 from .causal import ProducerIndex, filter_tools
@@ -431,6 +431,33 @@ class PlanValidateView(RuntimeView):
         if tripped:
             logger.info("plan check tripped %s", ", ".join(tripped))
         return Response(result)
+
+
+@extend_schema(
+    tags=["webhooks"],
+    request=None,
+    responses={
+        202: inline_serializer(
+            "WebhookTestQueued",
+            {"deliveries": serializers.ListField(child=serializers.IntegerField())},
+        ),
+        **ERRORS,
+    },
+)
+class WebhookTestView(RuntimeView):
+    """Send a signed ``webhook.test`` delivery to each enabled webhook of the caller's
+    application (the delivery log in the admin shows how each went)."""
+
+    def post(self, request):
+        application = self.application
+        if application is None:
+            raise ValidationError({"application": ["a runtime token names the application"]})
+        ids = [
+            webhooks.webhook_test_send(webhook=webhook).pk
+            for webhook in application.webhooks.filter(enabled=True)
+        ]
+        transaction.on_commit(lambda: webhooks.webhook_deliveries_queue(ids))
+        return Response({"deliveries": ids}, status=202)
 
 
 OTLP_ERRORS = (400, 401, 403, 413, 415, 429, 503)

@@ -314,6 +314,10 @@ OTLP_KEEP_ASSEMBLED = timedelta(seconds=env_value("OTLP_KEEP_ASSEMBLED_SECONDS",
 # refresh per tool; the hourly sweep catches any the broker lost).
 LEARNING_REFRESH_DEBOUNCE_SECONDS = env_value("LEARNING_REFRESH_DEBOUNCE_SECONDS", env.int, 30)
 
+# Webhooks (api/webhooks.py) go only to these hosts when any are named (comma-separated);
+# otherwise to any http(s) URL an administrator enters.
+WEBHOOK_ALLOWED_HOSTS = env.list("WEBHOOK_ALLOWED_HOSTS", default=[])
+
 # Every record reaches the console once: Django's own "django" handler (debug only) is
 # replaced by the root's, and the development server's request line leaves 4xx and 5xx to
 # django.request, which names the reason.

@@ -137,3 +137,52 @@ def check_generated_client(client, raw) -> None:
     )
     checked = plans_validate_create.sync(client=client, body=body)
     assert checked.plan[0].to_dict() == {"tool": "retrieval_llm", "args": {"query": "statins"}}
+
+
+async def list_changed_session(api: str, token: str, publish) -> list[str]:
+    """Tools listed, a publication elsewhere in the registry, then the notification."""
+    changed = anyio.Event()
+
+    async def on_message(message) -> None:
+        method = getattr(getattr(message, "root", message), "method", None)
+        if method == "notifications/tools/list_changed":
+            changed.set()
+
+    server = StdioServerParameters(
+        command=sys.executable, args=[str(MCP_SERVER)], cwd=str(ROOT),
+        env={"REGISTRY_URL": api, "REGISTRY_TOKEN": token, "REGISTRY_POLL_SECONDS": "0.5"},
+    )  # fmt: skip
+    with anyio.fail_after(60):
+        async with (
+            stdio_client(server) as (read, write),
+            ClientSession(read, write, message_handler=on_message) as session,
+        ):
+            await session.initialize()
+            await session.list_tools()
+            await anyio.sleep(1.5)  # the server has read the revision
+            with anyio.move_on_after(5):
+                await changed.wait()
+            quiet = changed.is_set()  # nothing moved: nothing announced
+            await anyio.to_thread.run_sync(publish)
+            with anyio.move_on_after(30):
+                await changed.wait()
+            return [f"quiet={quiet}", f"announced={changed.is_set()}"]
+
+
+def test_the_example_server_tells_clients_when_the_registry_revision_moves(registry_api):
+    from conftest import contract
+
+    api, token = registry_api
+
+    def publish() -> None:
+        from django.db import connection
+
+        registry_import(
+            data=[contract("clinical_notes.search", requires=[], produces=[])], approve=True
+        )
+        connection.close()
+
+    assert anyio.run(list_changed_session, api, token, publish) == [
+        "quiet=False",
+        "announced=True",
+    ]

@@ -94,3 +94,25 @@ def test_the_test_endpoint_sends_a_signed_test_delivery(
 def test_it_refuses_urls_outside_http_and_the_allowlist(settings, url, allowed, problem):
     settings.WEBHOOK_ALLOWED_HOSTS = allowed
     assert (problem in webhook_url_problem(url)) if problem else webhook_url_problem(url) == ""
+
+
+def test_the_admin_sends_a_test_delivery_and_shows_the_log(admin_client, monkeypatch):
+    from api import webhooks
+
+    queued = []
+    monkeypatch.setattr(webhooks.current_app, "send_task", lambda *a, **kw: queued.append(a))
+    application = Application.objects.create(name="assistant")
+    hook = Webhook.objects.create(application=application, url="https://hooks.example.com/x")
+
+    response = admin_client.post(
+        "/admin/api/webhook/", {"action": "send_test", "_selected_action": [hook.pk]}, follow=True
+    )
+
+    assert response.status_code == 200
+    delivery = WebhookDelivery.objects.get()
+    assert delivery.event == "webhook.test" and delivery.status == "pending"
+    assert ("api.tasks.webhook_deliver", (delivery.pk,)) in queued
+    log = admin_client.get("/admin/api/webhookdelivery/")
+    assert log.status_code == 200 and "webhook.test" in log.content.decode()
+    page = admin_client.get(f"/admin/api/webhook/{hook.pk}/change/")
+    assert page.status_code == 200 and "webhook.test" in page.content.decode()

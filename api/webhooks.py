@@ -15,10 +15,10 @@ import uuid
 from typing import Any
 
 import requests
-from celery import current_app
 from django.db import transaction
 from django.utils import timezone
 
+from config.celery_app import app as celery_app
 from registry.models import ContractVersion, Tool
 from registry.selectors import within_application
 
@@ -71,7 +71,7 @@ def webhook_deliveries_queue(delivery_ids: list[int]) -> None:
     module. A broker that refuses leaves them pending in the log."""
     for delivery_id in delivery_ids:
         try:
-            current_app.send_task("api.tasks.webhook_deliver", (delivery_id,), retry=False)
+            celery_app.send_task("api.tasks.webhook_deliver", (delivery_id,), retry=False)
         except Exception as exc:  # the broker's errors vary by transport; the commit stands
             logger.warning("webhook delivery %s not queued: %s", delivery_id, exc)
 

@@ -100,7 +100,7 @@ def test_the_admin_sends_a_test_delivery_and_shows_the_log(admin_client, monkeyp
     from api import webhooks
 
     queued = []
-    monkeypatch.setattr(webhooks.current_app, "send_task", lambda *a, **kw: queued.append(a))
+    monkeypatch.setattr(webhooks.celery_app, "send_task", lambda *a, **kw: queued.append(a))
     application = Application.objects.create(name="assistant")
     hook = Webhook.objects.create(application=application, url="https://hooks.example.com/x")
 

@@ -5,7 +5,7 @@ from django.http import HttpRequest
 
 from .models import RuntimeToken, Webhook, WebhookDelivery
 from .services import runtime_tokens_revoke
-from .webhooks import webhook_deliveries_queue, webhook_test_send
+from .webhooks import webhook_deliveries_queue, webhook_deliveries_retry, webhook_test_send
 
 
 @admin.register(RuntimeToken)
@@ -85,6 +85,13 @@ class WebhookDeliveryAdmin(admin.ModelAdmin):
         "webhook", "event", "payload", "status", "attempts", "response_code", "error",
         "created_at", "finished_at",
     ]  # fmt: skip
+    actions = ["send_again"]
+
+    @admin.action(description="Send again (failed or never queued)", permissions=["view"])
+    def send_again(self, request: HttpRequest, queryset: QuerySet[WebhookDelivery]) -> None:
+        ids = webhook_deliveries_retry(delivery_ids=list(queryset.values_list("pk", flat=True)))
+        transaction.on_commit(lambda: webhook_deliveries_queue(ids))
+        self.message_user(request, f"Queued {len(ids)} delivery(ies) again.", messages.SUCCESS)
 
     def has_add_permission(self, request: HttpRequest) -> bool:
         return False

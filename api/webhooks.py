@@ -68,12 +68,28 @@ def webhook_deliveries_create(*, version_id: int) -> list[int]:
 
 def webhook_deliveries_queue(delivery_ids: list[int]) -> None:
     """Queue deliveries (call it on commit). Sent by task name: ``api.tasks`` imports this
-    module. A broker that refuses leaves them pending in the log."""
+    module. A broker that refuses leaves them pending in the log, for the admin's "Send
+    again" (``webhook_deliveries_retry``)."""
     for delivery_id in delivery_ids:
         try:
             celery_app.send_task("api.tasks.webhook_deliver", (delivery_id,), retry=False)
         except Exception as exc:  # the broker's errors vary by transport; the commit stands
             logger.warning("webhook delivery %s not queued: %s", delivery_id, exc)
+
+
+@transaction.atomic
+def webhook_deliveries_retry(*, delivery_ids: list[int]) -> list[int]:
+    """Deliveries given up (or never queued: a broker that refused) made pending again, with a
+    fresh count of attempts; returns the ids to queue after commit. Delivered ones stay."""
+    retried = list(
+        WebhookDelivery.objects.filter(pk__in=delivery_ids)
+        .exclude(status=WebhookDelivery.Status.DELIVERED)
+        .values_list("pk", flat=True)
+    )
+    WebhookDelivery.objects.filter(pk__in=retried).exclude(
+        status=WebhookDelivery.Status.DELIVERED
+    ).update(status=WebhookDelivery.Status.PENDING, attempts=0, finished_at=None)
+    return retried
 
 
 @transaction.atomic

@@ -116,3 +116,14 @@ def test_the_admin_sends_a_test_delivery_and_shows_the_log(admin_client, monkeyp
     assert log.status_code == 200 and "webhook.test" in log.content.decode()
     page = admin_client.get(f"/admin/api/webhook/{hook.pk}/change/")
     assert page.status_code == 200 and "webhook.test" in page.content.decode()
+
+    WebhookDelivery.objects.update(status="failed", attempts=7)
+    queued.clear()
+    admin_client.post(
+        "/admin/api/webhookdelivery/",
+        {"action": "send_again", "_selected_action": [delivery.pk]},
+        follow=True,
+    )
+    delivery.refresh_from_db()
+    assert delivery.status == "pending" and delivery.attempts == 0
+    assert ("api.tasks.webhook_deliver", (delivery.pk,)) in queued

@@ -1,9 +1,11 @@
 from django.contrib import admin, messages
+from django.db import transaction
 from django.db.models import QuerySet
 from django.http import HttpRequest
 
-from .models import RuntimeToken
+from .models import RuntimeToken, Webhook, WebhookDelivery
 from .services import runtime_tokens_revoke
+from .webhooks import webhook_deliveries_queue, webhook_deliveries_retry, webhook_test_send
 
 
 @admin.register(RuntimeToken)
@@ -41,3 +43,58 @@ class RuntimeTokenAdmin(admin.ModelAdmin):
     def revoke(self, request: HttpRequest, queryset: QuerySet[RuntimeToken]) -> None:
         count = runtime_tokens_revoke(tokens=queryset)
         self.message_user(request, f"Revoked {count} token(s).", messages.SUCCESS)
+
+
+class WebhookDeliveryInline(admin.TabularInline):
+    model = WebhookDelivery
+    fields = ["created_at", "event", "status", "attempts", "response_code", "error", "finished_at"]
+    readonly_fields = fields
+    extra = 0
+    max_num = 0
+    can_delete = False
+    show_change_link = True
+    ordering = ["-created_at"]
+
+
+@admin.register(Webhook)
+class WebhookAdmin(admin.ModelAdmin):
+    list_display = ["application", "url", "events", "enabled", "created_at"]
+    list_filter = ["enabled", "application"]
+    list_select_related = ["application"]
+    fields = ["application", "url", "events", "enabled", "secret", "created_at"]
+    readonly_fields = ["created_at"]
+    inlines = [WebhookDeliveryInline]
+    actions = ["send_test"]
+
+    @admin.action(description="Send a test delivery", permissions=["change"])
+    def send_test(self, request: HttpRequest, queryset: QuerySet[Webhook]) -> None:
+        ids = [webhook_test_send(webhook=webhook).pk for webhook in queryset]
+        transaction.on_commit(lambda: webhook_deliveries_queue(ids))
+        self.message_user(request, f"Queued {len(ids)} test delivery(ies).", messages.SUCCESS)
+
+
+@admin.register(WebhookDelivery)
+class WebhookDeliveryAdmin(admin.ModelAdmin):
+    """The delivery log: read-only."""
+
+    list_display = ["created_at", "webhook", "event", "status", "attempts", "response_code"]
+    list_filter = ["status", "event"]
+    list_select_related = ["webhook__application"]
+    show_full_result_count = False
+    readonly_fields = [
+        "webhook", "event", "payload", "status", "attempts", "response_code", "error",
+        "created_at", "finished_at",
+    ]  # fmt: skip
+    actions = ["send_again"]
+
+    @admin.action(description="Send again (failed or never queued)", permissions=["view"])
+    def send_again(self, request: HttpRequest, queryset: QuerySet[WebhookDelivery]) -> None:
+        ids = webhook_deliveries_retry(delivery_ids=list(queryset.values_list("pk", flat=True)))
+        transaction.on_commit(lambda: webhook_deliveries_queue(ids))
+        self.message_user(request, f"Queued {len(ids)} delivery(ies) again.", messages.SUCCESS)
+
+    def has_add_permission(self, request: HttpRequest) -> bool:
+        return False
+
+    def has_change_permission(self, request: HttpRequest, obj=None) -> bool:
+        return False

@@ -92,6 +92,13 @@ def openai_tool(document: dict, *, mandate: str = "", strict: bool = False) -> d
     return {"type": "function", "function": function}
 
 
+def openai_responses_tool(document: dict, *, mandate: str = "", strict: bool = False) -> dict:
+    """A tool in the flat shape of OpenAI's Responses API (``FunctionToolParam``): the function's
+    keys beside ``"type": "function"``, with ``strict`` always said (the API requires it)."""
+    function = openai_tool(document, mandate=mandate, strict=strict)["function"]
+    return {"type": "function", **function, "strict": function.get("strict", False)}
+
+
 def anthropic_tool(document: dict, *, mandate: str = "") -> dict:
     return {
         "name": provider_name(document["name"]),

@@ -1,6 +1,8 @@
 import hashlib
 import secrets
+from urllib.parse import urlsplit
 
+from django.conf import settings
 from django.core.cache import cache
 from django.core.exceptions import ValidationError
 from django.db import models, transaction
@@ -9,6 +11,28 @@ from django.utils import timezone
 from registry.models import Application
 
 TOKEN_PREFIX = "trk_"
+
+
+def _webhook_secret() -> str:
+    return secrets.token_urlsafe(32)
+
+
+def _all_events() -> list[str]:
+    return ["contract.published", "tool.retired"]
+
+
+def webhook_url_problem(url: str) -> str:
+    """Why a webhook may not be sent to ``url``, or "": only http(s), and only the hosts
+    ``WEBHOOK_ALLOWED_HOSTS`` names when it names any."""
+    parts = urlsplit(url)
+    if parts.scheme not in ("http", "https") or not parts.hostname:
+        return "Only http and https URLs with a host are allowed."
+    allowed = settings.WEBHOOK_ALLOWED_HOSTS
+    if allowed and parts.hostname not in allowed:
+        return f"{parts.hostname} is not in WEBHOOK_ALLOWED_HOSTS."
+    return ""
+
+
 FAST_TOKEN_PREFIX = "registry:runtime:"
 
 
@@ -107,3 +131,60 @@ class RuntimeToken(models.Model):
     def is_usable(self) -> bool:
         now = timezone.now()
         return self.revoked_at is None and (self.expires_at is None or self.expires_at > now)
+
+
+class Webhook(models.Model):
+    """Where an application wants to hear of publications and retirements of its tools."""
+
+    class Event(models.TextChoices):
+        PUBLISHED = "contract.published"
+        RETIRED = "tool.retired"
+
+    application = models.ForeignKey(Application, on_delete=models.CASCADE, related_name="webhooks")
+    url = models.URLField(max_length=500, help_text="http or https; see WEBHOOK_ALLOWED_HOSTS.")
+    secret = models.CharField(
+        max_length=200, default=_webhook_secret, help_text="Signs each body (HMAC-SHA256)."
+    )
+    events = models.JSONField(default=_all_events, help_text="Any of the event names.")
+    enabled = models.BooleanField(default=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["application__name", "pk"]
+
+    def __str__(self) -> str:
+        return f"{self.application.name} → {self.url}"
+
+    def clean(self) -> None:
+        problem = webhook_url_problem(self.url)
+        if problem:
+            raise ValidationError({"url": problem})
+        known = set(self.Event.values)
+        if not isinstance(self.events, list) or not set(self.events) <= known or not self.events:
+            raise ValidationError({"events": f"A non-empty list of: {', '.join(sorted(known))}."})
+
+
+class WebhookDelivery(models.Model):
+    """One event sent (or being sent) to one webhook: the delivery log."""
+
+    class Status(models.TextChoices):
+        PENDING = "pending"
+        DELIVERED = "delivered"
+        FAILED = "failed"
+
+    webhook = models.ForeignKey(Webhook, on_delete=models.CASCADE, related_name="deliveries")
+    event = models.CharField(max_length=40)
+    payload = models.JSONField()
+    status = models.CharField(max_length=20, choices=Status.choices, default=Status.PENDING)
+    attempts = models.PositiveIntegerField(default=0)
+    response_code = models.PositiveIntegerField(null=True, blank=True)
+    error = models.TextField(blank=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+    finished_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["-created_at"]
+        verbose_name_plural = "webhook deliveries"
+
+    def __str__(self) -> str:
+        return f"{self.event} to {self.webhook_id} ({self.status})"

@@ -1,77 +1,9 @@
 """Plan validation: check a planner's plan against each tool's contract and the app's policy.
 
-``validate_plan`` takes a plan (a list of ``{"tool": name, "args": {...}}`` steps), the contracts
-of the tools it may use, and the application's planning policy, and returns::
-
-    {"plan": [...],          # the corrected plan: dropped steps removed, corrections applied
-     "violations": [{"step": i, "invariant": id, "rule": text, "action": "rejected"}, ...],
-     "valid": bool,          # False when any violation is "rejected"
-     "config": {...},        # the resolved config params (policy's, then each planned tool's)
-     "mandate": "..."}       # the policy's mandate, or ""
-
-``step`` is the index of the step in the plan as submitted; it is null for a plan-wide violation
-and for problems of a step a policy appended. The kinds of invariants and rules, and the config
-normalisers, are documented in ``registry/invariants.py``.
-
-Order of evaluation
--------------------
-Corrections change what later checks see, so they run in a fixed order:
-
-1. Each submitted step is read. A malformed step (not an object, no tool name, ``args`` not an
-   object, nesting deeper than ``MAX_ARGS_DEPTH``) is rejected as ``malformed_step`` and left
-   out of the returned plan; a missing ``args`` means ``{}``; other keys of a step are kept.
-2. Each step, in plan order: a tool without a contract is rejected as ``unknown_tool``.
-   Otherwise, nulls standing for absent optional properties are dropped from its args (see
-   *Null for an optional property* below), then (a) the tool's ``correct`` invariants apply in
-   declared order; (b) its other
-   one-step invariants (``mutually_exclusive``, ``requires_arg_when``) are checked in declared
-   order, and the first ``drop`` prunes the step and ends its checks; (c) the corrected args of
-   a step still in the plan are validated against the tool's input JSON Schema (``input_schema``,
-   one violation per error, rejected).
-3. Plan-wide invariants (``max_per_plan``, ``unique_calls``): tools in order of their first step,
-   each tool's invariants in declared order, steps in plan order. Only steps still in the plan
-   count, and the later steps are the ones pruned, so the first calls survive.
-4. Policy rules in declared order, on the steps still in the plan. ``must_include`` with
-   ``correct`` appends each missing step at the end, which then goes through step 2 (its
-   violations are plan-wide); it is the only step of its tool, so step 3 cannot trip on it. A
-   later rule sees what earlier rules did: put ``must_include`` after ``drop`` rules if it must
-   hold on the final plan.
-5. Config params are resolved (request config, then state, then default): the policy's, then
-   those of each tool in the final plan; the first declaration of a key wins. A value its
-   normaliser refuses is rejected as ``config_param`` naming the key.
-
-Violations come sorted by step (plan-wide ones last), then in the order above. A malformed
-invariant or policy rule is rejected, never skipped: a rule that cannot be read must not let
-a plan through. A rejection counts even when a later rule drops its step: the planner wrote an
-invalid call and should plan again. Besides declared ids, ``invariant`` can be one of
-``malformed_plan``, ``malformed_step``, ``unknown_tool``, ``malformed_contract``,
-``input_schema``, ``config_param``, ``malformed_policy``, ``malformed_request``, and
-``invariant``/``policy_rule`` for a malformed entry without a usable id.
-
-Null for an optional property
------------------------------
-OpenAI's strict mode requires every property and lets a model leave an optional one out only
-by sending null (the strict export adds null to such a property's type and enum). So a null
-given for a property its object does not list in ``required``, and whose own schema does not
-accept null, is read as absent: the key is dropped from the args (the returned plan has it
-dropped too), and no violation is reported. A required property given null is still checked,
-and rejected unless its schema accepts null; a property whose schema accepts null keeps it.
-The rule follows ``properties``, ``items`` and local ``$ref``s into nested objects and lists;
-inside ``anyOf``/``oneOf`` a value takes the first alternative it satisfies once its nulls are
-dropped (trying alternatives is paid from the same work budget as validation).
-
-The input schema is hostile data (anyone who can propose a contract writes it): no ``$ref`` is
-ever fetched (only references inside the schema resolve; anything else is a violation), and it
-is checked by ``registry/jsonschema_re2.py``: every regular expression (``pattern``,
-``patternProperties``) runs on RE2, which matches in linear time, so ``(a+)+$`` cannot stall a
-worker, and a pattern RE2 cannot compile (look-arounds, back-references) is a violation rather
-than a fallback to a backtracking engine. Checking one step's args may evaluate at most
-``SCHEMA_WORK_BUDGET`` keywords, and all of a plan's at most ``PLAN_SCHEMA_WORK_BUDGET``: a
-schema of nested combinators that needs more (contract validation refuses those, see
-``registry/schema_limits.py``, but a stored row may predate the limits) raises
-``SchemaTooCostly``, naming the step and the tool, instead of an answer. The plan is hostile
-too: ``uniqueItems`` is checked in linear time, deep nesting is refused before anything
-recurses into it, and messages quoting an argument are cut to ``MAX_MESSAGE_CHARS``.
+What is checked, in which order, and the shape of the answer are documented once, in
+``docs/api.md`` (*Plan validation*); why schemas run on RE2 within a work budget, in
+``docs/architecture.md`` (*Schema complexity limits*). The invariant kinds, policy rules and
+config normalisers are in ``registry/invariants.py``.
 """
 
 from __future__ import annotations
@@ -80,9 +12,9 @@ import copy
 import functools
 import itertools
 import json
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, NotRequired, TypedDict
 from urllib.parse import unquote
 
 from jsonschema.exceptions import SchemaError
@@ -107,7 +39,31 @@ from registry.jsonschema_re2 import (
     work_budget,
 )
 
-Violation = dict[str, Any]
+
+class Violation(TypedDict):
+    step: int | None  # index in the submitted plan; None for plan-wide or appended steps
+    invariant: str
+    rule: str
+    action: str  # "rejected", "corrected" or "dropped"
+    # Only on ``unmet_requires``: the variables missing before the step, and for each the
+    # approved tools the application sees that produce it.
+    missing: NotRequired[list[str]]
+    producers: NotRequired[dict[str, list[str]]]
+
+
+class PlanValidation(TypedDict):
+    plan: list[dict[str, Any]]  # the corrected plan: dropped steps removed, corrections applied
+    violations: list[Violation]
+    valid: bool  # False when any violation is "rejected"
+    config: dict[str, Any]  # the resolved config params
+    mandate: str  # the policy's mandate, or ""
+
+
+# A state is either the names of the variables it holds or an object of their values.
+State = Mapping[str, Any] | Sequence[str]
+Producers = Callable[[str], Sequence[str]]
+# Enough for a planner to pick one; a popular variable can have hundreds of producers.
+MAX_PRODUCERS_NAMED = 10
 
 # Enough to fix a call; a hostile instance could otherwise produce one error per array item.
 MAX_SCHEMA_ERRORS_PER_STEP = 20
@@ -129,27 +85,40 @@ def validate_plan(
     plan: list[dict],
     contracts: dict[str, dict],
     policy: dict | None,
-    state: dict | None = None,
+    state: State | None = None,
     config: dict | None = None,
-) -> dict:
-    """Check, correct and prune a plan; see the module docstring for the order of evaluation.
+    aliases: Mapping[str, str] | None = None,
+    producers: Producers | None = None,
+) -> PlanValidation:
+    """Check, correct and prune a plan, as ``docs/api.md`` (*Plan validation*) describes.
 
+    ``state`` holds the variables known before the first step (names, or an object of values);
+    ``aliases`` maps any surface form of a variable to its canonical name; ``producers`` names
+    the tools that produce a (canonical) variable, for the ``unmet_requires`` violation.
     Raises ``SchemaTooCostly`` when a step's args cannot be checked within the work budget.
     """
     with work_budget(PLAN_SCHEMA_WORK_BUDGET):
-        return _validate_plan(plan, contracts, policy, state, config)
+        return _validate_plan(
+            plan, contracts, policy, state, config, aliases or {}, producers or _no_producers
+        )
+
+
+def _no_producers(variable: str) -> Sequence[str]:
+    return ()
 
 
 def _validate_plan(
     plan: list[dict],
     contracts: dict[str, dict],
     policy: dict | None,
-    state: dict | None,
+    state: State | None,
     config: dict | None,
-) -> dict:
+    aliases: Mapping[str, str],
+    producers: Producers,
+) -> PlanValidation:
     violations = _Violations()
     request_config = _mapping_or_empty(config, "config", violations)
-    state_values = _mapping_or_empty(state, "state", violations)
+    state_names, state_values = _read_state(state, violations)
 
     steps = _read_steps(plan, violations)
     rules_by_tool: dict[str, _ToolRules] = {}
@@ -166,6 +135,7 @@ def _validate_plan(
     _apply_policy_rules(steps, policy_document, contracts, rules_by_tool, violations)
 
     final_steps = [step for step in steps if not step.dropped]
+    _check_requires(final_steps, contracts, state_names, aliases, producers, violations)
     declared = _list_or_empty(policy_document.get("config_params"))
     for tool in _unique(step.tool for step in final_steps):
         contract = contracts.get(tool)
@@ -216,15 +186,16 @@ class _Violations:
 
     def add(
         self, step: _Step | int | None, invariant: str, rule: str, action: str = "reject"
-    ) -> None:
+    ) -> Violation:
         index = step.index if isinstance(step, _Step) else step
-        violation = {
+        violation: Violation = {
             "step": index,
             "invariant": invariant,
             "rule": rule,
             "action": ACTION_RESULTS[action],
         }
         self._entries.append((index, len(self._entries), violation))
+        return violation
 
     def ordered(self) -> list[Violation]:
         # Detection order already follows the documented phases; the sort groups by step.
@@ -428,6 +399,65 @@ def _apply_policy_rules(
                     violations.add(step, entry["id"], entry["rule"], action)
                     if action == "drop":
                         step.dropped = True
+
+
+def _read_state(state: Any, violations: _Violations) -> tuple[list[str], Mapping[str, Any]]:
+    """The state's variable names, and its values (for config params) when it has them."""
+    if state is None:
+        return [], {}
+    if isinstance(state, Mapping):
+        return [name for name in state if isinstance(name, str)], state
+    if isinstance(state, list) and all(isinstance(name, str) for name in state):
+        return list(state), {}
+    violations.add(
+        None, "malformed_request", "state must be a list of variable names or an object of values"
+    )
+    return [], {}
+
+
+def _check_requires(
+    steps: list[_Step],
+    contracts: Mapping[str, Any],
+    state_names: list[str],
+    aliases: Mapping[str, str],
+    producers: Producers,
+    violations: _Violations,
+) -> None:
+    """Walk the plan: what each step requires must be in the state or produced before it.
+
+    A missing variable is reported once, at the first step that needs it, and a step whose
+    requirements fail still adds what it produces: the steps after it are judged as if it ran.
+    """
+    available = {aliases.get(name, name) for name in state_names}
+    for step in steps:
+        contract = contracts.get(step.tool)
+        if not isinstance(contract, Mapping):
+            continue  # already rejected as unknown_tool or malformed_contract
+        requires = _unique(aliases.get(name, name) for name in _names(contract.get("requires")))
+        missing = [name for name in requires if name not in available]
+        if missing:
+            offered = {
+                name: [tool for tool in producers(name) if tool != step.tool][:MAX_PRODUCERS_NAMED]
+                for name in missing
+            }
+            where = f"step {step.index}" if step.index is not None else "the appended step"
+            sources = "; ".join(
+                f"{name} is produced by {', '.join(tools)}" if tools else f"no tool produces {name}"
+                for name, tools in offered.items()
+            )
+            rule = (
+                f"{where} ({step.tool}) requires {', '.join(missing)}, which neither the state "
+                f"nor an earlier step provides; {sources}"
+            )
+            violation = violations.add(step, "unmet_requires", _clip(rule))
+            violation["missing"] = missing
+            violation["producers"] = offered
+            available.update(missing)
+        available.update(aliases.get(name, name) for name in _names(contract.get("produces")))
+
+
+def _names(value: Any) -> list[str]:
+    return [name for name in value if isinstance(name, str)] if isinstance(value, list) else []
 
 
 # --- JSON Schema with linear-time regular expressions, bounded work and no retrieval ---------

@@ -1,3 +1,4 @@
+from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
 from registry.models import ContractVersion
@@ -90,8 +91,61 @@ class BoundedListField(serializers.ListField):
         return super().to_internal_value(data)
 
 
+@extend_schema_field(
+    {
+        "oneOf": [
+            {
+                "type": "array",
+                "items": {"type": "string", "maxLength": 100},
+                "maxItems": 1000,
+                "description": "the names of the variables the state holds",
+            },
+            {
+                "type": "object",
+                "additionalProperties": True,
+                "description": "the state's variables and their values",
+            },
+        ]
+    }
+)
+class StateField(serializers.Field):
+    """A state in either shape: a list of variable names, or an object of values by name.
+
+    The internal value keeps the shape (a list, or a dict); ``state_names`` reads the names.
+    """
+
+    default_error_messages = {
+        "invalid": "Expected a list of variable names or an object of values.",
+    }
+
+    def __init__(self, **kwargs):
+        self.names = BoundedListField(child=serializers.CharField(max_length=100), max_length=1000)
+        self.values = serializers.DictField()
+        super().__init__(**kwargs)
+
+    def bind(self, field_name, parent):
+        super().bind(field_name, parent)
+        # The inner fields report errors under this field's name.
+        self.names.bind(field_name, parent)
+        self.values.bind(field_name, parent)
+
+    def to_internal_value(self, data):
+        if isinstance(data, list):
+            return self.names.run_validation(data)
+        if isinstance(data, dict):
+            return self.values.run_validation(data)
+        self.fail("invalid")
+
+    def to_representation(self, value):
+        return value
+
+
+def state_names(state: list[str] | dict) -> list[str]:
+    return list(state)
+
+
 class FilterRequest(serializers.Serializer):
-    state = BoundedListField(child=serializers.CharField(max_length=100), max_length=1000)
+    state = StateField()
     goal = BoundedListField(
         child=serializers.CharField(max_length=100), min_length=1, max_length=100
     )
@@ -112,7 +166,7 @@ class PlanStep(serializers.Serializer):
 
 class PlanRequest(serializers.Serializer):
     plan = BoundedListField(child=serializers.JSONField(), max_length=200)
-    state = serializers.DictField(required=False, default=dict)
+    state = StateField(required=False, default=dict)
     config = serializers.DictField(required=False, default=dict)
 
 
@@ -121,6 +175,17 @@ class Violation(serializers.Serializer):
     invariant = serializers.CharField()
     rule = serializers.CharField()
     action = serializers.ChoiceField(choices=["rejected", "corrected", "dropped"])
+    missing = serializers.ListField(
+        child=serializers.CharField(),
+        required=False,
+        help_text="unmet_requires only: the variables missing before the step",
+    )
+    producers = serializers.DictField(
+        child=serializers.ListField(child=serializers.CharField()),
+        required=False,
+        help_text="unmet_requires only: for each missing variable, the approved tools this "
+        "application sees that produce it",
+    )
 
 
 class PlanResponse(serializers.Serializer):
@@ -141,6 +206,14 @@ class OpenAIFunction(serializers.Serializer):
 class OpenAITool(serializers.Serializer):
     type = serializers.ChoiceField(choices=["function"])
     function = OpenAIFunction()
+
+
+class OpenAIResponsesTool(serializers.Serializer):
+    type = serializers.ChoiceField(choices=["function"])
+    name = serializers.RegexField(r"^[a-zA-Z0-9_-]{1,64}$")
+    description = serializers.CharField()
+    parameters = serializers.DictField()
+    strict = serializers.BooleanField()
 
 
 class AnthropicTool(serializers.Serializer):

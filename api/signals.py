@@ -4,13 +4,16 @@ moves, the applications' bundles of hot read bodies are rendered again (``api/bu
 
 from typing import Any
 
+from django.db import transaction
 from django.db.models.signals import post_delete, post_save
 
+from registry.events import contract_published
 from registry.revision import revision_changed
 from registry.signals import revision_bump_on_change
 
 from .models import RuntimeToken
 from .tasks import bundle_render_queue
+from .webhooks import webhook_deliveries_create, webhook_deliveries_queue
 
 post_save.connect(revision_bump_on_change, sender=RuntimeToken, dispatch_uid="revision-token-save")
 post_delete.connect(
@@ -25,3 +28,12 @@ def bundles_render_on_change(**kwargs: Any) -> None:
 
 
 revision_changed.connect(bundles_render_on_change, dispatch_uid="api-bundles-render")
+
+
+def webhooks_on_publication(*, version_id: int, **kwargs: Any) -> None:
+    """After a publication commits: record a delivery per subscribed webhook, then queue them."""
+    delivery_ids = webhook_deliveries_create(version_id=version_id)
+    transaction.on_commit(lambda: webhook_deliveries_queue(delivery_ids))
+
+
+contract_published.connect(webhooks_on_publication, dispatch_uid="api-webhooks")

@@ -5,7 +5,7 @@ import logging
 from celery import shared_task
 from django.db import InterfaceError, OperationalError
 
-from . import bundles
+from . import bundles, webhooks
 
 TRANSIENT = (OperationalError, InterfaceError, bundles.RevisionNotSeenYet)
 
@@ -60,3 +60,22 @@ def bundle_render_queue(*, application_id: int | None = None) -> None:
     except Exception as exc:  # the broker's errors vary by transport
         bundles.bundle_render_started(application_id=application_id)
         logger.warning("bundle render of %s not queued: %s", application_id or "all", exc)
+
+
+WEBHOOK_MAX_RETRIES = 6  # at 2, 4, 8, 16, 32 and 64 seconds (with jitter), then given up
+
+
+@shared_task(
+    bind=True,
+    acks_late=True,
+    autoretry_for=(webhooks.DeliveryFailed, OperationalError, InterfaceError),
+    retry_backoff=2,
+    retry_backoff_max=600,
+    max_retries=WEBHOOK_MAX_RETRIES,
+    soft_time_limit=60,
+    time_limit=90,
+)
+def webhook_deliver(self, delivery_id: int) -> str:
+    """Post one webhook delivery; a failure is retried with exponential backoff."""
+    final = self.request.retries >= WEBHOOK_MAX_RETRIES
+    return webhooks.webhook_deliver(delivery_id=delivery_id, final=final).status

@@ -32,6 +32,7 @@ urlpatterns = [
     path("otlp/v1/traces", views.OTLPTraceView.as_view(), name="otlp-traces"),
     path("filter/", views.FilterView.as_view(), name="filter"),
     path("plans/validate/", views.PlanValidateView.as_view(), name="plans-validate"),
+    path("webhooks/test/", views.WebhookTestView.as_view(), name="webhooks-test"),
     path("health/", views.HealthView.as_view(), name="health"),
     # The schema describes the API, not the registry's contents: anyone may read it.
     path("schema/", SpectacularAPIView.as_view(permission_classes=[AllowAny]), name="schema"),

@@ -19,7 +19,13 @@ from django.db import (
 )
 from django.http import Http404, HttpResponse
 from drf_spectacular.types import OpenApiTypes
-from drf_spectacular.utils import OpenApiExample, OpenApiParameter, extend_schema, inline_serializer
+from drf_spectacular.utils import (
+    OpenApiExample,
+    OpenApiParameter,
+    PolymorphicProxySerializer,
+    extend_schema,
+    inline_serializer,
+)
 from rest_framework import exceptions, generics, serializers
 from rest_framework.exceptions import ValidationError
 from rest_framework.pagination import PageNumberPagination
@@ -35,7 +41,7 @@ from registry.models import ContractVersion
 from registry.revision import revision_current
 from registry.selectors import alias_map, risk_ranks
 
-from . import exports, otlp
+from . import exports, otlp, webhooks
 from .auth import HasScope, IsRuntimeOrStaff, Runtime
 from .caching import ConditionalMixin, ProcessCache
 from .causal import ProducerIndex, filter_tools
@@ -52,12 +58,14 @@ from .serializers import (
     FilterRequest,
     FilterResponse,
     MCPToolList,
+    OpenAIResponsesTool,
     OpenAITool,
     PlanRequest,
     PlanResponse,
     RevisionSerializer,
     TraceIn,
     TraceIngestResult,
+    state_names,
 )
 from .throttling import RuntimeThrottle
 
@@ -174,36 +182,64 @@ class ExportView(ConditionalMixin, RuntimeView, generics.GenericAPIView):
     parameters=[
         *EXPORT_FILTERS,
         OpenApiParameter("strict", bool, description="OpenAI strict-mode schemas."),
+        OpenApiParameter(
+            "shape",
+            str,
+            enum=["chat", "responses"],
+            description="chat (default): Chat Completions tools, "
+            '`{"type": "function", "function": {...}}`; responses: the Responses API\'s flat '
+            '`{"type": "function", "name", "description", "parameters", "strict"}`.',
+        ),
     ],
-    responses={200: OpenAITool(many=True), **ERRORS},
+    responses={
+        200: PolymorphicProxySerializer(
+            component_name="OpenAIExportTool",
+            serializers=[OpenAITool, OpenAIResponsesTool],
+            resource_type_field_name=None,
+            many=True,
+        ),
+        **ERRORS,
+    },
     examples=[
         OpenApiExample(
             "One function",
-            value=[
-                {
-                    "type": "function",
-                    "function": {
-                        "name": "calendar__find_events",
-                        "description": "Find calendar events.",
-                        "parameters": {"type": "object"},
-                    },
-                }
-            ],
+            value={
+                "type": "function",
+                "function": {
+                    "name": "calendar__find_events",
+                    "description": "Find calendar events.",
+                    "parameters": {"type": "object"},
+                },
+            },
             response_only=True,
-        )
+        ),
+        OpenApiExample(
+            "One function, shape=responses",
+            value={
+                "type": "function",
+                "name": "calendar__find_events",
+                "description": "Find calendar events.",
+                "parameters": {"type": "object"},
+                "strict": False,
+            },
+            response_only=True,
+        ),
     ],
 )
 class OpenAIExportView(ExportView):
     """Tools in OpenAI's function-calling shape ('.' in names is sent as '__')."""
 
-    query_parameters = ("strict",)
+    query_parameters = ("strict", "shape")
+    SHAPES = {"chat": exports.openai_tool, "responses": exports.openai_responses_tool}
 
     def read(self, request):
         strict = request.query_params.get("strict", "false").lower() in ("1", "true", "yes")
+        shape = request.query_params.get("shape", "chat")
+        if shape not in self.SHAPES:
+            raise ValidationError({"shape": [f"must be one of {', '.join(self.SHAPES)}"]})
         mandate = self.mandate()
-        return Response(
-            [exports.openai_tool(d, mandate=mandate, strict=strict) for d in self.documents()]
-        )
+        tool = self.SHAPES[shape]
+        return Response([tool(d, mandate=mandate, strict=strict) for d in self.documents()])
 
 
 @extend_schema(
@@ -321,7 +357,7 @@ class FilterView(RuntimeView):
         body = FilterRequest(data=request.data)
         body.is_valid(raise_exception=True)
         aliases = alias_map()
-        state = {aliases.get(name, name) for name in body.validated_data["state"]}
+        state = {aliases.get(name, name) for name in state_names(body.validated_data["state"])}
         goal = {aliases.get(name, name) for name in body.validated_data["goal"]}
         index, by_name = _producer_index(self)
         result = filter_tools(
@@ -356,14 +392,16 @@ class FilterView(RuntimeView):
                         "args": {"query": "statins", "subquestion_ids": ["q1", "q2"]},
                     },
                     {"tool": "source_link_retrieval", "args": {"passage_set_id": "ps_1"}},
-                ]
+                ],
+                "state": ["research_question"],
             },
             request_only=True,
         )
     ],
 )
 class PlanValidateView(RuntimeView):
-    """Check a plan against each tool's contract and the application's planning policy."""
+    """Check a plan (or a single call, as a plan of one step) against each tool's contract,
+    from the given state, and against the application's planning policy."""
 
     def post(self, request):
         body = PlanRequest(data=request.data)
@@ -375,17 +413,51 @@ class PlanValidateView(RuntimeView):
         names = {name for name in tools if isinstance(name, str)}
         versions = self.visible().filter(tool__name__in=names)
         contracts = {version.tool.name: version.document() for version in versions}
+        index, _ = _producer_index(self)
+
+        def producers(variable: str) -> list[str]:
+            return [index.names[tool] for tool in index.producers.get(variable, ())]
+
         result = validate_plan(
             plan=plan,
             contracts=contracts,
             policy=self.policy(),
             state=body.validated_data["state"],
             config=body.validated_data["config"],
+            aliases=alias_map(),
+            producers=producers,
         )
         tripped = sorted({v["invariant"] for v in result["violations"]})
         if tripped:
             logger.info("plan check tripped %s", ", ".join(tripped))
         return Response(result)
+
+
+@extend_schema(
+    tags=["webhooks"],
+    request=None,
+    responses={
+        202: inline_serializer(
+            "WebhookTestQueued",
+            {"deliveries": serializers.ListField(child=serializers.IntegerField())},
+        ),
+        **ERRORS,
+    },
+)
+class WebhookTestView(RuntimeView):
+    """Send a signed ``webhook.test`` delivery to each enabled webhook of the caller's
+    application (the delivery log in the admin shows how each went)."""
+
+    def post(self, request):
+        application = self.application
+        if application is None:
+            raise ValidationError({"application": ["a runtime token names the application"]})
+        ids = [
+            webhooks.webhook_test_send(webhook=webhook).pk
+            for webhook in application.webhooks.filter(enabled=True)
+        ]
+        transaction.on_commit(lambda: webhooks.webhook_deliveries_queue(ids))
+        return Response({"deliveries": ids}, status=202)
 
 
 OTLP_ERRORS = (400, 401, 403, 413, 415, 429, 503)

@@ -2,6 +2,7 @@ import json
 from datetime import UTC, date, datetime, time, timedelta
 from typing import ClassVar
 
+from django.conf import settings
 from django.contrib import admin, messages
 from django.contrib.admin.views.main import ChangeList
 from django.core.exceptions import PermissionDenied, ValidationError
@@ -500,6 +501,7 @@ class ToolHealthAdmin(ToolAdmin):
                 "original": tool,
                 "health": health,
                 "charts": charts,
+                "refresh_debounce": settings.LEARNING_REFRESH_DEBOUNCE_SECONDS,
                 "can_edit": self.has_change_permission(request, tool),
                 "edit_url": reverse("admin:registry_tool_change", args=[tool.pk]),
                 "versions_url": reverse("admin:registry_contractversion_changelist")

@@ -11,3 +11,8 @@ class LearningConfig(AppConfig):
     def ready(self) -> None:
         # An operator's verb lexicon is read now: a bad file stops start-up with its reason.
         lexicon_configure(extra=settings.RISK_VERBS_FILE or None)
+
+        from .signals import tool_stats_changed
+        from .tasks import tool_refresh_soon
+
+        tool_stats_changed.connect(tool_refresh_soon, dispatch_uid="learning-refresh-soon")

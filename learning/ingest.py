@@ -14,6 +14,7 @@ import logging
 from collections.abc import Callable, Collection, Iterable, Iterator
 from dataclasses import dataclass, field
 from datetime import datetime
+from functools import partial
 from itertools import islice
 from typing import Any
 
@@ -31,6 +32,7 @@ from .days import days_fold
 from .models import ToolStats, Trace
 from .otel import states_shared
 from .outputs import output_batch_budget, output_checker
+from .signals import tool_stats_changed
 from .traces import trace_parse
 
 logger = logging.getLogger(__name__)
@@ -151,6 +153,8 @@ def traces_ingest(
                 if row["foldable"]:
                     by_tool.setdefault(row["tool_name"], []).append(row)
             _fold(by_tool, received_at=None)
+            if by_tool:
+                transaction.on_commit(partial(tool_stats_changed.send, None, tool_names=[*by_tool]))
         result.accepted += len(stored)
         result.duplicates += len(rows) - len(stored)
     return result
@@ -438,6 +442,8 @@ def stats_write(rows: list[ToolStats]) -> None:
     """Write locked stats rows back: one UPDATE ... FROM (VALUES ...) on PostgreSQL, where
     Django's bulk_update would build a CASE per field and row."""
     if connection.vendor != "postgresql":
+        for stats in rows:  # locked by stats_locked: no other writer between read and write
+            stats.changes += 1
         ToolStats.objects.bulk_update(rows, STATS_FIELDS, batch_size=200)
         return
     now = timezone.now()
@@ -457,7 +463,7 @@ def stats_write(rows: list[ToolStats]) -> None:
                 "since_version_id = v.since_version_id::bigint, "
                 "aggregate = v.aggregate::jsonb, aggregate_since_version = v.since::jsonb, "
                 "traces_total = v.total::bigint, traces_since_version = v.since_total::bigint, "
-                "dirty = true, updated_at = %s "
+                "dirty = true, changes = s.changes + 1, updated_at = %s "
                 f"FROM (VALUES {values}) AS v(id, tool_id, since_version_id, aggregate, since, "
                 "total, since_total) WHERE s.id = v.id::bigint",
                 [now, *params],
@@ -466,7 +472,7 @@ def stats_write(rows: list[ToolStats]) -> None:
 
 STATS_FIELDS = [
     "tool", "since_version", "aggregate", "aggregate_since_version", "traces_total",
-    "traces_since_version", "dirty",
+    "traces_since_version", "dirty", "changes",
 ]  # fmt: skip
 
 

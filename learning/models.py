@@ -93,6 +93,9 @@ class ToolStats(models.Model):
     traces_total = models.PositiveBigIntegerField(default=0)
     traces_since_version = models.PositiveBigIntegerField(default=0)
     dirty = models.BooleanField(default=False, help_text="New traces since the last inference.")
+    # Counts writes of the aggregates: a refresh clears ``dirty`` only if it is unchanged since
+    # the refresh read them, so a fold committed in between keeps the row dirty.
+    changes = models.PositiveBigIntegerField(default=0)
     updated_at = models.DateTimeField(auto_now=True)
     inferred_at = models.DateTimeField(null=True, blank=True)
 

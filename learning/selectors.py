@@ -11,7 +11,7 @@ from registry.models import ContractVersion, Tool
 
 from .charts import DayPoint, Marker, chart_window, day_points
 from .evidence import contract_differences
-from .models import DriftReport, InferredContract, ToolDayStats, Trace
+from .models import DriftReport, InferredContract, ToolDayStats, ToolStats, Trace
 from .otel import states_whole
 
 HEALTH_DAYS = 90
@@ -82,11 +82,13 @@ class ToolHealth:
     comparison: list[ComparedField]
     differing: list[str]
     recent_versions: list[ContractVersion]
+    # Whether traces arrived since the inference above (then a refresh is due soon).
+    stats: ToolStats | None
 
 
 def tool_health(*, tool: Tool) -> ToolHealth:
     """Days, markers, the inferred-against-approved comparison and the latest versions of one
-    tool, in six queries whatever the number of days, reports or versions. Drawn from the
+    tool, in seven queries whatever the number of days, reports or versions. Drawn from the
     per-day statistics folded at ingest, so the charts outlive the traces."""
     today = timezone.now().date()
     rows = list(
@@ -157,6 +159,7 @@ def tool_health(*, tool: Tool) -> ToolHealth:
         comparison=comparison,
         differing=differing,
         recent_versions=recent_versions,
+        stats=ToolStats.objects.filter(tool_name=tool.name).only("dirty", "traces_total").first(),
     )
 
 

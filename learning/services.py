@@ -15,7 +15,7 @@ from typing import Any
 
 from django.conf import settings
 from django.db import IntegrityError, transaction
-from django.db.models import Exists, F, OuterRef
+from django.db.models import Exists, F, OuterRef, Q
 from django.utils import timezone
 
 from registry.contract import proposal_of
@@ -85,6 +85,7 @@ def tools_refresh(*, tool_names: list[str]) -> list[RefreshResult]:
         if stale_names:
             with transaction.atomic():
                 stats_write(stats_locked(stale_names))
+        # Read in one statement with the aggregates: what this refresh saw, by its ``changes``.
         stats_by_name = {
             stats.tool_name: stats
             for stats in ToolStats.objects.filter(tool_name__in=chunk).select_related(
@@ -174,10 +175,22 @@ def tools_refresh(*, tool_names: list[str]) -> list[RefreshResult]:
                 "inferred_at",
             ],  # fmt: skip
         )
-        ToolStats.objects.filter(tool_name__in=chunk).update(
-            dirty=False, inferred_at=timezone.now()
-        )
+        _stats_mark_inferred(stats_by_name.values())
     return results
+
+
+def _stats_mark_inferred(seen: Iterable[ToolStats]) -> None:
+    """Record that these rows were inferred; clear ``dirty`` only where nothing was folded
+    since they were read (a fold bumps ``changes``), so new traces are never marked seen."""
+    rows = list(seen)
+    if not rows:
+        return
+    now = timezone.now()
+    ToolStats.objects.filter(pk__in=[row.pk for row in rows]).update(inferred_at=now)
+    unchanged = Q()
+    for row in rows:
+        unchanged |= Q(pk=row.pk, changes=row.changes)
+    ToolStats.objects.filter(unchanged).update(dirty=False)
 
 
 def _labelled_tools() -> list[dict]:

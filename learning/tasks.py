@@ -1,9 +1,17 @@
 """Thin, idempotent tasks: each takes a name and calls one service."""
 
+import hashlib
+import logging
+from typing import Any
+
 from celery import shared_task
+from django.conf import settings
+from django.core.cache import cache
 from django.db import InterfaceError, OperationalError
 
 from . import otel_ingest, services
+
+logger = logging.getLogger(__name__)
 
 TRANSIENT = (OperationalError, InterfaceError)
 
@@ -25,6 +33,45 @@ def durable_task(*, soft_time_limit: int, time_limit: int):
 def tool_refresh(self, tool_name: str) -> dict:
     result = services.tool_refresh(tool_name=tool_name)
     return {"tool": tool_name, "folded": result.folded, "ticket": result.ticket_id}
+
+
+@durable_task(soft_time_limit=240, time_limit=300)
+def tool_refresh_due(self, tool_name: str) -> dict:
+    """The debounced refresh of one tool (see ``tool_refresh_soon``)."""
+    # Cleared before the refresh reads: a fold committed from now on schedules the next one.
+    cache.delete(_pending_key(tool_name))
+    result = services.tool_refresh(tool_name=tool_name)
+    return {"tool": tool_name, "folded": result.folded, "ticket": result.ticket_id}
+
+
+def tool_refresh_soon(sender: Any = None, *, tool_names: list[str], **kwargs: Any) -> int:
+    """Schedule a refresh of each tool in ``LEARNING_REFRESH_DEBOUNCE_SECONDS``, unless one is
+    pending already: under steady ingest a tool is refreshed once per window, not per batch.
+    Connected to ``tool_stats_changed``; return how many were scheduled.
+
+    The pending mark expires a little after its window, so a message the broker lost delays the
+    tool's next refresh by at most that (the hourly sweep still runs). A broker that refuses the
+    message costs nothing more than that either: the traces are committed and the tool dirty.
+    """
+    countdown = settings.LEARNING_REFRESH_DEBOUNCE_SECONDS
+    scheduled = 0
+    for name in tool_names:
+        key = _pending_key(name)
+        if not cache.add(key, 1, timeout=countdown + 60):
+            continue
+        try:
+            tool_refresh_due.apply_async((name,), countdown=countdown, retry=False)
+        except Exception as exc:  # the broker's errors vary by transport; the commit stands
+            cache.delete(key)
+            logger.warning("refresh of %s not scheduled: %s", name, exc)
+            continue
+        scheduled += 1
+    return scheduled
+
+
+def _pending_key(tool_name: str) -> str:
+    # Hashed: a tool name is up to 200 characters of any text, not a safe cache key.
+    return "learning:refresh-due:" + hashlib.sha256(tool_name.encode()).hexdigest()[:32]
 
 
 @durable_task(soft_time_limit=60, time_limit=90)

@@ -16,6 +16,7 @@ from django.db.models import Max
 from django.utils import timezone
 
 from .contract import ContractDocument, with_defaults
+from .events import contract_published
 from .models import (
     Application,
     ContractVersion,
@@ -358,6 +359,9 @@ def contract_version_publish(*, version_id: int, base_id: int | None) -> Contrac
     tool.lifecycle = version.lifecycle
     tool.save(update_fields=["current_version", "lifecycle"])
     revision_bump()
+    transaction.on_commit(
+        lambda: contract_published.send(sender=ContractVersion, version_id=version.pk)
+    )
     return version
 
 

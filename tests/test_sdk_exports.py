@@ -16,6 +16,7 @@ import openai
 import pytest
 from jsonschema import Draft202012Validator
 from openai.types.chat import ChatCompletionToolParam
+from openai.types.responses import FunctionToolParam
 from openai.types.shared_params import FunctionDefinition
 from pydantic import TypeAdapter
 
@@ -101,6 +102,26 @@ def test_the_openai_export_is_made_of_the_sdks_tool_params(demo):
             assert exact(function, tool["function"])
 
 
+def test_the_responses_shape_is_made_of_the_sdks_function_tool_params(demo):
+    contracts, runtime = demo
+    tool_param = TypeAdapter(FunctionToolParam)
+    for strict in ("false", "true"):
+        chat = runtime.get(f"/api/v1/export/openai/?strict={strict}").json()
+        tools = runtime.get(f"/api/v1/export/openai/?strict={strict}&shape=responses").json()
+        assert len(tools) == len(contracts)
+        for tool, same in zip(tools, chat, strict=True):
+            assert exact(tool_param, tool), tool["name"]
+            # The same function, flat, and strict always said.
+            assert tool == {"type": "function", "strict": False, **same["function"]}
+
+
+def test_an_unknown_export_shape_is_a_400_naming_it(demo):
+    _, runtime = demo
+    response = runtime.get("/api/v1/export/openai/?shape=assistants")
+    assert response.status_code == 400
+    assert "shape" in response.json()["error"]["fields"]
+
+
 def test_the_strict_export_keeps_openais_strict_rules_for_every_demo_tool(demo):
     contracts, runtime = demo
     tools = runtime.get("/api/v1/export/openai/?strict=true").json()
@@ -163,7 +184,9 @@ def test_the_openai_sdk_sends_the_strict_export_and_its_call_passes_plan_validat
 
     step = {"tool": exports.registry_name(call.function.name),
             "args": call.function.parsed_arguments}  # fmt: skip
-    checked = runtime.post("/api/v1/plans/validate/", {"plan": [step]}, format="json").json()
+    checked = runtime.post(
+        "/api/v1/plans/validate/", {"plan": [step], "state": ["event_query"]}, format="json"
+    ).json()
     assert checked["valid"] is True, checked["violations"]
     assert checked["plan"] == [
         {"tool": "calendar.find_events", "args": {"event_query": "team sync"}}

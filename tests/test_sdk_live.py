@@ -20,6 +20,8 @@ from reviews.services import registry_import
 pytestmark = pytest.mark.django_db(transaction=True, serialized_rollback=True)
 ROOT = Path(__file__).resolve().parent.parent
 MCP_SERVER = ROOT / "docs" / "examples" / "mcp_server.py"
+# A virtualenv holding only docs/examples/mcp_server-requirements.txt, built by .ci/run.
+MCP_CLEAN_PYTHON = ROOT / "var" / "mcp-example" / "bin" / "python"
 
 
 @pytest.fixture
@@ -29,9 +31,9 @@ def registry_api(live_server):
     return f"{live_server.url}/api/v1", token
 
 
-async def mcp_session(api: str, token: str):
+async def mcp_session(api: str, token: str, python: str = sys.executable):
     server = StdioServerParameters(
-        command=sys.executable,
+        command=python,
         args=[str(MCP_SERVER)],
         env={"REGISTRY_URL": api, "REGISTRY_TOKEN": token},
         cwd=str(ROOT),
@@ -52,12 +54,16 @@ async def _session_calls(session: ClientSession):
     return listed, valid, invalid, hidden
 
 
-def test_an_mcp_client_lists_the_export_and_calls_are_checked(registry_api):
+@pytest.mark.parametrize("python", ["project", "clean"])
+def test_an_mcp_client_lists_the_export_and_calls_are_checked(registry_api, python):
+    if python == "clean" and not MCP_CLEAN_PYTHON.exists():
+        pytest.skip(f"no {MCP_CLEAN_PYTHON}: .ci/run builds it from mcp_server-requirements.txt")
+    interpreter = sys.executable if python == "project" else str(MCP_CLEAN_PYTHON)
     api, token = registry_api
     export = requests.get(f"{api}/export/mcp/", headers={"Authorization": f"Bearer {token}"},
                           timeout=30).json()  # fmt: skip
 
-    listed, valid, invalid, hidden = anyio.run(mcp_session, api, token)
+    listed, valid, invalid, hidden = anyio.run(mcp_session, api, token, interpreter)
 
     assert [tool.model_dump(by_alias=True, exclude_none=True) for tool in listed.tools] == (
         export["tools"]
@@ -70,7 +76,8 @@ def test_an_mcp_client_lists_the_export_and_calls_are_checked(registry_api):
     assert valid.structured_content["valid"] is False  # the clinical policy wants citations
     assert valid.structured_content["plan"][0]["args"]["web_search"] is True  # corrected
     rules = {v["invariant"] for v in valid.structured_content["violations"]}
-    assert rules == {"subquestion-ids-need-web-search", "retrieve-and-cite"}
+    # An MCP call carries no state: what the tool requires is reported, with who produces it.
+    assert rules == {"subquestion-ids-need-web-search", "retrieve-and-cite", "unmet_requires"}
 
     assert "args.query: 42 is not of type 'string'" in invalid.content[0].text
     assert "unknown tool 'payments.refund_charge'" in hidden.content[0].text
@@ -130,3 +137,52 @@ def check_generated_client(client, raw) -> None:
     )
     checked = plans_validate_create.sync(client=client, body=body)
     assert checked.plan[0].to_dict() == {"tool": "retrieval_llm", "args": {"query": "statins"}}
+
+
+async def list_changed_session(api: str, token: str, publish) -> list[str]:
+    """Tools listed, a publication elsewhere in the registry, then the notification."""
+    changed = anyio.Event()
+
+    async def on_message(message) -> None:
+        method = getattr(getattr(message, "root", message), "method", None)
+        if method == "notifications/tools/list_changed":
+            changed.set()
+
+    server = StdioServerParameters(
+        command=sys.executable, args=[str(MCP_SERVER)], cwd=str(ROOT),
+        env={"REGISTRY_URL": api, "REGISTRY_TOKEN": token, "REGISTRY_POLL_SECONDS": "0.5"},
+    )  # fmt: skip
+    with anyio.fail_after(60):
+        async with (
+            stdio_client(server) as (read, write),
+            ClientSession(read, write, message_handler=on_message) as session,
+        ):
+            await session.initialize()
+            await session.list_tools()
+            await anyio.sleep(1.5)  # the server has read the revision
+            with anyio.move_on_after(5):
+                await changed.wait()
+            quiet = changed.is_set()  # nothing moved: nothing announced
+            await anyio.to_thread.run_sync(publish)
+            with anyio.move_on_after(30):
+                await changed.wait()
+            return [f"quiet={quiet}", f"announced={changed.is_set()}"]
+
+
+def test_the_example_server_tells_clients_when_the_registry_revision_moves(registry_api):
+    from conftest import contract
+
+    api, token = registry_api
+
+    def publish() -> None:
+        from django.db import connection
+
+        registry_import(
+            data=[contract("clinical_notes.search", requires=[], produces=[])], approve=True
+        )
+        connection.close()
+
+    assert anyio.run(list_changed_session, api, token, publish) == [
+        "quiet=False",
+        "announced=True",
+    ]

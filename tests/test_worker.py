@@ -18,6 +18,7 @@ from django.db import connection
 from learning.models import ToolStats, Trace
 from learning.tasks import refresh_contracts
 from reviews.models import ReviewTicket
+from reviews.services import registry_import
 
 pytestmark = pytest.mark.django_db(transaction=True, serialized_rollback=True)
 ROOT = Path(__file__).resolve().parent.parent
@@ -133,3 +134,51 @@ def _jsonable(traces: list[dict]) -> list[dict]:
         }
         for trace in traces
     ]
+
+
+def test_a_tool_is_re_inferred_by_the_worker_within_the_debounce_window(
+    worker, runtime_client_factory, settings
+):
+    from django.utils import timezone
+
+    from conftest import contract
+    from learning.models import InferredContract
+    from registry.models import Permission, StateVariable
+
+    settings.LEARNING_REFRESH_DEBOUNCE_SECONDS = 3
+    for name in ("event_id", "event_details", "event_owner"):
+        StateVariable.objects.get_or_create(name=name)
+    Permission.objects.get_or_create(name="read")
+    registry_import(
+        data=[contract("calendar.get_event", requires=["event_id"], produces=["event_details"])],
+        approve=True,
+    )
+    client = runtime_client_factory("assistant")
+
+    def traces(start: int, after: dict) -> list[dict]:
+        return [
+            {"trace_id": f"run-{n}", "step": 0, "tool": "calendar.get_event",
+             "status": "success", "args": {"event_query": "sync"},
+             "state_before": {"event_id": "evt"}, "state_after": {"event_id": "evt", **after},
+             "occurred_at": timezone.now().isoformat()}
+            for n in range(start, start + 30)
+        ]  # fmt: skip
+
+    def inferred():
+        row = InferredContract.objects.filter(tool_name="calendar.get_event").first()
+        return row and (row.support, sorted(row.document["produces"]))
+
+    sent = time.monotonic()
+    assert (
+        client.post("/api/v1/traces/", traces(0, {"event_details": 1}), format="json").status_code
+        == 200
+    )
+    # No sweep is queued: the ingest's commit scheduled the tool's own refresh.
+    assert wait_for(lambda: inferred() == (30, ["event_details"]), timeout=60), inferred()
+    assert time.monotonic() - sent < 60
+    assert not ToolStats.objects.get(tool_name="calendar.get_event").dirty
+
+    # The calls start producing a new variable: the inferred contract follows within the window.
+    more = traces(30, {"event_details": 1, "event_owner": "ana"})
+    assert client.post("/api/v1/traces/", more, format="json").status_code == 200
+    assert wait_for(lambda: "event_owner" in (inferred() or (0, []))[1], timeout=60), inferred()

@@ -38,8 +38,11 @@ def cite(passage_set_id="ps_1", **args):
     return {"tool": "source_link_retrieval", "args": {"passage_set_id": passage_set_id, **args}}
 
 
-def check(plan, contracts, policy=None, **kwargs):
-    return validate_plan(plan=plan, contracts=contracts, policy=policy, **kwargs)
+def check(plan, contracts, policy=None, *, state=None, **kwargs):
+    # The example's plans start from a question; test_planning_requires.py walks requires.
+    if state is None or isinstance(state, dict):
+        state = {"research_question": "statin dosing", **(state or {})}
+    return validate_plan(plan=plan, contracts=contracts, policy=policy, state=state, **kwargs)
 
 
 def found(result):
@@ -385,7 +388,7 @@ def test_it_sorts_violations_by_step_with_plan_wide_ones_last(contracts, policy)
     ],
 )
 def test_it_rejects_a_malformed_step_without_raising(contracts, step, rule):
-    result = check([step, cite()], contracts)
+    result = check([step, cite()], contracts, state={"passage_set_id": "ps_1"})
 
     assert result["valid"] is False
     assert result["violations"] == [
@@ -650,7 +653,7 @@ def test_it_rejects_arguments_nested_deep_enough_to_exhaust_recursion(contracts)
     for _ in range(5_000):
         nested = [nested]
 
-    result = check([retrieve(query=nested), cite()], contracts)
+    result = check([retrieve(query=nested), cite()], contracts, state={"passage_set_id": "p"})
 
     assert found(result) == [(0, "malformed_step", "rejected")]
     assert result["violations"][0]["rule"] == "step 0 nests deeper than 64 levels"
@@ -681,6 +684,7 @@ def test_it_rejects_a_malformed_policy_state_or_config_without_raising(contracts
     )
 
     assert found(result) == [
+        (0, "unmet_requires", "rejected"),  # a state that cannot be read holds nothing
         (None, "malformed_request", "rejected"),
         (None, "malformed_request", "rejected"),
         (None, "malformed_policy", "rejected"),

@@ -27,7 +27,9 @@ def test_a_plan_is_corrected_and_checked_against_the_policy(clinical):
          "args": {"query": "statin interactions", "subquestion_ids": ["q2"], "web_search": True}},
         {"tool": "source_link_retrieval", "args": {"passage_set_id": "ps_1"}},
     ]  # fmt: skip
-    body = clinical.post("/api/v1/plans/validate/", {"plan": plan}, format="json").json()
+    body = clinical.post(
+        "/api/v1/plans/validate/", {"plan": plan, "state": ["question"]}, format="json"
+    ).json()
     assert body["valid"] is True
     assert body["plan"][0]["args"]["web_search"] is True
     assert [step["tool"] for step in body["plan"]] == ["retrieval_llm", "source_link_retrieval"]

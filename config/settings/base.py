@@ -386,6 +386,14 @@ MCP_MAX_TOOLS = env_value("MCP_MAX_TOOLS", env.int, 1_000)
 MCP_MAX_BYTES = env_value("MCP_MAX_BYTES", env.int, 8 * 1024 * 1024)
 MCP_SYNC_EVERY_MINUTES = env_value("MCP_SYNC_EVERY_MINUTES", env.int, 60)
 
+# A tool whose statistics changed is re-inferred this long after the first change (one pending
+# refresh per tool; the hourly sweep catches any the broker lost).
+LEARNING_REFRESH_DEBOUNCE_SECONDS = env_value("LEARNING_REFRESH_DEBOUNCE_SECONDS", env.int, 30)
+
+# Webhooks (api/webhooks.py) go only to these hosts when any are named (comma-separated);
+# otherwise to any http(s) URL an administrator enters.
+WEBHOOK_ALLOWED_HOSTS = env.list("WEBHOOK_ALLOWED_HOSTS", default=[])
+
 # Every record reaches the console once: Django's own "django" handler (debug only) is
 # replaced by the root's, and the development server's request line leaves 4xx and 5xx to
 # django.request, which names the reason.

@@ -108,3 +108,20 @@ def test_the_admin_adds_candidates_to_the_vocabulary(application, admin_client):
     assert response.status_code == 200
     assert "Added 1 to the vocabulary: match_count." in response.content.decode()
     assert StateVariable.objects.filter(name="match_count").exists()
+
+
+def test_refresh_contracts_assembles_settled_spans_first(application, settings, capsys):
+    from django.core.management import call_command
+
+    from learning.models import ToolStats
+
+    settings.OTLP_SETTLE_SECONDS = 0
+    settings.OTLP_QUIET_SECONDS = 0
+    receive(application, *found_run())
+    assert not Trace.objects.exists()
+
+    call_command("refresh_contracts", "--no-progress")
+
+    assert "Assembled 1 OpenTelemetry trace(s)." in capsys.readouterr().out
+    assert Trace.objects.count() == 1
+    assert ToolStats.objects.get(tool_name="calendar.find_events").inferred_at is not None

@@ -1,18 +1,26 @@
 from django.core.management.base import BaseCommand, CommandError
 from tqdm import tqdm
 
+from learning.otel_ingest import otel_traces_assemble
 from learning.services import REFRESH_CHUNK, tools_refresh, tools_with_new_traces
 from registry.models import Tool
 
 
 class Command(BaseCommand):
-    help = "Fold new traces, infer contracts and judge drift now, in this process."
+    help = (
+        "Assemble settled OpenTelemetry traces, fold new traces, infer contracts and judge "
+        "drift now, in this process."
+    )
 
     def add_arguments(self, parser):
         parser.add_argument("--tool", help="Only this tool (by name).")
         parser.add_argument("--no-progress", action="store_true")
 
     def handle(self, *args, tool, no_progress, **options):
+        # Spans received but not yet assembled are traces this refresh should see.
+        assembled = otel_traces_assemble()
+        if assembled:
+            self.stdout.write(f"Assembled {assembled} OpenTelemetry trace(s).")
         names = [tool] if tool else tools_with_new_traces()
         tickets = drifted = proposed = 0
         registered = set(Tool.objects.filter(name__in=names).values_list("name", flat=True))

@@ -47,7 +47,7 @@ class RuntimeTokenAdmin(admin.ModelAdmin):
 
 class WebhookDeliveryInline(admin.TabularInline):
     model = WebhookDelivery
-    fields = ["created_at", "event", "status", "attempts", "response_code", "error", "finished_at"]
+    fields = ("created_at", "event", "status", "attempts", "response_code", "error", "finished_at")
     readonly_fields = fields
     extra = 0
     max_num = 0

@@ -21,6 +21,7 @@ restarts a real broker under a real worker holding countdown tasks.
 
 import logging
 import threading
+from typing import Any
 
 from kombu.transport import redis
 from redis.exceptions import ConnectionError as RedisConnectionError
@@ -33,8 +34,8 @@ _held_lock = threading.Lock()
 
 
 class QoS(redis.QoS):
-    def restore_unacked(self, client=None):
-        tags = list(self._delivered)
+    def restore_unacked(self, client: Any = None) -> Any:
+        tags: list[str] = list(self._delivered or ())
         try:
             return super().restore_unacked(client)
         except self.channel.connection_errors:
@@ -46,7 +47,7 @@ class QoS(redis.QoS):
 class Channel(redis.Channel):
     QoS = QoS
 
-    def __init__(self, *args, **kwargs) -> None:
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)  # it has pinged the broker: it answers
         if _held:
             self._restore_held()

@@ -420,7 +420,8 @@ class OtelTraceAdmin(ReadOnlyAdmin):
 @admin.register(SpanIntake)
 class SpanIntakeAdmin(ReadOnlyAdmin):
     list_display: tuple[str, ...] = (
-        "application", "received", "buffered", "uncaptured", "ignored", "rejected", "last_received_at",
+        "application", "received", "buffered", "uncaptured", "ignored", "rejected",
+        "last_received_at",
     )  # fmt: skip
     list_select_related = ["application"]
     readonly_fields = [*list_display, "ignored_why"]
@@ -429,12 +430,9 @@ class SpanIntakeAdmin(ReadOnlyAdmin):
     def ignored_why(self, obj: SpanIntake) -> str:
         """Each kind of span that is not a tool call, as its convention named it, with a count:
         what to change in the runtime when its tool calls are among them."""
-        return (
-            format_html_join(
-                "", "<div>{}: {}</div>", sorted(obj.ignored_reasons.items(), key=lambda i: -i[1])
-            )
-            or "—"
-        )
+        reasons: dict[str, int] = dict(obj.ignored_reasons)
+        ordered = sorted(reasons.items(), key=lambda item: -item[1])
+        return format_html_join("", "<div>{}: {}</div>", ordered) or "—"
 
 
 admin.site.unregister(Tool)

@@ -870,7 +870,8 @@ def _leads(lex: Lexicon, word: str) -> bool:
     return (verbness is not None and verbness > 0) or lex.compound(word) is not None
 
 
-def _arguments(tool: dict) -> list[str]:
+def arguments_of(tool: dict) -> list[str]:
+    """The argument names of a tool's input schema (none where it has no properties)."""
     schema = tool.get("input_schema") or tool.get("inputSchema") or {}
     properties = schema.get("properties") if isinstance(schema, dict) else None
     return [str(key) for key in properties] if isinstance(properties, dict) else []
@@ -1063,7 +1064,7 @@ def prepare_labels(labelled: Iterable[dict], lex: Lexicon | None = None) -> list
         reading = read_tool(
             name=name, description=tool.get("description", ""),
             produces=tool.get("produces") or [], permissions=tool.get("permissions") or [],
-            annotations=tool.get("annotations"), arguments=_arguments(tool), lex=lex,
+            annotations=tool.get("annotations"), arguments=arguments_of(tool), lex=lex,
         )  # fmt: skip
         prepared.append(
             {"name": name, "risk": tool["risk"], "tokens": reading.tokens,

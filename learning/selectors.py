@@ -172,3 +172,15 @@ def field_text(value: Any) -> str:
     if isinstance(value, str):
         return value
     return json.dumps(value, indent=2, ensure_ascii=False, sort_keys=True)
+
+
+def risk_labels() -> list[dict[str, Any]]:
+    """The risk labels people gave approved tools, with what the suggester reads of each
+    (``learning.risk.prepare_labels``): what risk suggestions learn from."""
+    fields = ("description", "produces", "permissions", "input_schema", "annotations")
+    return [
+        {"name": name, "risk": risk, **dict(zip(fields, values, strict=True))}
+        for name, risk, *values in ContractVersion.objects.filter(
+            status=ContractVersion.Status.APPROVED
+        ).values_list("tool__name", "risk__name", *fields)
+    ]

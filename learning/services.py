@@ -36,6 +36,7 @@ from .inference import (
 )
 from .ingest import stats_locked, stats_write, tool_fold
 from .models import DriftReport, InferredContract, ToolDayStats, ToolStats, Trace
+from .selectors import risk_labels
 
 logger = logging.getLogger(__name__)
 REFRESH_CHUNK = 500
@@ -66,7 +67,7 @@ def tool_refresh(*, tool_name: str) -> RefreshResult:
 def tools_refresh(*, tool_names: list[str]) -> list[RefreshResult]:
     """Infer and judge drift for many tools with a handful of queries per chunk."""
     ranks = risk_ranks()
-    labelled = prepare_labels(_labelled_tools())
+    labelled = prepare_labels(risk_labels())
     lowest = RiskLevel.objects.order_by("rank").first()
     results = []
     for start in range(0, len(tool_names), REFRESH_CHUNK):
@@ -112,6 +113,7 @@ def tools_refresh(*, tool_names: list[str]) -> list[RefreshResult]:
                 aggregate=stats.aggregate_since_version if use_since else stats.aggregate,
                 labelled=labelled,
                 permissions=approved.permissions if approved else [],
+                annotations=approved.annotations if approved else None,
             )
             result.inferred = inferred
             differing = contract_differences(approved.document() if approved else None, inferred)
@@ -191,30 +193,6 @@ def _stats_mark_inferred(seen: Iterable[ToolStats]) -> None:
     for row in rows:
         unchanged |= Q(pk=row.pk, changes=row.changes)
     ToolStats.objects.filter(unchanged).update(dirty=False)
-
-
-def _labelled_tools() -> list[dict]:
-    """The risk labels people gave approved tools: what risk suggestions learn from."""
-    return [
-        {
-            "name": name,
-            "description": description,
-            "risk": risk,
-            "produces": produces,
-            "permissions": permissions,
-            "input_schema": input_schema,
-        }
-        for name, description, risk, produces, permissions, input_schema in (
-            ContractVersion.objects.filter(status=ContractVersion.Status.APPROVED).values_list(
-                "tool__name",
-                "description",
-                "risk__name",
-                "produces",
-                "permissions",
-                "input_schema",
-            )
-        )
-    ]
 
 
 def _drift_record(

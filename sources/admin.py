@@ -5,6 +5,7 @@ with ``manage.py mcp_servers add``). URLs are checked against MCP_URL_ALLOWLIST 
 """
 
 import shlex
+from functools import partial
 
 from django.contrib import admin, messages
 from django.db import models, transaction
@@ -87,7 +88,7 @@ class McpServerAdmin(admin.ModelAdmin):
     def sync_now(self, request, queryset) -> None:
         ids = list(queryset.filter(enabled=True).values_list("pk", flat=True))
         for server_id in ids:
-            transaction.on_commit(lambda server_id=server_id: mcp_server_sync.delay(server_id))
+            transaction.on_commit(partial(mcp_server_sync.delay, server_id))
         self.message_user(
             request, f"Queued a sync of {len(ids)} enabled server(s).", messages.SUCCESS
         )

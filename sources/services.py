@@ -21,7 +21,8 @@ from django.db.models import Q
 from django.utils import timezone
 from django_celery_beat.models import IntervalSchedule, PeriodicTask
 
-from learning.risk import prepare_labels, suggest_risk
+from learning.risk import arguments_of, prepare_labels, suggest_risk
+from learning.selectors import risk_labels
 from registry.contract import with_defaults
 from registry.models import Application, ContractVersion, RiskLevel, Tool
 from registry.selectors import registry_context
@@ -231,7 +232,7 @@ def _apply(
             report.unchanged += 1  # the pin the registry last saw: nothing to write
             continue
         if labelled is None:
-            labelled = _labelled()
+            labelled = prepare_labels(risk_labels())
         context = context or registry_context()
         try:
             with transaction.atomic():
@@ -373,6 +374,8 @@ def _suggested(
         produces=[],
         permissions=[],
         labelled=labelled,
+        annotations=declared.declared.get("annotations"),
+        arguments=arguments_of(declared.declared),
     )
     out.update(
         suggested=suggestion.risk,
@@ -380,22 +383,6 @@ def _suggested(
         evidence=suggestion.evidence,
     )
     return suggestion.risk if suggestion.risk in risks else "high"
-
-
-def _labelled() -> list[dict[str, Any]]:
-    """The risk labels people gave approved tools, as the suggester learns from them."""
-    return prepare_labels(
-        {
-            "name": name,
-            "description": description,
-            "risk": risk,
-            "produces": produces,
-            "permissions": permissions,
-        }
-        for name, description, risk, produces, permissions in ContractVersion.objects.filter(
-            status=ContractVersion.Status.APPROVED
-        ).values_list("tool__name", "description", "risk__name", "produces", "permissions")
-    )
 
 
 def _evidence(

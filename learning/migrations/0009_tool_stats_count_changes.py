@@ -6,7 +6,7 @@ from django.db import migrations, models
 class Migration(migrations.Migration):
 
     dependencies = [
-        ('learning', '0007_reviewers_see_learning'),
+        ('learning', '0008_otel_bytes_and_ignored_reasons'),
     ]
 
     operations = [

@@ -1,6 +1,7 @@
 """MCP servers in the admin: a record to read and edit within bounds, and "sync now" through a
 real Celery worker."""
 
+import json
 import sys
 
 import pytest
@@ -79,7 +80,7 @@ def test_a_header_names_an_environment_variable_and_an_unset_one_fails_the_sync(
 @pytest.mark.django_db(transaction=True, serialized_rollback=True)
 def test_sync_now_runs_on_the_worker(admin_client, worker, tmp_path):  # noqa: F811
     tools = tmp_path / "tools.json"
-    tools.write_text(__import__("json").dumps([GREET]))
+    tools.write_text(json.dumps([GREET]))
     server = mcp_server_add(name="acme", command=[sys.executable, STANDIN, str(tools)])
 
     answer = admin_client.post(
@@ -105,16 +106,16 @@ def test_the_tool_page_shows_what_the_server_now_declares(admin_client, db, tmp_
     from sources.services import mcp_server_sync
 
     tools = tmp_path / "tools.json"
-    tools.write_text(__import__("json").dumps([GREET]))
+    tools.write_text(json.dumps([GREET]))
     server = mcp_server_add(name="acme", command=[sys.executable, STANDIN, str(tools)])
     mcp_server_sync(server=server, approve=True)
     tool = Tool.objects.get(name="acme.greet")
-    url = reverse("admin:registry_tool_change", args=[tool.pk])
+    url = reverse("admin:registry_tool_health", args=[tool.pk])
 
     page = admin_client.get(url).content.decode()
     assert 'id="declared-drift"' in page and "declares the approved definition" in page
 
-    tools.write_text(__import__("json").dumps([{**GREET, "description": "Say hi."}]))
+    tools.write_text(json.dumps([{**GREET, "description": "Say hi."}]))
     mcp_server_sync(server=server)
     ticket = ReviewTicket.objects.get(tool=tool, kind=ReviewTicket.Kind.CHANGE)
     page = admin_client.get(url).content.decode()

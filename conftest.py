@@ -1,14 +1,24 @@
 """The tests' fixtures, in one place: the people of the review workflow, a small vocabulary,
-an approved registry with runtimes, a real Chromium. Tests use them by name as arguments and
-never import them; helpers they call are in ``tests/helpers.py``."""
+an approved registry with runtimes, a real Chromium, a real Celery worker, the demo served
+live. Tests use them by name as arguments and never import them; helpers they call are in
+``tests/helpers.py``."""
+
+import io
+import os
+import subprocess
+import sys
+from pathlib import Path
 
 import pytest
 from django.contrib.auth.models import Group
+from django.core.management import call_command
+from django.db import connection
 
 from registry.models import Permission, StateVariable
 from tests.helpers import client_for, contract
 
 CHROMIUM = "/usr/bin/chromium"
+ROOT = Path(__file__).resolve().parent
 
 
 def _user(django_user_model, username: str, *, reviewer: bool = False, **extra):
@@ -146,3 +156,34 @@ def _fresh_cache():
     cache.clear()
     yield
     cache.clear()
+
+
+@pytest.fixture
+def worker(django_db_blocker):
+    env = {**os.environ, "DJANGO_SETTINGS_MODULE": "config.settings.test"}
+    database = connection.settings_dict
+    if database["ENGINE"].endswith("postgresql"):
+        env["DATABASE_URL"] = (
+            f"postgres://{database['USER']}:{database['PASSWORD'] or ''}@{database['HOST']}:"
+            f"{database['PORT']}/{database['NAME']}"
+        )
+    else:
+        env["DATABASE_URL"] = f"sqlite:///{database['NAME']}"
+    process = subprocess.Popen(
+        [sys.executable, "-m", "celery", "-A", "config", "worker", "--pool", "solo",
+         "--loglevel", "WARNING", "--without-heartbeat", "--without-gossip", "--without-mingle"],
+        cwd=ROOT, env=env,
+    )  # fmt: skip
+    yield process
+    process.terminate()
+    try:
+        process.wait(20)
+    except subprocess.TimeoutExpired:
+        process.kill()
+
+
+@pytest.fixture
+def demo_site(live_server):
+    """The demo registry and traces loaded, served live: the base URL."""
+    call_command("load_demo", verbosity=0, stdout=io.StringIO())
+    return live_server.url

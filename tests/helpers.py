@@ -1,5 +1,8 @@
 """Helpers the tests share (the fixtures are in the root ``conftest.py``; tests never import
-those by name): a valid contract document, a runtime's API client, an admin login."""
+those by name): a valid contract document, a runtime's API client, an admin login, waiting
+for a worker."""
+
+import time
 
 from rest_framework.test import APIClient
 
@@ -42,3 +45,12 @@ def login(page, base: str, username: str, password: str) -> None:
     page.fill("#id_password", password)
     page.click("input[type=submit]")
     page.wait_for_selector("#user-tools")
+
+
+def wait_for(predicate, timeout: float = 60):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if predicate():
+            return True
+        time.sleep(0.5)
+    return False

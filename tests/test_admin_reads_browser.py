@@ -5,7 +5,6 @@ ticket says when its calls were made and highlights no difference within noise."
 from urllib.parse import urlparse
 
 import pytest
-from django.core.management import call_command
 
 from learning.models import Trace
 from registry.models import ContractVersion, Tool
@@ -16,22 +15,16 @@ pytestmark = pytest.mark.django_db(transaction=True, serialized_rollback=True)
 DRIFTED = "payments.refund_charge"
 
 
-@pytest.fixture
-def demo(live_server):
-    call_command("load_demo", verbosity=0, stdout=open("/dev/null", "w"))  # noqa: SIM115
-    return live_server.url
-
-
 def page_of(browser, base, username, password):
     page = browser.new_page(viewport={"width": 1400, "height": 900})
     login(page, base, username, password)
     return page
 
 
-def test_the_health_page_has_no_save_or_delete_and_edit_is_a_link(demo, browser):
+def test_the_health_page_has_no_save_or_delete_and_edit_is_a_link(demo_site, browser):
     tool = Tool.objects.get(name=DRIFTED)
-    page = page_of(browser, demo, "admin", "admin-demo-2026")
-    page.goto(f"{demo}/admin/registry/tool/?q={DRIFTED}")
+    page = page_of(browser, demo_site, "admin", "admin-demo-2026")
+    page.goto(f"{demo_site}/admin/registry/tool/?q={DRIFTED}")
     page.click(f"#result_list a:has-text('{DRIFTED}')")
     page.wait_for_selector("#tool-health")
     assert urlparse(page.url).path == f"/admin/registry/tool/{tool.pk}/health/"
@@ -48,11 +41,11 @@ def test_the_health_page_has_no_save_or_delete_and_edit_is_a_link(demo, browser)
     page.close()
 
 
-def test_the_proposal_view_proposes_and_opens_the_ticket(demo, browser):
+def test_the_proposal_view_proposes_and_opens_the_ticket(demo_site, browser):
     tool = Tool.objects.get(name="calendar.find_events")
     version = tool.current_version
-    page = page_of(browser, demo, "admin", "admin-demo-2026")
-    page.goto(f"{demo}/admin/registry/contractversion/{version.pk}/change/")
+    page = page_of(browser, demo_site, "admin", "admin-demo-2026")
+    page.goto(f"{demo_site}/admin/registry/contractversion/{version.pk}/change/")
     # The version itself is a record: nothing to save.
     assert page.locator("input[name=_save], textarea[name=description]").count() == 0
     page.click("#propose-change")
@@ -70,7 +63,7 @@ def test_the_proposal_view_proposes_and_opens_the_ticket(demo, browser):
     page.close()
 
 
-def test_the_drift_ticket_highlights_no_noise_and_says_when_calls_were_made(demo, browser):
+def test_the_drift_ticket_highlights_no_noise_and_says_when_calls_were_made(demo_site, browser):
     ticket = ReviewTicket.objects.get(kind="drift", tool__name=DRIFTED)
     # The approved p50 measured again within noise, and a p95 that really moved.
     base_cost = {**ticket.base.cost, "latency_ms_p50": 380, "latency_ms_p95": 900}
@@ -83,8 +76,8 @@ def test_the_drift_ticket_highlights_no_noise_and_says_when_calls_were_made(demo
     }
     ReviewTicket.objects.filter(pk=ticket.pk).update(evidence=evidence)
 
-    page = page_of(browser, demo, "reviewer", "reviewer-demo-2026")
-    page.goto(f"{demo}/admin/reviews/reviewticket/{ticket.pk}/change/")
+    page = page_of(browser, demo_site, "reviewer", "reviewer-demo-2026")
+    page.goto(f"{demo_site}/admin/reviews/reviewticket/{ticket.pk}/change/")
     figures = page.locator("#evidence-figures tbody tr")
     rows = {
         figures.nth(i).locator("th").inner_text(): figures.nth(i) for i in range(figures.count())

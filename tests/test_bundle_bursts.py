@@ -1,4 +1,3 @@
-# ruff: noqa: F811
 """A burst of changes costs one revision move per transaction and one render per application,
 and a render claim dies with the worker that held it (#23.7)."""
 
@@ -15,12 +14,11 @@ from api import bundles, tasks
 from api.services import runtime_token_create
 
 # The API's fixtures, used by name below (hence F811 for the whole file).
-from api.tests.conftest import registry  # noqa: F401
-from conftest import contract
 from registry import revision
 from registry.models import Application
 from registry.revision import revision_bump, revision_stored
 from reviews.services import registry_import
+from tests.helpers import contract
 
 pytestmark = pytest.mark.django_db
 

@@ -7,8 +7,7 @@ import pytest
 from learning.models import ToolDayStats
 from registry.models import Tool
 from reviews.models import ReviewTicket
-from tests.test_admin_browser import browser, login  # noqa: F401 - a fixture
-from tests.test_desk_browser import demo  # noqa: F401 - a fixture
+from tests.helpers import login
 
 pytestmark = pytest.mark.django_db(transaction=True, serialized_rollback=True)
 
@@ -25,10 +24,10 @@ def violations(page) -> list[str]:
 
 
 def test_admin_pages_load_with_no_violation_and_an_injected_script_is_refused(
-    demo,  # noqa: F811
-    browser,  # noqa: F811
+    demo_site,
+    browser,
 ):
-    base = demo
+    base = demo_site
     page = browser.new_page(viewport={"width": 1400, "height": 900})
     page.add_init_script(COLLECT)
 

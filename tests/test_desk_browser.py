@@ -4,7 +4,6 @@ has a point for each of its days, and a decision works from the keyboard alone."
 
 import pytest
 from django.contrib.auth.models import User
-from django.core.management import call_command
 
 from learning.models import ToolDayStats, Trace
 from registry.models import Tool
@@ -21,12 +20,6 @@ pytestmark = pytest.mark.django_db(transaction=True, serialized_rollback=True)
 DRIFTED = "payments.refund_charge"
 
 
-@pytest.fixture
-def demo(live_server):
-    call_command("load_demo", verbosity=0, stdout=open("/dev/null", "w"))  # noqa: SIM115
-    return live_server.url
-
-
 def reviewer_page(browser, base):
     page = browser.new_page(viewport={"width": 1400, "height": 900})
     login(page, base, "reviewer", "reviewer-demo-2026")
@@ -37,9 +30,9 @@ def figure(page, css_id: str) -> int:
     return int(page.inner_text(f"#{css_id} .figure"))
 
 
-def test_the_home_figures_match_the_database(demo, browser):
-    page = reviewer_page(browser, demo)
-    page.goto(f"{demo}/admin/")
+def test_the_home_figures_match_the_database(demo_site, browser):
+    page = reviewer_page(browser, demo_site)
+    page.goto(f"{demo_site}/admin/")
     reviewer = User.objects.get(username="reviewer")
     assert figure(page, "figure-open") == open_tickets().count() > 0
     assert figure(page, "figure-mine") == tickets_awaiting_approval_by(user=reviewer).count() > 0
@@ -71,10 +64,10 @@ def figure_count(reviewer) -> int:
     return tickets_awaiting_approval_by(user=reviewer).count()
 
 
-def test_an_example_run_opens_that_whole_run_step_by_step(demo, browser):
+def test_an_example_run_opens_that_whole_run_step_by_step(demo_site, browser):
     ticket = ReviewTicket.objects.get(kind="drift", tool__name=DRIFTED)
-    page = reviewer_page(browser, demo)
-    page.goto(f"{demo}/admin/reviews/reviewticket/{ticket.pk}/change/")
+    page = reviewer_page(browser, demo_site)
+    page.goto(f"{demo_site}/admin/reviews/reviewticket/{ticket.pk}/change/")
     summary = page.inner_text("#evidence-summary")
     assert "Now needs approval_code in the state before it runs" in summary
     assert " of " in summary and "successful calls" in summary
@@ -99,7 +92,7 @@ def test_an_example_run_opens_that_whole_run_step_by_step(demo, browser):
     page.close()
 
 
-def test_the_drifted_tools_chart_has_a_point_for_each_of_its_days(demo, browser):
+def test_the_drifted_tools_chart_has_a_point_for_each_of_its_days(demo_site, browser):
     tool = Tool.objects.get(name=DRIFTED)
     days = sorted(
         day.isoformat()
@@ -108,8 +101,8 @@ def test_the_drifted_tools_chart_has_a_point_for_each_of_its_days(demo, browser)
         )
     )
     assert len(days) >= 3
-    page = reviewer_page(browser, demo)
-    page.goto(f"{demo}/admin/registry/tool/{tool.pk}/health/")
+    page = reviewer_page(browser, demo_site)
+    page.goto(f"{demo_site}/admin/registry/tool/{tool.pk}/health/")
     for css in (
         "#chart-calls .point-calls",
         "#chart-errors .point-errors",
@@ -128,12 +121,12 @@ def test_the_drifted_tools_chart_has_a_point_for_each_of_its_days(demo, browser)
     page.close()
 
 
-def test_a_reviewer_approves_from_the_keyboard_and_nothing_overflows(demo, browser):
+def test_a_reviewer_approves_from_the_keyboard_and_nothing_overflows(demo_site, browser):
     ticket = ReviewTicket.objects.get(kind="change", status="open")
-    page = reviewer_page(browser, demo)
-    page.goto(f"{demo}/admin/reviews/reviewticket/")
+    page = reviewer_page(browser, demo_site)
+    page.goto(f"{demo_site}/admin/reviews/reviewticket/")
     assert page.evaluate("document.documentElement.scrollWidth") <= 1400
-    page.goto(f"{demo}/admin/reviews/reviewticket/{ticket.pk}/change/")
+    page.goto(f"{demo_site}/admin/reviews/reviewticket/{ticket.pk}/change/")
     assert page.evaluate("document.documentElement.scrollWidth") <= 1400
     # A new property shows its type, required-ness and description.
     row = page.inner_text("tr.property-row[data-property=include_cancelled]")

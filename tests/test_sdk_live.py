@@ -16,6 +16,7 @@ from mcp.client.stdio import StdioServerParameters, stdio_client
 
 from api.services import runtime_token_create
 from reviews.services import registry_import
+from tests.helpers import contract
 
 pytestmark = pytest.mark.django_db(transaction=True, serialized_rollback=True)
 ROOT = Path(__file__).resolve().parent.parent
@@ -170,7 +171,6 @@ async def list_changed_session(api: str, token: str, publish) -> list[str]:
 
 
 def test_the_example_server_tells_clients_when_the_registry_revision_moves(registry_api):
-    from conftest import contract
 
     api, token = registry_api
 

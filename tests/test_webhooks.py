@@ -9,10 +9,9 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 import pytest
 
 from api.models import Webhook, WebhookDelivery, webhook_url_problem
-from conftest import contract
 from registry.models import Application
 from reviews.services import registry_import
-from tests.test_worker import wait_for, worker  # noqa: F401 (the worker fixture)
+from tests.helpers import contract, wait_for
 
 pytestmark = pytest.mark.django_db(transaction=True, serialized_rollback=True)
 
@@ -40,7 +39,7 @@ def receiver():
 
 
 def test_a_publication_reaches_the_webhook_signed_and_retried_after_a_500(
-    worker,  # noqa: F811
+    worker,
     receiver,
     vocabulary,
 ):
@@ -67,7 +66,7 @@ def test_a_publication_reaches_the_webhook_signed_and_retried_after_a_500(
 
 
 def test_the_test_endpoint_sends_a_signed_test_delivery(
-    worker,  # noqa: F811
+    worker,
     receiver,
     runtime_client_factory,
 ):

@@ -5,56 +5,20 @@ and exactly one drift ticket is opened for the drifted high-risk tool, none for 
 duplicated when the task runs twice.
 """
 
-import os
-import subprocess
-import sys
 import time
 from pathlib import Path
 
 import pytest
 from django.conf import settings
-from django.db import connection
 
 from learning.models import ToolStats, Trace
 from learning.tasks import refresh_contracts
 from reviews.models import ReviewTicket
 from reviews.services import registry_import
+from tests.helpers import contract, wait_for
 
 pytestmark = pytest.mark.django_db(transaction=True, serialized_rollback=True)
 ROOT = Path(__file__).resolve().parent.parent
-
-
-@pytest.fixture
-def worker(django_db_blocker):
-    env = {**os.environ, "DJANGO_SETTINGS_MODULE": "config.settings.test"}
-    database = connection.settings_dict
-    if database["ENGINE"].endswith("postgresql"):
-        env["DATABASE_URL"] = (
-            f"postgres://{database['USER']}:{database['PASSWORD'] or ''}@{database['HOST']}:"
-            f"{database['PORT']}/{database['NAME']}"
-        )
-    else:
-        env["DATABASE_URL"] = f"sqlite:///{database['NAME']}"
-    process = subprocess.Popen(
-        [sys.executable, "-m", "celery", "-A", "config", "worker", "--pool", "solo",
-         "--loglevel", "WARNING", "--without-heartbeat", "--without-gossip", "--without-mingle"],
-        cwd=ROOT, env=env,
-    )  # fmt: skip
-    yield process
-    process.terminate()
-    try:
-        process.wait(20)
-    except subprocess.TimeoutExpired:
-        process.kill()
-
-
-def wait_for(predicate, timeout: float = 60):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if predicate():
-            return True
-        time.sleep(0.5)
-    return False
 
 
 def drift_world():
@@ -141,7 +105,6 @@ def test_a_tool_is_re_inferred_by_the_worker_within_the_debounce_window(
 ):
     from django.utils import timezone
 
-    from conftest import contract
     from learning.models import InferredContract
     from registry.models import Permission, StateVariable
 

@@ -3,8 +3,8 @@
 import pytest
 
 from api.planning import validate_plan
-from conftest import contract
 from reviews.services import registry_import
+from tests.helpers import contract
 
 FIND = contract()  # requires event_query, produces event_id
 UPDATE = contract(

@@ -2,10 +2,10 @@
 
 import pytest
 
-from conftest import contract
 from registry.models import contract_hash
 from registry.pins import contract_pin, definition_hash
 from registry.validation import RegistryContext, contract_check
+from tests.helpers import contract
 
 
 @pytest.fixture

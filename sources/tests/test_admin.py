@@ -10,7 +10,7 @@ from django.urls import reverse
 from reviews.models import ReviewTicket
 from sources.models import McpServer
 from sources.services import mcp_server_add
-from tests.test_worker import wait_for, worker  # noqa: F401 - the real worker fixture
+from tests.helpers import wait_for
 
 from .test_sync import GREET, STANDIN
 
@@ -78,7 +78,7 @@ def test_a_header_names_an_environment_variable_and_an_unset_one_fails_the_sync(
 
 
 @pytest.mark.django_db(transaction=True, serialized_rollback=True)
-def test_sync_now_runs_on_the_worker(admin_client, worker, tmp_path):  # noqa: F811
+def test_sync_now_runs_on_the_worker(admin_client, worker, tmp_path):
     tools = tmp_path / "tools.json"
     tools.write_text(json.dumps([GREET]))
     server = mcp_server_add(name="acme", command=[sys.executable, STANDIN, str(tools)])

@@ -466,6 +466,15 @@ OTLPStatus = inline_serializer(
 )
 
 
+def _assembly_queue() -> None:
+    """Queue an assembly of the traces just completed. The spans are stored already: a broker
+    that refuses the message costs nothing more, as the periodic assembly takes them."""
+    try:
+        otel_traces_assemble.apply_async(countdown=settings.OTLP_SETTLE_SECONDS + 1, retry=False)
+    except Exception as exc:  # the broker's errors vary by transport; the commit stands
+        logger.warning("OTLP assembly not queued: %s: %s", type(exc).__name__, exc)
+
+
 @extend_schema(
     tags=["traces"],
     request={
@@ -491,15 +500,6 @@ OTLPStatus = inline_serializer(
         ),
     },
 )
-def _assembly_queue() -> None:
-    """Queue an assembly of the traces just completed. The spans are stored already: a broker
-    that refuses the message costs nothing more, as the periodic assembly takes them."""
-    try:
-        otel_traces_assemble.apply_async(countdown=settings.OTLP_SETTLE_SECONDS + 1, retry=False)
-    except Exception as exc:  # the broker's errors vary by transport; the commit stands
-        logger.warning("OTLP assembly not queued: %s: %s", type(exc).__name__, exc)
-
-
 class OTLPTraceView(RuntimeView):
     """An OTLP/HTTP traces receiver: OpenTelemetry GenAI tool-call spans become traces.
 

@@ -21,7 +21,7 @@ from django.db import connection
 
 from tests.redis_server import needs_redis_server, redis_server
 
-pytestmark = [needs_redis_server, pytest.mark.django_db(transaction=True)]
+pytestmark = [needs_redis_server, pytest.mark.django_db(transaction=True, serialized_rollback=True)]
 ROOT = Path(__file__).resolve().parent.parent
 COUNTDOWN = 8  # long enough that the worker still holds the tasks when the broker goes away
 

@@ -72,7 +72,7 @@ def nginx_in_front(live_server, tmp_path):
     process.wait(10)
 
 
-@pytest.mark.django_db(transaction=True)
+@pytest.mark.django_db(transaction=True, serialized_rollback=True)
 def test_a_reviewer_logs_in_to_the_admin_through_nginx_on_a_port_of_its_own(
     nginx_in_front, reviewer
 ):

@@ -123,7 +123,7 @@ def test_the_tool_page_says_when_inference_ran_on_how_many_traces_and_what_came_
     services.tool_refresh(tool_name="calendar.get_event")
     traces_ingest(items=[(0, trace(3))])
 
-    page = admin_client.get(reverse("admin:registry_tool_change", args=[get_event.pk]))
+    page = admin_client.get(reverse("admin:registry_tool_health", args=[get_event.pk]))
 
     text = " ".join(page.content.decode().split())
     assert "Inferred from 3 traces 0 minutes ago (" in text

@@ -6,6 +6,7 @@ COPY config config
 COPY registry registry
 COPY reviews reviews
 COPY learning learning
+COPY sources sources
 COPY api api
 COPY demo demo
 COPY templates templates

@@ -42,7 +42,7 @@ def test_admin_pages_load_with_no_violation_and_an_injected_script_is_refused(
     ticket = ReviewTicket.objects.filter(kind="drift").first()
     pages = [
         "/admin/",
-        f"/admin/registry/tool/{drifted.pk}/change/",  # the health charts
+        f"/admin/registry/tool/{drifted.pk}/health/",  # the health charts
         f"/admin/reviews/reviewticket/{ticket.pk}/change/",  # the diff and the decision
         "/admin/reviews/reviewticket/",
         "/admin/registry/tool/",
@@ -57,7 +57,7 @@ def test_admin_pages_load_with_no_violation_and_an_injected_script_is_refused(
         page.wait_for_load_state("load")
         assert violations(page) == [], (path, violations(page))
     # The health charts drew (they are inline SVG, which the policy allows as markup).
-    page.goto(f"{base}/admin/registry/tool/{drifted.pk}/change/")
+    page.goto(f"{base}/admin/registry/tool/{drifted.pk}/health/")
     assert page.locator(".health-chart svg").count() > 0
     # The admin's own scripts ran: the list's select-all box is wired by static JavaScript.
     page.goto(f"{base}/admin/reviews/reviewticket/")

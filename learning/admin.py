@@ -3,7 +3,7 @@ from datetime import UTC, date, datetime, time, timedelta
 
 from django.contrib import admin, messages
 from django.core.exceptions import ValidationError
-from django.db.models import F, FloatField, OuterRef, Subquery
+from django.db.models import F, FloatField, OuterRef, Subquery, TextField
 from django.db.models.fields.json import KT
 from django.db.models.functions import Cast, NullIf
 from django.urls import reverse
@@ -12,6 +12,7 @@ from django.utils.html import format_html
 from django.utils.safestring import mark_safe
 
 from registry.admin import ToolAdmin
+from registry.json_display import json_text, stored_json_text
 from registry.models import ContractVersion, Tool
 
 from .charts import Marker, calls_chart, chart_window, day_points, latency_chart, rate_chart
@@ -31,6 +32,7 @@ from .otel_ingest import candidate_variable_adopt
 HEALTH_DAYS = 90
 RECENT_VERSIONS = 10
 COMPARED_FIELDS = ("requires", "produces", "risk", "input_schema", "cost")
+RUN_JSON = ("args", "state_before", "state_after", "output")
 
 
 class ReadOnlyAdmin(admin.ModelAdmin):
@@ -42,7 +44,11 @@ class ReadOnlyAdmin(admin.ModelAdmin):
 
 
 def pretty(value) -> str:
-    return format_html("<pre>{}</pre>", json.dumps(value, indent=2, ensure_ascii=False))
+    return format_html("<pre>{}</pre>", json_text(value))
+
+
+def pretty_stored(text: str | None) -> str:
+    return format_html("<pre>{}</pre>", stored_json_text(text))
 
 
 class ToolNameFilter(admin.SimpleListFilter):
@@ -133,6 +139,16 @@ class TraceAdmin(ReadOnlyAdmin):
     ]
     readonly_fields = fields
 
+    def get_queryset(self, request):
+        # What a runtime sent is read as text: a value nested deeper than Python's JSON parser
+        # goes must not take the run's page (or the list) down (registry.json_display).
+        return (
+            super()
+            .get_queryset(request)
+            .defer(*RUN_JSON)
+            .annotate(**{f"{name}_text": Cast(name, TextField()) for name in RUN_JSON})
+        )
+
     def get_ordering(self, request):
         # One run: its steps in the order they ran. Otherwise the newest first.
         return ["step", "pk"] if request.GET.get("trace_id") else ["-pk"]
@@ -164,19 +180,19 @@ class TraceAdmin(ReadOnlyAdmin):
 
     @admin.display(description="args")
     def args_pretty(self, obj: Trace) -> str:
-        return pretty(obj.args)
+        return pretty_stored(obj.args_text)
 
     @admin.display(description="state before")
     def state_before_pretty(self, obj: Trace) -> str:
-        return pretty(obj.state_before)
+        return pretty_stored(obj.state_before_text)
 
     @admin.display(description="state after")
     def state_after_pretty(self, obj: Trace) -> str:
-        return pretty(obj.state_after)
+        return pretty_stored(obj.state_after_text)
 
     @admin.display(description="output")
     def output_pretty(self, obj: Trace) -> str:
-        return pretty(obj.output)
+        return pretty_stored(obj.output_text)
 
 
 @admin.register(ToolStats)
@@ -538,7 +554,7 @@ def _pretty(value) -> str:
         return ", ".join(value) or "—"
     if isinstance(value, str):
         return value
-    return json.dumps(value, indent=2, ensure_ascii=False, sort_keys=True)
+    return json_text(value, sort_keys=True)
 
 
 def _last_seen(moment) -> str:

@@ -10,7 +10,9 @@ After Contract2Tool (arXiv 2606.07904, section IV), but deterministic:
   least ``failure_ratio`` of failures (preconditions seen only through failures). A variable
   that is merely always there (a user id, a locale) never flows and is present in failures too,
   so it is not a precondition; a variable feeding an argument sent only sometimes is optional.
-- ``input_schema``: observed argument names and JSON types; ``required`` = always sent.
+- ``input_schema``: observed argument names and JSON types; ``required`` = always sent. Only
+  identifier-like names are inferred (``aggregates.inferable_name``): a model reads them, and a
+  runtime chooses them; the others are counted in ``evidence.unsafe_names``.
 - ``risk``: a suggestion that never under-rates danger (``learning.risk``): words of danger
   in the name, description, effects and permissions found through WordNet, and the labels
   people gave similar tools in this registry; its evidence is returned under
@@ -26,7 +28,7 @@ import math
 from collections.abc import Iterable
 from dataclasses import dataclass
 
-from .aggregates import aggregate_percentile
+from .aggregates import aggregate_percentile, inferable_name
 from .outputs import output_schema_proposal
 from .risk import RISK_ORDER, prepare_labels, suggest_risk
 
@@ -74,7 +76,7 @@ def infer_contract(
         )
         if (flows and entry["flows"] >= thresholds.min_count) or gate:
             requires.append(var)
-    schema = _schema(aggregate, input_schema, total)
+    schema, unsafe = _schema(aggregate, input_schema, total)
     risk, risk_confidence, risk_evidence = suggest_risk(
         name=name, description=description, produces=produces, permissions=list(permissions),
         labelled=labelled,
@@ -103,8 +105,12 @@ def infer_contract(
             "cost": round(evidence, 3),
         },
         # Why each suggestion was made, for the reviewer: the risk's words, effects,
-        # permissions and neighbours (learning.risk.danger_evidence).
-        "evidence": {"risk": risk_evidence},
+        # permissions and neighbours (learning.risk.danger_evidence); and how many argument
+        # names and output keys were left out for not being identifier-like.
+        "evidence": {
+            "risk": risk_evidence,
+            "unsafe_names": aggregate.get("unsafe_names", 0) + unsafe,
+        },
     }
 
 
@@ -119,10 +125,16 @@ def _margin(variables: dict, successes: int, key: str, chosen: list[str]) -> flo
     return max(worst, 0.5 if chosen else 0.0) if worst < 1 else 1.0
 
 
-def _schema(aggregate: dict, declared: dict | None, total: int) -> dict:
+def _schema(aggregate: dict, declared: dict | None, total: int) -> tuple[dict, int]:
+    """The observed input schema, and how many argument names it leaves out as unsafe (an
+    aggregate folded before names were checked may still hold some)."""
     declared_properties = (declared or {}).get("properties", {})
     properties, required = {}, []
+    unsafe = 0
     for arg, entry in sorted(aggregate.get("args", {}).items()):
+        if not inferable_name(arg):
+            unsafe += 1
+            continue
         kinds = sorted(entry["types"], key=lambda kind: (-entry["types"][kind], kind))
         # An integer is also a number: report "number" once both are seen.
         if "integer" in kinds and "number" in kinds:
@@ -134,7 +146,7 @@ def _schema(aggregate: dict, declared: dict | None, total: int) -> dict:
         properties[arg] = prop
         if total and entry["count"] == total:
             required.append(arg)
-    return {"type": "object", "properties": properties, "required": required}
+    return {"type": "object", "properties": properties, "required": required}, unsafe
 
 
 def _rank(ranks: dict[str, int], risk: str | None) -> int:

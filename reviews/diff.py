@@ -14,8 +14,8 @@ import difflib
 import functools
 import json
 import re
-from collections.abc import Iterable, Mapping
-from typing import Any, NamedTuple
+from collections.abc import Callable, Iterable, Mapping
+from typing import Any, NamedTuple, TypeGuard
 
 from registry.contract import BOOKKEEPING_KEYS, FIELDS, FIELDS_BY_NAME, empty_value
 from registry.schema_limits import DEFINITIONS, ONE_SUBSCHEMA, SUBSCHEMA_LISTS
@@ -774,7 +774,7 @@ def _types(value: Any) -> set[str] | None:
     return None
 
 
-def _is_number(value: Any) -> bool:
+def _is_number(value: Any) -> TypeGuard[int | float]:
     return isinstance(value, int | float) and not isinstance(value, bool)
 
 
@@ -802,7 +802,9 @@ def _loosened(
     for path, old in old_nodes.items():
         new = new_nodes.get(path)
         if new is None:
-            if old.parent is None or old.parent in new_nodes:
+            # A dropped alternative narrows what is accepted; anything else dropped at the top
+            # of a removed subtree (a property, an items or not schema) stops being checked.
+            if (old.parent is None or old.parent in new_nodes) and not _is_branch(path, old):
                 note(path, "subschema removed: what it constrained is no longer checked")
             continue
         if isinstance(old.own, bool) or isinstance(new.own, bool):
@@ -825,17 +827,31 @@ def _loosened(
         parent = new.parent
         if path in old_nodes or parent is None or parent not in old_nodes:
             continue
-        branch = path[len(parent) :].lstrip(".").split(".", 1)[0]
+        branch = _branch_keyword(path, new)
         if (
-            branch in _BRANCHES
+            branch
             and isinstance(old_nodes[parent].whole, Mapping)
-            and (branch in old_nodes[parent].whole)
+            and branch in old_nodes[parent].whole
         ):
             note(path, f"{branch} alternative added: one more shape is accepted")
     return found
 
 
-def _loosened_keywords(path: str, old: Mapping, new: Mapping, note: Any) -> None:
+def _branch_keyword(path: str, node: _SchemaNode) -> str | None:
+    """ "anyOf" or "oneOf" when the node is one of their alternatives."""
+    if node.parent is None:
+        return None
+    keyword = path[len(node.parent) :].lstrip(".").split(".", 1)[0]
+    return keyword if keyword in _BRANCHES else None
+
+
+def _is_branch(path: str, node: _SchemaNode) -> bool:
+    return _branch_keyword(path, node) is not None
+
+
+def _loosened_keywords(
+    path: str, old: Mapping, new: Mapping, note: Callable[[str, str], None]
+) -> None:
     old_types, new_types = _types(old.get("type")), _types(new.get("type"))
     if old_types is not None:
         if new_types is None:

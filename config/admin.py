@@ -4,7 +4,11 @@ It stands outside the app layers (like the URLs) because the home reads two of t
 queue (``reviews.selectors``) and recent drift reports (``learning.selectors``).
 """
 
+from datetime import MAXYEAR, MINYEAR
+from functools import update_wrapper
+
 from django.contrib import admin
+from django.http import HttpResponseBadRequest, QueryDict
 from django.utils import timezone
 
 from learning.selectors import drift_reports_recent
@@ -13,6 +17,31 @@ from reviews.selectors import review_queue
 
 # Apps a reviewer needs most come first; the rest keep Django's alphabetical order.
 APP_ORDER = {"reviews": 0, "registry": 1, "learning": 2, "api": 3}
+# Date parts a list may filter on (the date hierarchy's ``<field>__year`` and any ``__month`` or
+# ``__day`` lookup), with the values a date can hold. The hierarchy adds a day, a month or a year
+# to the date it is given, so the last year is one short of what ``datetime`` holds.
+DATE_PARTS = {"year": (MINYEAR, MAXYEAR - 1), "month": (1, 12), "day": (1, 31)}
+
+
+def query_problem(query: QueryDict) -> str | None:
+    """Why an admin URL's query cannot be answered, or None.
+
+    A URL can carry values no column and no date can hold: a NUL (PostgreSQL refuses it in
+    any text, so a list filter on a choice field answered 500) and a date part outside what
+    ``datetime`` holds (the date hierarchy raised OverflowError). Both are refused here, for
+    every admin page at once, rather than in each list filter.
+    """
+    for name, values in query.lists():
+        if "\x00" in name or any("\x00" in value for value in values):
+            return f"The query parameter {name!r} holds a NUL character."
+        part = name.rsplit("__", 1)[-1] if "__" in name else None
+        if part in DATE_PARTS and values:
+            low, high = DATE_PARTS[part]
+            value = values[-1].strip()
+            digits = value.lstrip("0") or "0"
+            if not value.isdecimal() or len(digits) > 4 or not low <= int(digits) <= high:
+                return f"The query parameter {name!r} is not a {part} between {low} and {high}."
+    return None
 
 
 class RegistryAdminSite(admin.AdminSite):
@@ -20,6 +49,17 @@ class RegistryAdminSite(admin.AdminSite):
     site_title = "Tool-contract registry"
     index_title = "Reviewer's desk"
     index_template = "admin/desk_index.html"
+
+    def admin_view(self, view, cacheable=False):
+        wrapped = super().admin_view(view, cacheable)
+
+        def refuse_impossible_queries(request, *args, **kwargs):
+            problem = query_problem(request.GET)
+            if problem:
+                return HttpResponseBadRequest(problem, content_type="text/plain; charset=utf-8")
+            return wrapped(request, *args, **kwargs)
+
+        return update_wrapper(refuse_impossible_queries, wrapped)
 
     def get_app_list(self, request, app_label=None):
         apps = super().get_app_list(request, app_label)

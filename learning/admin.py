@@ -6,7 +6,7 @@ from django.conf import settings
 from django.contrib import admin, messages
 from django.contrib.admin.views.main import ChangeList
 from django.core.exceptions import PermissionDenied, ValidationError
-from django.db.models import F, FloatField, Model, OuterRef, Subquery
+from django.db.models import F, FloatField, Model, OuterRef, Subquery, TextField
 from django.db.models.fields.json import KT
 from django.db.models.functions import Cast, NullIf
 from django.shortcuts import get_object_or_404
@@ -18,6 +18,7 @@ from django.utils.safestring import mark_safe
 from django.utils.timesince import timesince
 
 from registry.admin import ToolAdmin
+from registry.json_display import json_text, stored_json_text
 from registry.models import Tool
 
 from .charts import calls_chart, latency_chart, rate_chart
@@ -33,7 +34,15 @@ from .models import (
     Trace,
 )
 from .otel_ingest import candidate_variable_adopt
-from .selectors import COMPARED_FIELDS, field_text, tool_health, trace_states_whole
+from .selectors import (
+    COMPARED_FIELDS,
+    SHARED,
+    field_text,
+    tool_health,
+    trace_states_whole,
+)
+
+RUN_JSON = ("args", "state_before", "state_after", "output")
 
 
 class ReadOnlyAdmin(admin.ModelAdmin):
@@ -45,7 +54,17 @@ class ReadOnlyAdmin(admin.ModelAdmin):
 
 
 def pretty(value) -> str:
-    return format_html("<pre>{}</pre>", json.dumps(value, indent=2, ensure_ascii=False))
+    return format_html("<pre>{}</pre>", json_text(value))
+
+
+def stored_text(obj: Model, field: str) -> str | None:
+    """A JSON field as the database returned its text (the list and page annotate each of
+    ``RUN_JSON`` as ``<field>_text``): read without Python's recursive parser."""
+    return getattr(obj, f"{field}_text")
+
+
+def pretty_stored(text: str | None) -> str:
+    return format_html("<pre>{}</pre>", stored_json_text(text))
 
 
 class ToolNameFilter(admin.SimpleListFilter):
@@ -137,6 +156,16 @@ class TraceAdmin(ReadOnlyAdmin):
     )
     readonly_fields = fields
 
+    def get_queryset(self, request):
+        # What a runtime sent is read as text: a value nested deeper than Python's JSON parser
+        # goes must not take the run's page (or the list) down (registry.json_display).
+        return (
+            super()
+            .get_queryset(request)
+            .defer(*RUN_JSON)
+            .annotate(**{f"{name}_text": Cast(name, TextField()) for name in RUN_JSON})
+        )
+
     def get_ordering(self, request):
         # One run: its steps in the order they ran. Otherwise the newest first.
         return ["step", "pk"] if request.GET.get("trace_id") else ["-pk"]
@@ -168,19 +197,28 @@ class TraceAdmin(ReadOnlyAdmin):
 
     @admin.display(description="args")
     def args_pretty(self, obj: Trace) -> str:
-        return pretty(obj.args)
+        return pretty_stored(stored_text(obj, "args"))
 
     @admin.display(description="state before")
     def state_before_pretty(self, obj: Trace) -> str:
-        return pretty(trace_states_whole(trace=obj)[0])
+        return self._state(obj, stored_text(obj, "state_before"), 0)
 
     @admin.display(description="state after")
     def state_after_pretty(self, obj: Trace) -> str:
-        return pretty(trace_states_whole(trace=obj)[1])
+        return self._state(obj, stored_text(obj, "state_after"), 1)
+
+    @staticmethod
+    def _state(obj: Trace, text: str | None, which: int) -> str:
+        """A step's whole state. An assembled OpenTelemetry trace stores a large state once and
+        points to it from later steps (``$same_as``): those are rebuilt from the earlier steps
+        (assembly bounds their depth); any other state is shown as stored, depth-bounded."""
+        if text is not None and SHARED in text:
+            return pretty(trace_states_whole(trace=obj)[which])
+        return pretty_stored(text)
 
     @admin.display(description="output")
     def output_pretty(self, obj: Trace) -> str:
-        return pretty(obj.output)
+        return pretty_stored(stored_text(obj, "output"))
 
 
 @admin.register(ToolStats)

@@ -11,6 +11,7 @@ of them into one.
 from __future__ import annotations
 
 import math
+import re
 from collections.abc import Callable, Iterator
 from datetime import UTC, datetime
 from typing import Any
@@ -26,6 +27,15 @@ MAX_OUTPUT_PATHS = 50  # distinct failing output paths counted; later ones under
 OTHER_PATHS = "(other paths)"
 OPERATOR = "operator"
 TYPES = ("string", "integer", "number", "boolean", "array", "object", "null")
+# Argument names and output keys become property names of a proposed schema, which a model
+# reads: only identifier-like names of at most 64 ASCII characters are tracked. A name carrying
+# an instruction, a right-to-left override or markup is counted under "unsafe_names" and never
+# inferred (#23.1); it does not take one of the MAX_ARGS places either.
+INFERABLE_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_-]{0,63}")
+
+
+def inferable_name(name: Any) -> bool:
+    return isinstance(name, str) and INFERABLE_NAME.fullmatch(name) is not None
 
 
 def new_aggregate() -> dict:
@@ -209,6 +219,9 @@ def _count_output(agg: dict, check: dict, output: Any, trace_id: Any) -> None:
     outputs["roots"][root] = outputs["roots"].get(root, 0) + 1
     if isinstance(output, dict):
         for key, value in output.items():
+            if not inferable_name(key):
+                agg["unsafe_names"] = agg.get("unsafe_names", 0) + 1
+                continue
             entry = outputs["keys"].get(key)
             if entry is None:
                 if len(outputs["keys"]) >= MAX_ARGS:
@@ -252,6 +265,9 @@ def aggregate_add(agg: dict, trace: dict) -> None:
         _count_output(agg, check, trace.get("output"), trace_id)
 
     for name, value in args.items():
+        if not inferable_name(name):
+            agg["unsafe_names"] = agg.get("unsafe_names", 0) + 1
+            continue
         entry = _arg(agg, name)
         if entry is not None:
             entry["count"] += 1
@@ -305,6 +321,8 @@ def aggregate_merge(into: dict, other: dict) -> None:
     """Add ``other`` into ``into``; the same caps apply."""
     for key in ("total", "successes", "errors", "overflow"):
         into[key] = into.get(key, 0) + other.get(key, 0)
+    if other.get("unsafe_names"):
+        into["unsafe_names"] = into.get("unsafe_names", 0) + other["unsafe_names"]
     for name, entry in other.get("variables", {}).items():
         target = _variable(into, name)
         if target is None:

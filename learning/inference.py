@@ -11,7 +11,9 @@ After Contract2Tool (arXiv 2606.07904, section IV), but deterministic:
   that is merely always there (a user id, a locale) never flows and is present in failures too,
   so it is not a precondition; a variable feeding an argument sent only sometimes is optional.
 - ``input_schema``: observed argument names and JSON types, merged into the declared schema
-  (``_schema``); ``required`` = always sent.
+  (``_schema``); ``required`` = always sent. Only identifier-like names are inferred
+  (``aggregates.inferable_name``): a model reads them, and a runtime chooses them; the others
+  are counted in ``evidence.unsafe_names``.
 - ``risk``: a suggestion that never under-rates danger (``learning.risk``): words of danger
   in the name, description, effects and permissions found through WordNet, and the labels
   people gave similar tools in this registry; its evidence is returned under
@@ -29,7 +31,7 @@ from dataclasses import dataclass
 
 from registry.cost import cost_changed
 
-from .aggregates import aggregate_percentile
+from .aggregates import aggregate_percentile, inferable_name
 from .outputs import output_schema_proposal
 from .risk import RISK_ORDER, prepare_labels, suggest_risk
 
@@ -78,7 +80,7 @@ def infer_contract(
         )
         if (flows and entry["flows"] >= thresholds.min_count) or gate:
             requires.append(var)
-    schema = _schema(aggregate, input_schema, total)
+    schema, unsafe = _schema(aggregate, input_schema, total)
     risk, risk_confidence, risk_evidence = suggest_risk(
         name=name, description=description, produces=produces, permissions=list(permissions),
         labelled=labelled, annotations=annotations,
@@ -108,8 +110,12 @@ def infer_contract(
             "cost": round(evidence, 3),
         },
         # Why each suggestion was made, for the reviewer: the risk's words, effects,
-        # permissions and neighbours (learning.risk.danger_evidence).
-        "evidence": {"risk": risk_evidence},
+        # permissions and neighbours (learning.risk.danger_evidence); and how many argument
+        # names and output keys were left out for not being identifier-like.
+        "evidence": {
+            "risk": risk_evidence,
+            "unsafe_names": aggregate.get("unsafe_names", 0) + unsafe,
+        },
     }
 
 
@@ -124,18 +130,24 @@ def _margin(variables: dict, successes: int, key: str, chosen: list[str]) -> flo
     return max(worst, 0.5 if chosen else 0.0) if worst < 1 else 1.0
 
 
-def _schema(aggregate: dict, declared: dict | None, total: int) -> dict:
+def _schema(aggregate: dict, declared: dict | None, total: int) -> tuple[dict, int]:
     """The input schema the traces propose: the one proposal a drift ticket carries and the
     tool page shows. Without a declared schema (a shadow tool, a contract with none): each
     argument seen with its JSON types, required when always sent. With one: the declared schema
     as written (enum, pattern, description and every other keyword kept), a declared argument
     whose calls sent another type widened to the types seen, an argument it does not declare
     added with its types (optional: its callers never sent it), and a required argument that
-    calls did not always send made optional."""
+    calls did not always send made optional. Only identifier-like argument names are inferred
+    (a model reads them and a runtime chooses them); the others are counted, and returned
+    beside the schema (an aggregate folded before names were checked may still hold some)."""
     declared_properties = (declared or {}).get("properties") or {}
     observed: dict[str, dict] = {}
     always: list[str] = []
+    unsafe = 0
     for arg, entry in sorted(aggregate.get("args", {}).items()):
+        if not inferable_name(arg):
+            unsafe += 1
+            continue
         kinds = sorted(entry["types"], key=lambda kind: (-entry["types"][kind], kind))
         # An integer is also a number: report "number" once both are seen.
         if "integer" in kinds and "number" in kinds:
@@ -144,7 +156,7 @@ def _schema(aggregate: dict, declared: dict | None, total: int) -> dict:
         if total and entry["count"] == total:
             always.append(arg)
     if not isinstance(declared_properties, dict) or not declared_properties:
-        return {"type": "object", "properties": observed, "required": always}
+        return {"type": "object", "properties": observed, "required": always}, unsafe
     schema = json.loads(json.dumps(declared))
     properties = schema["properties"]
     for arg, prop in observed.items():
@@ -158,7 +170,7 @@ def _schema(aggregate: dict, declared: dict | None, total: int) -> dict:
             properties[arg] = {**described, "type": widened}
     if total:
         schema["required"] = [arg for arg in schema.get("required") or [] if arg in always]
-    return schema
+    return schema, unsafe
 
 
 def _widened(allowed: object, seen: str | list[str]) -> str | list[str] | None:

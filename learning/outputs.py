@@ -43,6 +43,8 @@ from registry.jsonschema_re2 import (
     work_budget,
 )
 
+from .aggregates import inferable_name
+
 # An ordinary output needs tens of evaluations (an evaluation costs 3-15 microseconds); 5,000
 # lets a list of some hundred rows be checked and keeps the worst output under about 0.1 s.
 OUTPUT_WORK_BUDGET = 5_000
@@ -165,7 +167,7 @@ def output_schema_proposal(
     failing = {output_property(path) for path in outputs.get("paths") or {}}
     properties = schema.setdefault("properties", {})
     for key, entry in sorted(keys.items()):
-        if key in properties and key not in failing:
+        if (key in properties and key not in failing) or not inferable_name(key):
             continue
         declared = properties.get(key)
         prop: dict[str, Any] = {"type": _observed_type(entry["types"])}

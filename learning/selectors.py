@@ -1,12 +1,12 @@
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass
 from datetime import date, datetime, timedelta
 from typing import Any
 
 from django.utils import timezone
 
+from registry.json_display import json_text
 from registry.models import ContractVersion, Tool
 
 from .charts import DayPoint, Marker, chart_window, day_points
@@ -171,7 +171,7 @@ def field_text(value: Any) -> str:
         return ", ".join(value) or "—"
     if isinstance(value, str):
         return value
-    return json.dumps(value, indent=2, ensure_ascii=False, sort_keys=True)
+    return json_text(value, sort_keys=True)
 
 
 def risk_labels() -> list[dict[str, Any]]:

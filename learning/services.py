@@ -228,6 +228,7 @@ def _drift_record(
         # Why the higher risk is suggested, for the ticket page (learning.risk).
         evidence["risk_evidence"] = (inferred.get("evidence") or {}).get("risk", [])
         evidence["risk_confidence"] = (inferred.get("confidence") or {}).get("risk")
+    _note_unsafe_names(evidence, inferred)
     report, created = _report_get_or_create(tool, approved, fingerprint, items, evidence)
     if not created:
         DriftReport.objects.filter(pk=report.pk).update(
@@ -255,6 +256,14 @@ def _drift_record(
         reports.update(auto_published=True)
     result.ticket_id = drift.ticket.pk
     result.published = drift.published
+
+
+def _note_unsafe_names(evidence: dict[str, Any], inferred: dict[str, Any]) -> None:
+    """How many argument names and output keys the traces carried that are not identifier-like
+    and so were left out of the inferred schemas (learning.aggregates.inferable_name)."""
+    unsafe = (inferred.get("evidence") or {}).get("unsafe_names")
+    if unsafe:
+        evidence["unsafe_names"] = unsafe
 
 
 def _drift_items_supported(
@@ -351,6 +360,7 @@ def _shadow_tool_propose(
             key: inferred.get(key) for key in ("requires", "produces", "input_schema", "cost")
         },
     }
+    _note_unsafe_names(evidence, inferred)
     document = {
         "name": name,
         "description": SHADOW_DESCRIPTION,

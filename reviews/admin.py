@@ -1,4 +1,3 @@
-import json
 from datetime import timedelta
 from typing import ClassVar
 from urllib.parse import urlencode
@@ -20,6 +19,7 @@ from django.utils.safestring import mark_safe
 from registry.admin import JSON_OVERRIDES
 from registry.contract import FIELDS
 from registry.forms import FORM_NAMES, ContractForm
+from registry.json_display import json_text
 from registry.models import Application, ContractVersion
 
 from .evidence import evidence_summary
@@ -301,7 +301,7 @@ class ReviewTicketAdmin(admin.ModelAdmin):
         extra_context = {
             **(extra_context or {}),
             "diff": ticket_diff(ticket),
-            "evidence_json": json.dumps(ticket.evidence, indent=2, ensure_ascii=False),
+            "evidence_json": json_text(ticket.evidence),
             "summary": summary,
             "ticket": ticket,
             "approvals": approvals,
@@ -535,7 +535,7 @@ def _json_display(name: str):
     def show(self, obj: ContractVersion) -> str:
         return format_html(
             '<pre class="json-field">{}</pre>',
-            json.dumps(getattr(obj, name), indent=2, ensure_ascii=False),
+            json_text(getattr(obj, name)),
         )
 
     return show

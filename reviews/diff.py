@@ -1,7 +1,7 @@
 """Field-by-field diff of two contract documents.
 
 Pure Python (no Django): the review ticket page renders ``contract_diff``'s result, and the
-publishing service calls ``has_poisoning`` on it to refuse auto-approval. Which fields there
+publishing service calls ``needs_person`` on it to refuse auto-approval. Which fields there
 are, what an absent one means and how each is compared come from ``registry.contract.FIELDS``;
 the texts a model reads are checked by ``reviews.poisoning``, and each flag is attached where
 it was found.
@@ -11,16 +11,17 @@ from __future__ import annotations
 
 import copy
 import difflib
+import functools
 import json
 import re
-from collections.abc import Iterable, Mapping
-from typing import Any, NamedTuple, Required, TypedDict
+from collections.abc import Callable, Iterable, Mapping
+from typing import Any, NamedTuple, Required, TypedDict, TypeGuard
 
 from registry.contract import BOOKKEEPING_KEYS, FIELDS, FIELDS_BY_NAME, empty_value
 from registry.cost import cost_changed
 from registry.schema_limits import DEFINITIONS, ONE_SUBSCHEMA, SUBSCHEMA_LISTS
 
-from .poisoning import Flag, poisoning_flags, visible
+from .poisoning import Flag, LocatedFlag, poisoning_flags, visible
 
 
 class FieldDiff(TypedDict, total=False):
@@ -35,7 +36,8 @@ class FieldDiff(TypedDict, total=False):
     kind: Required[str]
     base: Required[Any]
     proposed: Required[Any]
-    flags: Required[list[Flag]]
+    flags: Required[list[LocatedFlag]]
+    loosened: list[dict[str, str]]
     base_json: str
     proposed_json: str
     rows: list[dict[str, Any]]
@@ -53,7 +55,7 @@ class FieldDiff(TypedDict, total=False):
     properties_removed: list[str]
     properties_added_schemas: dict[str, Any]
     properties_removed_schemas: dict[str, Any]
-    properties_added_flags: dict[str, list[Flag]]
+    properties_added_flags: dict[str, list[LocatedFlag]]
     properties_changed: list[dict[str, Any]]
     required_added: list[str]
     required_removed: list[str]
@@ -69,11 +71,14 @@ class ContractDiff(TypedDict):
     changed: bool
     new_tool: bool
     fields: list[FieldDiff]
-    flags: list[Flag]
+    flags: list[LocatedFlag]
+    loosened: list[dict[str, str]]
 
 
 DEFAULT_RISK_RANK = {"low": 1, "medium": 2, "high": 3}
-SCHEMA_TEXT_KEYWORDS = ("description", "title")
+# The schemas whose loosening (a required argument made optional, a type or enum widened, a
+# bound dropped...) changes what a call must carry, so needs a person (``loosened``).
+CALL_SCHEMAS = frozenset({"input_schema"})
 # difflib is quadratic on pathological input; past this many tokens (words or lines) let it
 # ignore very frequent ones as anchors.
 AUTOJUNK_ABOVE_TOKENS = 4000
@@ -224,12 +229,25 @@ def contract_diff(
         entry["proposed_json"] = _as_json(after)
         fields.append(entry)
     flags = [flag for entry in fields for flag in entry["flags"]]
-    return {"changed": bool(fields), "new_tool": base is None, "fields": fields, "flags": flags}
+    loosened = [item for entry in fields for item in entry.get("loosened", [])]
+    return {
+        "changed": bool(fields),
+        "new_tool": base is None,
+        "fields": fields,
+        "flags": flags,
+        "loosened": loosened,
+    }
 
 
-def has_poisoning(diff: ContractDiff) -> bool:
+def has_poisoning(diff: ContractDiff | Mapping[str, Any]) -> bool:
     """True when the diff carries any poisoning flag: such a change needs a person."""
     return bool(diff.get("flags"))
+
+
+def needs_person(diff: Mapping[str, Any]) -> bool:
+    """True when no change of this diff may publish itself: it carries a poisoning flag, or it
+    loosens what a call must carry."""
+    return bool(diff.get("flags") or diff.get("loosened"))
 
 
 def _with_default(name: str, value: Any) -> Any:
@@ -242,8 +260,57 @@ def _as_json(value: Any) -> str:
     return visible(json.dumps(value, indent=2, sort_keys=True, ensure_ascii=False, default=str))
 
 
-def _located(flags: list[Flag], *, field: str, where: str) -> list[Flag]:
-    return [{**flag, "field": field, "where": where} for flag in flags]
+def _located(flags: list[Flag], *, field: str, where: str) -> list[LocatedFlag]:
+    return [LocatedFlag(**flag, field=field, where=where) for flag in flags]
+
+
+# === Texts a model reads ========================================================================
+# A model reads the whole contract, not only its prose: a property name, an enum value, a
+# default, an example, a rule id or a template variable can carry an instruction as well as a
+# description can (#23.1). Every string in a field's value, and every key of its objects, is
+# checked the same way, at any depth, compared with the text at the same place in the base.
+
+_NAME = " (name)"
+
+
+def _texts(value: Any, where: str) -> dict[str, str]:
+    """Every text in a JSON value by where it is: strings at their dotted path, object keys at
+    the path they open plus ``" (name)"``. Iterative, so any depth is safe."""
+    found: dict[str, str] = {}
+    pending: list[tuple[str, Any]] = [(where, value)]
+    while pending:
+        path, item = pending.pop()
+        if isinstance(item, str):
+            found[path] = item
+        elif isinstance(item, Mapping):
+            for key, sub in item.items():
+                child = _join(path, str(key))
+                found[child + _NAME] = str(key)
+                pending.append((child, sub))
+        elif isinstance(item, list):
+            pending.extend((_join(path, str(index)), sub) for index, sub in enumerate(item))
+    return found
+
+
+@functools.lru_cache(maxsize=4096)
+def _flags_cached(text: str, base_text: str | None) -> tuple[Flag, ...]:
+    # A schema repeats its keywords and names on every node: each distinct text is read once.
+    return tuple(poisoning_flags(text, base_text=base_text))
+
+
+def _new_text_flags(
+    field: str, before: Any, after: Any, *, where: str, new_base: bool
+) -> list[LocatedFlag]:
+    """Flags in every text of ``after`` that is not the same text at the same place in
+    ``before`` (``new_base``: nothing to compare with)."""
+    old = {} if new_base else _texts(before, where)
+    flags: list[LocatedFlag] = []
+    for place, text in _texts(after, where).items():
+        base_text = old.get(place)
+        if not text or text == base_text:
+            continue
+        flags += _located(list(_flags_cached(text, base_text)), field=field, where=place)
+    return flags
 
 
 def _field_diff(
@@ -268,13 +335,16 @@ def _field_diff(
             name, before, after, key_name=field.key, text_key=field.text, new_tool=new_tool
         )
     if kind == "mapping" and isinstance(before, Mapping) and isinstance(after, Mapping):
-        return _mapping_diff(name, before, after)
+        return _mapping_diff(name, before, after, new_tool=new_tool)
     entry: FieldDiff = {
         "field": name,
         "kind": "value",
         "base": before,
         "proposed": after,
-        "flags": [],
+        # A name a runtime chose (a shadow tool's) is read by the model like any text.
+        "flags": _new_text_flags(name, before, after, where=name, new_base=new_tool)
+        if kind == "name"
+        else [],
     }
     if kind == "risk":
         base_rank = ranks.get(before) if isinstance(before, str) else None
@@ -317,7 +387,7 @@ def _set_diff(name: str, before: list, after: list) -> FieldDiff | None:
         "added": added,
         "removed": removed,
         "kept": kept,
-        "flags": [],
+        "flags": _new_text_flags(name, [], added, where=name, new_base=True),
     }
 
 
@@ -347,7 +417,9 @@ def _keys_changed(before: Any, after: Any) -> list[str]:
     ]
 
 
-def _mapping_diff(name: str, before: Mapping, after: Mapping) -> FieldDiff | None:
+def _mapping_diff(
+    name: str, before: Mapping, after: Mapping, *, new_tool: bool
+) -> FieldDiff | None:
     added = [{"key": key, "proposed": value} for key, value in after.items() if key not in before]
     removed = [{"key": key, "base": value} for key, value in before.items() if key not in after]
     changed, within_noise = [], []
@@ -376,7 +448,8 @@ def _mapping_diff(name: str, before: Mapping, after: Mapping) -> FieldDiff | Non
         "removed": removed,
         "changed": changed,
         "within_noise": within_noise,
-        "flags": [],
+        # Effects' state variables and prompt_template_var are read by the model too.
+        "flags": _new_text_flags(name, before, after, where=name, new_base=new_tool),
     }
 
 
@@ -400,16 +473,16 @@ def _keyed_diff(
 ) -> FieldDiff | None:
     old = _keyed_entries(before, key_name)
     new = _keyed_entries(after, key_name)
-    field_flags: list[Flag] = []
+    field_flags: list[LocatedFlag] = []
 
-    def flags_for(key: str, entry: Any, base_entry: Any) -> list[Flag]:
-        text = _text_of(entry, text_key)
-        base_text = None if new_tool or base_entry is None else _text_of(base_entry, text_key)
-        if not text or text == base_text:
-            return []
-        flags = _located(
-            poisoning_flags(text, base_text=base_text), field=name, where=f"{name}.{key}.{text_key}"
+    def flags_for(key: str, entry: Any, base_entry: Any) -> list[LocatedFlag]:
+        # The rule or description first, then every other text of the entry (its id or key,
+        # a default, a message), each against the same place in the base entry.
+        flags = _new_text_flags(
+            name, base_entry, entry, where=f"{name}.{key}", new_base=new_tool or base_entry is None
         )
+        text_place = f"{name}.{key}.{text_key}"
+        flags.sort(key=lambda flag: flag["where"] != text_place)
         field_flags.extend(flags)
         return flags
 
@@ -461,6 +534,8 @@ class _SchemaNode(NamedTuple):
     parent: str | None
     own: Any  # the node's keywords without its subschemas and "required"; or a boolean schema
     whole: Any  # the subschema as written
+    name: str | None = None  # its name in a map (a property, a $defs entry); None for items…
+    required: tuple[str, ...] = ()  # the names its "required" lists, as written
 
 
 def _join(parent: str, segment: str) -> str:
@@ -472,37 +547,49 @@ def _flatten(schema: Any) -> tuple[dict[str, _SchemaNode], list[str]]:
     and the dotted paths of required properties ("attendees.items.email")."""
     nodes: dict[str, _SchemaNode] = {}
     required: list[str] = []
-    pending: list[tuple[str, str | None, Any]] = [("", None, schema)]
+    pending: list[tuple[str, str | None, str | None, Any]] = [("", None, None, schema)]
     while pending:
-        path, parent, node = pending.pop()
+        path, parent, node_name, node = pending.pop()
         if path in nodes:
             continue  # a property named like a keyword ("items"): the first one wins
         if not isinstance(node, Mapping):
-            nodes[path] = _SchemaNode(parent, node, node)
+            nodes[path] = _SchemaNode(parent, node, node, node_name)
             continue
         own: dict[str, Any] = {}
-        children: list[tuple[str, Any]] = []
+        names: tuple[str, ...] = ()
+        children: list[tuple[str, str | None, Any]] = []
         for keyword, value in node.items():
             if keyword == "properties" and isinstance(value, Mapping):
-                children += [(_join(path, str(name)), sub) for name, sub in value.items()]
+                children += [
+                    (_join(path, str(name)), str(name), sub) for name, sub in value.items()
+                ]
             elif keyword in _SUBSCHEMA_MAPS and isinstance(value, Mapping):
-                children += [(_join(path, f"{keyword}.{name}"), sub) for name, sub in value.items()]
+                children += [
+                    (_join(path, f"{keyword}.{name}"), str(name), sub)
+                    for name, sub in value.items()
+                ]
             elif keyword in SUBSCHEMA_LISTS and isinstance(value, list):
-                children += [(_join(path, f"{keyword}.{i}"), sub) for i, sub in enumerate(value)]
+                children += [
+                    (_join(path, f"{keyword}.{i}"), None, sub) for i, sub in enumerate(value)
+                ]
             elif keyword in ONE_SUBSCHEMA and isinstance(value, Mapping):
-                children.append((_join(path, keyword), value))
+                children.append((_join(path, keyword), None, value))
             elif (
                 keyword == "required"
                 and isinstance(value, list)
                 and all(isinstance(item, str) for item in value)
             ):
                 required += [_join(path, item) for item in value]
+                names = tuple(value)
             else:
                 own[keyword] = value
-        nodes[path] = _SchemaNode(parent, own, node)
+        nodes[path] = _SchemaNode(parent, own, node, node_name, names)
         # Depth-first in document order (a stack, so pushed in reverse): a parent is listed
         # before its children, and properties keep the order their author gave them.
-        pending.extend((child_path, path, sub) for child_path, sub in reversed(children))
+        pending.extend(
+            (child_path, path, child_name, sub)
+            for child_path, child_name, sub in reversed(children)
+        )
     return nodes, _unique(required)
 
 
@@ -564,7 +651,7 @@ def _schema_diff(name: str, before: Mapping, after: Mapping, *, new_tool: bool) 
         return None
 
     field_flags = _schema_flags(name, old_nodes, new_nodes, new_tool=new_tool)
-    added_flags: dict[str, list[Flag]] = {path: [] for path in top_added}
+    added_flags: dict[str, list[LocatedFlag]] = {path: [] for path in top_added}
     by_path = {entry["name"]: entry for entry in changed}
     by_root_keyword = {entry["key"]: entry for entry in other}
     for path, keyword, flag in field_flags:
@@ -599,6 +686,11 @@ def _schema_diff(name: str, before: Mapping, after: Mapping, *, new_tool: bool) 
         "required_removed": required_removed,
         "other": other,
         "flags": [flag for _, _, flag in field_flags],
+        "loosened": _loosened(
+            name, old_nodes, new_nodes, old_required=old_required, new_required=new_required
+        )
+        if name in CALL_SCHEMAS and not new_tool
+        else [],
     }
 
 
@@ -667,32 +759,190 @@ def _schema_text(own: Any, keyword: str) -> str:
     return value if isinstance(value, str) else ""
 
 
+_DIALECT = re.compile(r"https?://json-schema\.org/[\w./-]*#?\Z")
+
+
+def _node_texts(node: _SchemaNode, where: str) -> dict[str, tuple[str, str]]:
+    """The texts of one subschema a model reads, by place, each with the keyword it sits under
+    (``"(name)"`` for the node's own name): its name in its parent's map, every keyword's
+    value at any depth (description, title, enum, const, default, examples, and any other),
+    every keyword itself, and the names ``required`` lists."""
+    texts: dict[str, tuple[str, str]] = {}
+    if node.name is not None:
+        texts[where + _NAME] = ("(name)", node.name)
+    if isinstance(node.own, Mapping):
+        for keyword, value in node.own.items():
+            for place, text in _texts({keyword: value}, where).items():
+                texts[place] = (str(keyword), text)
+    elif isinstance(node.own, str):
+        texts[where] = ("", node.own)
+    for index, required in enumerate(node.required):
+        texts[_join(where, f"required.{index}")] = ("required", required)
+    return texts
+
+
 def _schema_flags(
     name: str,
     old_nodes: dict[str, _SchemaNode],
     new_nodes: dict[str, _SchemaNode],
     *,
     new_tool: bool,
-) -> list[tuple[str, str, Flag]]:
-    """Poisoning flags in the proposed schema's descriptions and titles, each compared with
-    the text at the same path and keyword in the base."""
-    found: list[tuple[str, str, Flag]] = []
+) -> list[tuple[str, str, LocatedFlag]]:
+    """Poisoning flags in every text of the proposed schema (``_node_texts``), each compared
+    with the text at the same place in the base; ``(path, keyword, flag)``."""
+    found: list[tuple[str, str, LocatedFlag]] = []
     for path, node in new_nodes.items():
-        for keyword in SCHEMA_TEXT_KEYWORDS:
-            text = _schema_text(node.own, keyword)
-            if not text:
+        where = _join(name, path) if path else name
+        old_node = None if new_tool else old_nodes.get(path)
+        old_texts = _node_texts(old_node, where) if old_node is not None else {}
+        old_required = set(old_node.required) if old_node is not None else set()
+        for place, (keyword, text) in _node_texts(node, where).items():
+            if keyword == "required" and text in old_required:
+                continue  # the same name, perhaps listed in another order
+            if keyword == "$schema" and _DIALECT.match(text):
+                continue  # the dialect's address is a link by design
+            base_text = old_texts.get(place, (keyword, None))[1]
+            if not text or text == base_text:
                 continue
-            base_text = None
-            if not new_tool and path in old_nodes:
-                base_text = _schema_text(old_nodes[path].own, keyword)
-            if text == base_text:
-                continue
-            where = f"{name}.{_join(path, keyword)}"
-            for flag in _located(
-                poisoning_flags(text, base_text=base_text), field=name, where=where
-            ):
+            for flag in _located(list(_flags_cached(text, base_text)), field=name, where=place):
                 found.append((path, keyword, flag))
     return found
+
+
+# --- Loosening ----------------------------------------------------------------------------------
+# Keywords whose value bounds a number, a length or a count from below or from above.
+_LOWER_BOUNDS = ("minimum", "exclusiveMinimum", "minLength", "minItems", "minProperties",
+                 "minContains")  # fmt: skip
+_UPPER_BOUNDS = ("maximum", "exclusiveMaximum", "maxLength", "maxItems", "maxProperties",
+                 "maxContains", "multipleOf")  # fmt: skip
+# Assertions whose change cannot be shown to be a tightening without a solver.
+_OPAQUE_ASSERTIONS = ("pattern", "format", "const", "$ref", "$dynamicRef", "dependentRequired",
+                      "uniqueItems", "contentMediaType", "contentEncoding")  # fmt: skip
+_BRANCHES = ("anyOf", "oneOf")
+_OPEN_KEYWORDS = ("additionalProperties", "unevaluatedProperties", "additionalItems",
+                  "unevaluatedItems")  # fmt: skip
+
+
+def _types(value: Any) -> set[str] | None:
+    if isinstance(value, str):
+        return {value}
+    if isinstance(value, list) and all(isinstance(item, str) for item in value):
+        return set(value)
+    return None
+
+
+def _is_number(value: Any) -> TypeGuard[int | float]:
+    return isinstance(value, int | float) and not isinstance(value, bool)
+
+
+def _loosened(
+    name: str,
+    old_nodes: dict[str, _SchemaNode],
+    new_nodes: dict[str, _SchemaNode],
+    *,
+    old_required: list[str],
+    new_required: list[str],
+) -> list[dict[str, str]]:
+    """Where the proposed schema accepts calls the base refused, each ``{"field", "where",
+    "message"}``: a required property no longer required, a subschema removed, a type or
+    enum widened, a bound dropped or relaxed, an object or array opened, an alternative
+    added. A change this cannot prove tighter (a new pattern) counts as loosening too: such
+    a change needs a person, never auto-publication."""
+    found: list[dict[str, str]] = []
+
+    def note(path: str, message: str) -> None:
+        found.append({"field": name, "where": _join(name, path), "message": message})
+
+    for path in old_required:
+        if path not in new_required:
+            note(path, "no longer required")
+    for path, old in old_nodes.items():
+        new = new_nodes.get(path)
+        if new is None:
+            # A dropped alternative narrows what is accepted; anything else dropped at the top
+            # of a removed subtree (a property, an items or not schema) stops being checked.
+            if (old.parent is None or old.parent in new_nodes) and not _is_branch(path, old):
+                note(path, "subschema removed: what it constrained is no longer checked")
+            continue
+        if isinstance(old.own, bool) or isinstance(new.own, bool):
+            if (
+                old.own is False
+                and new.own is not False
+                or (isinstance(old.own, Mapping) and new.own is True)
+            ):
+                note(path, f"opened: was {json.dumps(old.whole)[:80]}, now {new.own}")
+            continue
+        if not isinstance(old.own, Mapping) or not isinstance(new.own, Mapping):
+            continue
+        _loosened_keywords(path, old.own, new.own, note)
+        for keyword in _OPEN_KEYWORDS:
+            before = old.whole.get(keyword) if isinstance(old.whole, Mapping) else None
+            after = new.whole.get(keyword) if isinstance(new.whole, Mapping) else None
+            if before is False and after is not False:
+                note(path, f"{keyword} opened: was false, now {json.dumps(after)[:80]}")
+    for path, new in new_nodes.items():
+        parent = new.parent
+        if path in old_nodes or parent is None or parent not in old_nodes:
+            continue
+        branch = _branch_keyword(path, new)
+        if (
+            branch
+            and isinstance(old_nodes[parent].whole, Mapping)
+            and branch in old_nodes[parent].whole
+        ):
+            note(path, f"{branch} alternative added: one more shape is accepted")
+    return found
+
+
+def _branch_keyword(path: str, node: _SchemaNode) -> str | None:
+    """ "anyOf" or "oneOf" when the node is one of their alternatives."""
+    if node.parent is None:
+        return None
+    keyword = path[len(node.parent) :].lstrip(".").split(".", 1)[0]
+    return keyword if keyword in _BRANCHES else None
+
+
+def _is_branch(path: str, node: _SchemaNode) -> bool:
+    return _branch_keyword(path, node) is not None
+
+
+def _loosened_keywords(
+    path: str, old: Mapping, new: Mapping, note: Callable[[str, str], None]
+) -> None:
+    old_types, new_types = _types(old.get("type")), _types(new.get("type"))
+    if old_types is not None:
+        if new_types is None:
+            note(path, f"type no longer constrained (was {sorted(old_types)})")
+        else:
+            widened = {kind for kind in new_types - old_types if not (
+                kind == "integer" and "number" in old_types
+            )}  # fmt: skip
+            if widened:
+                note(path, f"type widened: {sorted(old_types)} to {sorted(new_types)}")
+    if isinstance(old.get("enum"), list):
+        after = new.get("enum")
+        if not isinstance(after, list):
+            note(path, "enum removed: any value is accepted")
+        else:
+            extra = [value for value in after if value not in old["enum"]]
+            if extra:
+                note(path, f"enum widened by {json.dumps(extra, ensure_ascii=False)[:120]}")
+    for keyword in _LOWER_BOUNDS:
+        before, after = old.get(keyword), new.get(keyword)
+        if _is_number(before) and not (_is_number(after) and after >= before):
+            note(path, f"{keyword} relaxed: was {before}, now {after}")
+    for keyword in _UPPER_BOUNDS:
+        before, after = old.get(keyword), new.get(keyword)
+        if keyword == "multipleOf":
+            if _is_number(before) and before != after:
+                note(path, f"{keyword} changed: was {before}, now {after}")
+        elif _is_number(before) and not (_is_number(after) and after <= before):
+            note(path, f"{keyword} relaxed: was {before}, now {after}")
+    for keyword in _OPAQUE_ASSERTIONS:
+        if keyword in old and old.get(keyword) != new.get(keyword):
+            if keyword == "uniqueItems" and old.get(keyword) is not True:
+                continue
+            note(path, f"{keyword} changed or removed: was {json.dumps(old[keyword])[:80]}")
 
 
 def _top_added_ancestor(path: str, nodes: dict[str, _SchemaNode], added: set[str]) -> str | None:

@@ -17,9 +17,25 @@ import re
 import unicodedata
 from collections import Counter
 from collections.abc import Iterable
-from typing import NamedTuple
+from typing import NamedTuple, TypedDict
 
-Flag = dict[str, str]
+
+class Flag(TypedDict):
+    """One sign of poisoning in one text: what kind (``CODE_ORDER``), why it matters, and the
+    passage, hidden characters spelled out."""
+
+    code: str
+    message: str
+    excerpt: str
+
+
+class LocatedFlag(Flag):
+    """A flag with where it was found in a contract: the field and the path inside it
+    (``input_schema.city.enum.2``; ``(name)`` marks a property or key name)."""
+
+    field: str
+    where: str
+
 
 # --- Thresholds ------------------------------------------------------------------------------
 # A tool description is usually one paragraph of a few hundred characters; past 2,000, with no
@@ -185,9 +201,13 @@ def _skeleton_of(char: str) -> str:
     return "".join(folded)
 
 
-def _view(text: str, hidden: set[int], *, skeleton: bool) -> tuple[str, list[int]]:
+def _view(
+    text: str, hidden: set[int], *, skeleton: bool, worded: bool = False
+) -> tuple[str, list[int]]:
     """Hidden characters dropped (tag text decoded in place), then NFKC, or, for the
-    skeleton, NFKD without accents and with look-alike letters read as Latin."""
+    skeleton, NFKD without accents and with look-alike letters read as Latin. ``worded``
+    also reads a name as the words a model sees in it: ``_`` and ``-`` as spaces, and a
+    space where camelCase starts a word ("ignore_previous_instructions", "ignorePrevious")."""
     chars: list[str] = []
     origin: list[int] = []
 
@@ -210,6 +230,12 @@ def _view(text: str, hidden: set[int], *, skeleton: bool) -> tuple[str, list[int
             index = run_end
             continue
         char = text[index]
+        if worded and char in "_-":
+            emit(" ", index)
+            index += 1
+            continue
+        if worded and char.isupper() and chars and chars[-1].islower():
+            emit(" ", index)
         emit(_skeleton_of(char) if skeleton else unicodedata.normalize("NFKC", char), index)
         index += 1
     return "".join(chars), origin
@@ -605,10 +631,19 @@ def _url_key(url: str) -> str:
 def _findings(text: str, hidden: set[int]) -> list[_Finding]:
     skeleton = _view(text, hidden, skeleton=True)
     revealed = _view(text, hidden, skeleton=False)
+    instructions = _pattern_findings(skeleton, _INSTRUCTIONS, "instruction_to_model")
+    # Names (a property, an enum value, a rule id) spell instructions without spaces; what
+    # the worded view adds is kept where the plain view found nothing ("id_rsa" stays a file).
+    found = [(finding.start, finding.end) for finding in instructions]
+    for finding in _pattern_findings(
+        _view(text, hidden, skeleton=True, worded=True), _INSTRUCTIONS, "instruction_to_model"
+    ):
+        if not any(finding.start < end and start < finding.end for start, end in found):
+            instructions.append(finding)
     return [
         *_invisible_findings(text, hidden),
         *_homoglyph_findings(text, hidden),
-        *_pattern_findings(skeleton, _INSTRUCTIONS, "instruction_to_model"),
+        *instructions,
         *_pattern_findings(revealed, _MARKUP, "hidden_markup"),
     ]
 
@@ -684,7 +719,7 @@ def poisoning_flags(text: str, *, base_text: str | None = None) -> list[Flag]:
     findings = _merge_neighbours(findings)
     findings.sort(key=lambda finding: (finding.start, CODE_ORDER.index(finding.code)))
     flags = [
-        {"code": f.code, "message": f.message, "excerpt": _excerpt(text, f.start, f.end, hidden)}
+        Flag(code=f.code, message=f.message, excerpt=_excerpt(text, f.start, f.end, hidden))
         for f in findings
     ]
     length_flag = _excessive_length_flag(text, base, hidden)
@@ -745,4 +780,4 @@ def _excessive_length_flag(text: str, base: str, hidden: set[int]) -> Flag | Non
         common += 1
     end = min(len(text), common + EXCERPT_SPAN)
     excerpt = _visible(text, common, end, hidden) + ("…" if end < len(text) else "")
-    return {"code": "excessive_length", "message": message, "excerpt": excerpt}
+    return Flag(code="excessive_length", message=message, excerpt=excerpt)

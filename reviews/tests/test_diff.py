@@ -91,7 +91,7 @@ def with_schema(mutate) -> dict:
 def test_it_reports_no_change_for_identical_contracts():
     diff = contract_diff(contract(), contract())
 
-    assert diff == {"changed": False, "new_tool": False, "fields": [], "flags": []}
+    assert diff == {"changed": False, "new_tool": False, "fields": [], "flags": [], "loosened": []}
     assert has_poisoning(diff) is False
 
 

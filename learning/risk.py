@@ -114,6 +114,8 @@ NEUTRAL = "neutral"  # runs something: the other words say what (lexicon group "
 KIND_ORDER = (INFORMS, NEUTRAL, ACTS, UNKNOWN, CHANGES, DANGER)
 VERBS_FILE = Path(__file__).resolve().parent / "data" / "verbs.toml"
 GROUP_KINDS = {"read": INFORMS, "neutral": NEUTRAL, "change": CHANGES}
+# Lists of words that say something of a word rather than place it (verbs.toml says what).
+ATTRIBUTES = ("scope", "nouns", "alters")
 TOKEN = re.compile(r"[A-Z]+(?![a-z])|[A-Z]?[a-z]+")
 # Words that name an identifier rather than a thing: "payment_id" is about a payment.
 IDENTIFIER_WORDS = frozenset({"id", "ids", "url", "uri", "key", "ref", "number", "at", "time"})
@@ -174,6 +176,7 @@ class Vocabulary:
     scope: tuple[tuple[str, ...], ...]
     scope_reason: str = ""
     nouns: frozenset[str] = frozenset()
+    alters: frozenset[str] = frozenset()
 
 
 class VocabularyInvalid(ValueError):
@@ -186,6 +189,7 @@ def vocabulary_load(*paths: Path) -> Vocabulary:
     scope: list[tuple[str, ...]] = []
     scope_reason = ""
     nouns: set[str] = set()
+    alters: set[str] = set()
     for path in paths:
         try:
             data = tomllib.loads(Path(path).read_text(encoding="utf-8"))
@@ -194,10 +198,10 @@ def vocabulary_load(*paths: Path) -> Vocabulary:
         for group, table in data.items():
             if not isinstance(table, dict) or not isinstance(table.get("words"), list):
                 raise VocabularyInvalid(f"risk verb lexicon {path}: [{group}] needs a words list")
-            if group not in (*GROUP_KINDS, *SEEDS, "scope", "nouns"):
+            if group not in (*GROUP_KINDS, *SEEDS, *ATTRIBUTES):
                 raise VocabularyInvalid(
                     f"risk verb lexicon {path}: unknown group [{group}] (one of "
-                    f"{', '.join((*GROUP_KINDS, *SEEDS, 'scope', 'nouns'))})"
+                    f"{', '.join((*GROUP_KINDS, *SEEDS, *ATTRIBUTES))})"
                 )
             reason = str(table.get("reason", group))
             for word in table["words"]:
@@ -208,10 +212,14 @@ def vocabulary_load(*paths: Path) -> Vocabulary:
                     scope_reason = reason
                 elif group == "nouns":
                     nouns.add(word.lower().strip())
+                elif group == "alters":
+                    alters.add(word.lower().strip())
                 else:
                     danger = None if group in GROUP_KINDS else group
                     known[word.lower().strip()] = Entry(group, danger, reason)
-    return Vocabulary(known, tuple(dict.fromkeys(scope)), scope_reason, frozenset(nouns))
+    return Vocabulary(
+        known, tuple(dict.fromkeys(scope)), scope_reason, frozenset(nouns), frozenset(alters)
+    )
 
 
 @dataclass
@@ -421,6 +429,25 @@ class Lexicon:
         margin = wn.tagged(base, "v") - (wn.tagged(nouns[0], "n") if nouns else 0)
         if not nouns or margin > 0 or (first and margin == 0):
             return margin
+        return None
+
+    def nominalised(self, word: str) -> str | None:
+        """The software verb a noun names the act of ("retrieval" → retrieve, "deletion" →
+        delete), through WordNet's derivational links; None for a word that is a verb itself."""
+        wn = self._wn()
+        if self.has_verb(word):
+            return None
+        for noun in [form for form in wn.base_forms(word, "n") if wn.senses(form, "n")][:1]:
+            for offset in wn.senses(noun, "n")[:DOMINANT_SENSES]:
+                synset = wn.synset(offset, "n")
+                position = synset.words.index(noun) + 1 if noun in synset.words else 0
+                for target, pos, source in synset.related("+"):
+                    if pos != "v" or source not in (0, position):
+                        continue
+                    for verb in wn.synset(target, "v").words:
+                        stem = min(4, len(verb) - 1)
+                        if verb[:stem] == noun[:stem] and self.entry(verb) is not None:
+                            return verb
         return None
 
     def has_verb(self, word: str) -> bool:
@@ -781,6 +808,10 @@ def action_of(name: str, description: str, lex: Lexicon | None = None) -> Action
     lead_is_verb = bool(lead) and lex.has_verb(lead[0])
     lead_known = bool(lead) and lex.entry(lead[0]) is not None
     verbs_only = [(index, word) for index, word in known if not lex.noun_capable(word)]
+    if not verbs_only and not confirmed:
+        # A noun-first name may end in the noun of its act ("source_link_retrieval").
+        acts = [lex.nominalised(parts[-1])] if len(parts) > 1 else []
+        verbs_only = [(len(parts) - 1, verb) for verb in acts if verb]
     if confirmed:
         chosen = (confirmed[0], "name")
     elif verbs_only:
@@ -903,6 +934,10 @@ def read_tool(
     produces, permissions, arguments = list(produces), list(permissions), list(arguments)
     action = action_of(name, description, lex)
     lead = description_lead(description, action, lex)
+    if _reviewed(action) and not _reviewed(lead) and lead.reading and lead.reading.kind != DANGER:
+        # The reviewed lexicon placed the name's action; a description beginning with a verb
+        # only WordNet can read ("Turn an address into coordinates") does not overrule it.
+        lead = NO_ACTION
     readings = [item for item in (action, lead) if item.reading is not None]
     if any(item.reading.kind != NEUTRAL for item in readings if item.reading):
         # "run_tests" runs tests: a verb that runs something is read through the others.
@@ -988,7 +1023,10 @@ def read_tool(
     features = {f"k:{kind}", *(f"c:{c}" for c in strong), *(f"w:{c}" for c in weak)}
     if action.word:
         features.add(f"a:{action.word}")
-    features |= {f"t:{token}" for token in _tokens(name, "", [], [])}
+        base = lex.entry(action.word)
+        if (base[0] if base else action.word) in lex.vocabulary.alters:
+            # Changes what exists in place: whether that is high is the application's policy.
+            features.add("alters")
     features |= {f"s:{item['class']}" for item in signals}
     features |= {f"h:{item['hint']}={item['value']}" for item in evidence if item["kind"] == "hint"}
     if scope:
@@ -1071,6 +1109,11 @@ def prepare_labels(labelled: Iterable[dict], lex: Lexicon | None = None) -> list
              "verb": reading.action.word, "kind": reading.kind, "features": reading.features}
         )  # fmt: skip
     return prepared
+
+
+def _reviewed(action: Action) -> bool:
+    """Was the action word placed by the reviewed lexicon (not by WordNet)?"""
+    return action.reading is not None and action.reading.via.startswith("lexicon")
 
 
 def _kind(*actions: Action) -> str:

@@ -6,12 +6,6 @@ import pytest
 from benchmarks.risk_catalogs import HELD_OUT, catalogs, figures, meets, run
 
 CATALOGS = catalogs()
-# Catalogs whose labels follow a policy the suggestion may not follow, because labels only
-# ever raise it: the misses are named (docs/benchmarks.md says why).
-KNOWN = {
-    "contract2tool": {"high_below_high": ["update_event", "patch_file"]},
-    "demo_registry": {"accuracy": 0.76},
-}
 MCP = sorted(name for name in CATALOGS if name not in ("contract2tool", "demo_registry",
                                                        "risk_world"))  # fmt: skip
 
@@ -25,23 +19,10 @@ def test_the_real_catalogs_are_captured_with_their_licence_and_labels():
 
 
 @pytest.mark.parametrize("hints", [False, True])
-@pytest.mark.parametrize("name", [*MCP, "risk_world"])
+@pytest.mark.parametrize("name", [*MCP, "contract2tool", "demo_registry", "risk_world"])
 def test_every_catalog_meets_the_targets(name, hints):
     result = figures(run(CATALOGS[name], hints=hints))
     assert meets(result), result
-
-
-def test_contract2tool_misses_only_the_two_updates_its_policy_rates_high():
-    result = figures(run(CATALOGS["contract2tool"], hints=False))
-    assert result["high_below_high"] == KNOWN["contract2tool"]["high_below_high"]
-    assert result["write_low"] == []
-    assert result["read_low_rate"] >= 0.9 and result["accuracy"] >= 0.85
-
-
-def test_the_demo_registry_never_under_rates():
-    result = figures(run(CATALOGS["demo_registry"], hints=False))
-    assert result["high_below_high"] == [] and result["write_low"] == []
-    assert result["accuracy"] >= KNOWN["demo_registry"]["accuracy"]
 
 
 def test_hints_removed_means_removed():

@@ -15,8 +15,8 @@ def test_the_second_world_suggests_no_high_risk_tool_low():
                                        "notify.digest")} == {"high"}  # fmt: skip
 
 
-def test_contract2tool_keeps_its_bar_and_never_under_rates_danger():
+def test_contract2tool_keeps_its_bar_and_suggests_every_high_risk_tool_high():
     result = run_inference_benchmark()
-    assert result["ours_traced"]["exact_match"] >= 0.86
+    assert result["ours_traced"]["exact_match"] >= 0.87
     assert [name for gold, suggested, name in result["risk"]
-            if gold == "high" and suggested == "low"] == []  # fmt: skip
+            if gold == "high" and suggested != "high"] == []  # fmt: skip

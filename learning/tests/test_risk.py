@@ -483,3 +483,82 @@ def test_an_operator_lexicon_changes_suggestions(tmp_path):
     finally:
         lexicon_configure(extra=None)
     assert suggest("credits.zorble_points", "").risk == "medium"
+
+
+@pytest.mark.parametrize(
+    ("name", "description", "word"),
+    [
+        ("source_link_retrieval", "Turn a retrieved passage set into citable links.", "retrieve"),
+        ("contractDeletion", "Handles contracts.", "delete"),
+        ("invoice_payment", "Handles invoices.", "pay"),
+    ],
+)
+def test_a_noun_first_name_ending_in_the_noun_of_its_act_reads_as_that_verb(
+    name, description, word
+):
+    assert action_of(name, description).word == word
+
+
+@pytest.mark.parametrize("word", ["transfer", "directory", "balance", "status"])
+def test_a_word_that_is_a_verb_or_names_no_act_is_not_nominalised(word):
+    assert lexicon().nominalised(word) is None
+
+
+def test_a_description_verb_only_wordnet_reads_does_not_overrule_the_reviewed_name():
+    # "turn" reads as a change in WordNet; "geocode" is a read of the reviewed lexicon.
+    risk, _, evidence = suggest("maps.geocode", "Turn a street address into coordinates.")
+    assert risk == "low"
+    assert [item["word"] for item in evidence if item["kind"] == "action"] == ["geocode"]
+
+
+def test_a_dangerous_description_verb_still_counts_beside_a_reviewed_read_name():
+    risk, _, _ = suggest("records.show_record", "Obliterate the record after showing it.")
+    assert risk == "high"
+
+
+ALTERATIONS_HIGH = [
+    {"name": f"ledger.{verb}_{thing}", "description": f"{verb.capitalize()} an existing {thing}.",
+     "risk": "high"}
+    for verb, thing in [("update", "entry"), ("patch", "account"), ("edit", "posting")]
+] + [
+    {"name": "ledger.create_entry", "description": "Create a new entry.", "risk": "medium"},
+    {"name": "ledger.add_note", "description": "Add a note to the ledger.", "risk": "medium"},
+    {"name": "ledger.append_line", "description": "Append a line.", "risk": "medium"},
+    {"name": "ledger.attach_receipt", "description": "Attach a receipt.", "risk": "medium"},
+    {"name": "ledger.show_entry", "description": "Show one entry.", "risk": "low"},
+]  # fmt: skip
+
+
+def test_an_application_that_rates_alterations_high_gets_them_suggested_high():
+    risk, _, evidence = suggest(
+        "ledger.modify_posting", "Modify an existing posting.", labelled=ALTERATIONS_HIGH
+    )
+    assert risk == "high"
+    assert next(item for item in evidence if item["kind"] == "model")["vote"] == "high"
+
+
+def test_additions_are_not_raised_by_an_application_that_rates_alterations_high():
+    risk, _, _ = suggest("ledger.insert_line", "Insert a new line.", labelled=ALTERATIONS_HIGH)
+    assert risk == "medium"
+
+
+def test_alterations_stay_medium_where_the_application_rates_them_medium():
+    labelled = [{**tool, "risk": "medium"} if tool["risk"] == "high" else tool
+                for tool in ALTERATIONS_HIGH]  # fmt: skip
+    risk, _, _ = suggest("ledger.modify_posting", "Modify an existing posting.", labelled=labelled)
+    assert risk == "medium"
+
+
+def test_the_object_a_tool_names_never_carries_the_labels_model_to_high():
+    # Reviewers here rated three changes to invoices high; labelling one is no more than any
+    # other change, which they rated medium as often.
+    labelled = [
+        {"name": "billing.attach_invoice", "description": "Attach an invoice.", "risk": "high"},
+        {"name": "billing.merge_invoice", "description": "Merge an invoice.", "risk": "high"},
+        {"name": "billing.archive_invoice", "description": "Archive an invoice.", "risk": "high"},
+        {"name": "billing.create_note", "description": "Create a note.", "risk": "medium"},
+        {"name": "billing.tag_customer", "description": "Tag a customer.", "risk": "medium"},
+        {"name": "billing.add_contact", "description": "Add a contact.", "risk": "medium"},
+    ]
+    risk, _, _ = suggest("billing.label_invoice", "Label an invoice.", labelled=labelled)
+    assert risk == "medium"

@@ -35,8 +35,11 @@ from django.http import HttpRequest, HttpResponse, HttpResponseNotModified
 from django.urls import reverse
 from django_redis import get_redis_connection
 from django_redis.cache import RedisCache
+from redis import Redis as RedisClient
 from redis.commands.core import Script
-from redis.exceptions import RedisError
+from redis.exceptions import ConnectionError as RedisConnectionError
+from redis.exceptions import NoScriptError, RedisError
+from redis.exceptions import TimeoutError as RedisTimeoutError
 from rest_framework.exceptions import APIException, AuthenticationFailed, NotFound, Throttled
 from rest_framework.renderers import JSONRenderer
 
@@ -60,45 +63,78 @@ ANSWERED_KEY = "registry.fast_read"
 ACCEL_HEADER = "HTTP_X_SENDFILE_TYPE"
 ACCEL_VALUE = "X-Accel-Redirect"
 
-# One round trip. KEYS: the revision, the token's record. ARGV: now (epoch seconds), the scope
-# needed, the throttle key's prefix ('' for no throttling), its window (ms) and limit, the
-# bundle key's prefix, the bundle field ('' for none), then the If-None-Match tags. The throttle
-# and bundle keys are built here from the record: this needs one Redis server, not a Redis
-# Cluster, which is what the cache is. Replies, by their first element:
+# One round trip. KEYS: the revision, the token's record. ARGV: now (epoch seconds), the bundle
+# field ('' for none), then the If-None-Match tags. What is the same for every request (the
+# scope, the throttle's key prefix, window and limit, the bundles' key prefix) is written into
+# the script where it is made, once per process and setting (``Redis``): every argument and
+# every element of the reply costs packing and parsing on each request. The throttle and
+# bundle keys are built here from the record: this needs one Redis server, not a Redis
+# Cluster, which is what the cache is. Replies: {code, "revision application token count
+# left", ...}, by code:
 #   0: no revision cached, 1: no usable record (nothing counted: the view authenticates);
 #   2: over the limit (the body is not fetched); 3: counted, no field asked; 4: the bundle's
-#   tag is among If-None-Match; 5: the body; 6: the field is not in the bundle (then whether
-#   the bundle is complete).
+#   tag is among If-None-Match, then the tag; 5: then the tag and the body; 6: the field is
+#   not in the bundle, then whether the bundle is complete (1 or 0).
 SCRIPT = (
     WINDOW_HIT_FUNCTION
     + """
+local SCOPE, THROTTLE, WINDOW, LIMIT, BUNDLES = %(scope)s, %(throttle)s, %(window)d, %(limit)d,
+    %(bundles)s
 local revision = redis.call('GET', KEYS[1])
 if not revision then return {0} end
 local record = redis.call('GET', KEYS[2])
 if not record then return {1} end
 local token, app, seen, expires, scopes =
-    string.match(record, '^(%d+) (%d+) (%d+) ([%d%.]+) (.*)$')
+    string.match(record, '^(%%d+) (%%d+) (%%d+) ([%%d%%.]+) (.*)$')
 if not token or seen ~= revision then return {1} end
 local ends = tonumber(expires)
 if ends ~= 0 and ends <= tonumber(ARGV[1]) then return {1} end
-if not string.find(',' .. scopes .. ',', ',' .. ARGV[2] .. ',', 1, true) then return {1} end
+if not string.find(',' .. scopes .. ',', ',' .. SCOPE .. ',', 1, true) then return {1} end
 local count, left = 0, 0
-if ARGV[3] ~= '' then
-    count, left = window_hit(ARGV[3] .. token, ARGV[4])
-    if count > tonumber(ARGV[5]) then return {2, revision, app, token, count, left} end
+if THROTTLE ~= '' then
+    count, left = window_hit(THROTTLE .. token, WINDOW)
 end
-if ARGV[7] == '' then return {3, revision, app, token, count, left} end
-local bundle = ARGV[6] .. app .. ':' .. revision
-local tag = redis.call('HGET', bundle, '#' .. ARGV[7])
+local head = revision .. ' ' .. app .. ' ' .. token .. ' ' .. count .. ' ' .. left
+if THROTTLE ~= '' and count > LIMIT then return {2, head} end
+if ARGV[2] == '' then return {3, head} end
+local bundle = BUNDLES .. app .. ':' .. revision
+local tag = redis.call('HGET', bundle, '#' .. ARGV[2])
 if tag then
-    for i = 8, #ARGV do
-        if ARGV[i] == tag then return {4, revision, app, token, count, left, tag} end
+    for i = 3, #ARGV do
+        if ARGV[i] == tag then return {4, head, tag} end
     end
-    return {5, revision, app, token, count, left, tag, redis.call('HGET', bundle, ARGV[7])}
+    return {5, head, tag, redis.call('HGET', bundle, ARGV[2])}
 end
-return {6, revision, app, token, count, left, redis.call('HEXISTS', bundle, '!')}
+return {6, head, redis.call('HEXISTS', bundle, '!')}
 """
 )
+
+
+def _evalsha(client: RedisClient, script: Script, keys: list[str], args: list[str]) -> Any:
+    """Run the script on a connection of its client's pool: what ``script(keys, args)`` does,
+    less the client's per-command layer (retries, of which the cache allows none, and
+    observability hooks), which costs more CPU than the round trip's own work. A server that
+    lost its scripts (a restart, a failover) gets it loaded again by ``Script`` itself."""
+    pool = client.connection_pool
+    connection = pool.get_connection()
+    try:
+        connection.send_command("EVALSHA", script.sha, len(keys), *keys, *args)
+        return connection.read_response()
+    except NoScriptError:
+        return script(keys=keys, args=args)
+    except (RedisConnectionError, RedisTimeoutError):
+        connection.disconnect()
+        raise
+    finally:
+        pool.release(connection)
+
+
+def lua_string(value: str) -> str:
+    """A Lua long-bracket literal of ``value``, whatever it holds."""
+    level = 0
+    while f"]{'=' * level}]" in value:
+        level += 1
+    return f"[{'=' * level}[{value}]{'=' * level}]"
 
 
 @dataclass(frozen=True)
@@ -111,13 +147,14 @@ class Route:
 
 @dataclass(frozen=True)
 class Redis:
-    """One cache's client and key names (Django's caches are per thread)."""
+    """One cache's client, key names and script (Django's caches are per thread)."""
 
+    client: RedisClient
     script: Script
     revision_key: str
     token_prefix: str
-    throttle_prefix: str
-    bundle_prefix: str
+    # The throttle the script was written for: (scope, limit, window), None for no throttling.
+    throttle: tuple[str, int, int] | None
 
 
 class FastReadsMiddleware:
@@ -157,33 +194,28 @@ class FastReadsMiddleware:
             if not set(request.GET) <= route.known:
                 return None  # an unknown parameter: the view says which, 400
             params = known_values(request.GET, route.known)
-        redis = self.redis()
+        throttle = RuntimeThrottle()
+        limited = throttle.rate is not None
+        redis = self.redis(
+            (throttle.scope, throttle.num_requests, throttle.duration) if limited else None
+        )
         if redis is None:
             return None
         field = "" if route.kind == "revision" else bundle_field(request.path, params)
         sent = [tag.strip() for tag in request.META.get("HTTP_IF_NONE_MATCH", "").split(",")]
-        throttle = RuntimeThrottle()
-        limited = throttle.rate is not None
         try:
-            reply = redis.script(
-                keys=[redis.revision_key, redis.token_prefix + RuntimeToken.hash(raw)],
-                args=[
-                    f"{time.time():.3f}",
-                    RuntimeToken.Scope.CONTRACTS_READ.value,
-                    redis.throttle_prefix if limited else "",
-                    throttle.duration * 1000 if limited else 0,
-                    throttle.num_requests if limited else 0,
-                    redis.bundle_prefix,
-                    field,
-                    *sent,
-                ],
+            reply = _evalsha(
+                redis.client,
+                redis.script,
+                [redis.revision_key, redis.token_prefix + RuntimeToken.hash(raw)],
+                [f"{time.time():.3f}", field, *sent],
             )
         except RedisError:
             return None  # the view treats Redis as a miss (and the breaker is now open)
         code = int(reply[0])
         if code < 2:
             return None
-        revision, application, token, count, left_ms = (int(value) for value in reply[1:6])
+        revision, application, token, count, left_ms = (int(value) for value in reply[1].split())
         if limited:
             # Counted: if the view answers after all, it must not count the request twice.
             hit = (count, left_ms / 1000)
@@ -191,9 +223,9 @@ class FastReadsMiddleware:
             if not throttle.allow_hit(hit):
                 return _error(Throttled(throttle.wait()), route)
         if code == 4:
-            return _not_modified(reply[6].decode(), route)
+            return _not_modified(reply[2].decode(), route)
         if code == 5:  # the bundle's own tag, made by etag_of when it was rendered
-            tag, value = reply[6].decode(), reply[7]
+            tag, value = reply[2].decode(), reply[3]
             kind, payload = value[:1], value[1:]
             if kind == b"B":
                 return _ok(payload, tag, route)
@@ -212,7 +244,7 @@ class FastReadsMiddleware:
         # 6: not in the bundle. The view answers a matching tag before it reads anything.
         if tag in sent:
             return _not_modified(tag, route)
-        complete = bool(int(reply[6]))
+        complete = bool(int(reply[2]))
         if complete and route.kind == "detail":
             return _error(NotFound(), route)
         if not complete:
@@ -253,12 +285,13 @@ class FastReadsMiddleware:
         self._detail = (prefix, suffix, route("detail", views.ToolDetailView))
         self._routes = routes
 
-    def redis(self) -> Redis | None:
+    def redis(self, throttle: tuple[str, int, int] | None) -> Redis | None:
+        """The default cache's client and the script written for this throttle, made once."""
         cache = caches["default"]
         if not isinstance(cache, RedisCache):
             return None
         redis = self._clients.get(cache)
-        if redis is None:
+        if redis is None or redis.throttle != throttle:
             with self._lock:
 
                 def key(name: str) -> str:
@@ -266,12 +299,20 @@ class FastReadsMiddleware:
 
                 if key("x1") != key("") + "x1":  # a custom KEY_FUNCTION: the script cannot join
                     return None
+                source = SCRIPT % {
+                    "scope": lua_string(RuntimeToken.Scope.CONTRACTS_READ.value),
+                    "throttle": lua_string(key(RuntimeThrottle.token_key("")) if throttle else ""),
+                    "limit": throttle[1] if throttle else 0,
+                    "window": throttle[2] * 1000 if throttle else 0,
+                    "bundles": lua_string(bundle_key_prefix()),
+                }
+                client = get_redis_connection("default")
                 redis = Redis(
-                    script=get_redis_connection("default").register_script(SCRIPT),
+                    client=client,
+                    script=client.register_script(source),
                     revision_key=key(REVISION_CACHE_KEY),
                     token_prefix=key(FAST_TOKEN_PREFIX),
-                    throttle_prefix=key(RuntimeThrottle.token_key("")),
-                    bundle_prefix=bundle_key_prefix(),
+                    throttle=throttle,
                 )
                 self._clients[cache] = redis
         return redis

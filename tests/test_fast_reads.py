@@ -15,11 +15,12 @@ from pathlib import Path
 import pytest
 from django.core.cache import caches
 from django.utils import timezone
+from django_redis import get_redis_connection
 from django_redis.cache import RedisCache
 from rest_framework.test import APIClient
 
 from api import bundles
-from api.fast import ANSWERED_KEY
+from api.fast import ANSWERED_KEY, lua_string
 from api.models import RuntimeToken
 from api.services import runtime_token_create, runtime_tokens_revoke
 from api.tests.fast_client import fast
@@ -339,6 +340,35 @@ def test_a_dead_or_hung_redis_sends_reads_to_django_at_once(registry, settings):
         server.resume()
 
 
+def test_a_redis_that_lost_its_scripts_still_answers_on_the_fast_path(registry):
+    _, quick = both()
+    quick.get("/api/v1/revision/")
+    render("assistant")
+    assert quick.get(DETAIL).status_code == 200 and quick.handler.answered[-1] == "fast"
+    get_redis_connection("default").script_flush()  # a restart or a failover does this
+    assert quick.get(DETAIL).status_code == 200 and quick.handler.answered[-1] == "fast"
+
+
+def test_every_connection_goes_back_to_the_pool_whatever_redis_answers(registry, settings):
+    with redis_server() as server:
+        settings.CACHES = {"default": redis_cache(server.url(), cooldown=0)}
+        _, quick = both()
+        quick.get("/api/v1/revision/")
+        render("assistant")
+        pool = get_redis_connection("default").connection_pool
+        for _ in range(3):
+            assert quick.get(DETAIL).status_code == 200
+        server.pause()
+        for _ in range(3):
+            assert quick.get(DETAIL).status_code == 200
+        server.resume()
+        quick.get("/api/v1/revision/")  # Django caches the revision again if it must
+        assert quick.get(DETAIL).status_code == 200 and quick.handler.answered[-1] == "fast"
+        in_use = [count for count, attributes in pool.get_connection_count()
+                  if "used" in attributes.values()]  # fmt: skip
+        assert in_use == [0]
+
+
 EXPORT_FILES = (
     ("/api/v1/export/openai/", "export-openai.json"),
     ("/api/v1/export/openai/?strict=true", "export-openai-strict.json"),
@@ -428,3 +458,9 @@ def settings_middleware() -> list[str]:
     from django.conf import settings
 
     return list(settings.MIDDLEWARE)
+
+
+@pytest.mark.parametrize("value", ["plain:", "a]]b", "]=]]==]'\"\\n", ""])
+def test_the_values_written_into_the_script_reach_redis_unchanged(value):
+    client = get_redis_connection("default")
+    assert client.eval(f"return {lua_string(value)}", 0) == value.encode()

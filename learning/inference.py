@@ -62,7 +62,7 @@ def infer_contract(
     errors = aggregate.get("errors", 0)
     total = aggregate.get("total", 0)
     variables = aggregate.get("variables", {})
-    produces, requires = [], []
+    produces, requires, gated = [], [], []
     for var, entry in sorted(variables.items()):
         if (
             successes
@@ -80,11 +80,13 @@ def infer_contract(
         )
         if (flows and entry["flows"] >= thresholds.min_count) or gate:
             requires.append(var)
+        if gate:
+            gated.append(var)
     schema, unsafe = _schema(aggregate, input_schema, total)
     risk, risk_confidence, risk_evidence = suggest_risk(
         name=name, description=description, produces=produces, permissions=list(permissions),
         labelled=labelled, annotations=annotations,
-        arguments=list((schema or {}).get("properties") or {}),
+        arguments=list((schema or {}).get("properties") or {}), gated=gated,
     )  # fmt: skip
     support = total
     # More traces, more confidence; 30 traces give about 0.95.
@@ -114,6 +116,8 @@ def infer_contract(
         # names and output keys were left out for not being identifier-like.
         "evidence": {
             "risk": risk_evidence,
+            # Preconditions its calls failed without: a feature of other tools' risk labels.
+            "gated": gated,
             "unsafe_names": aggregate.get("unsafe_names", 0) + unsafe,
         },
     }

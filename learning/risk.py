@@ -558,8 +558,9 @@ RiskEvidence = TypedDict(
     {
         # "verb" (the action), "object" (another word of the name), "effect", "permission",
         # "description", "scope", "signal", "action", "hint", "contradiction", "rule",
-        # "neighbours", "model"
+        # "neighbours", "model", "observed"
         "kind": str,
+        "signal": str,  # of "observed": "consumed" or "gated"
         "word": str,
         "class": str,
         "via": str,
@@ -1106,9 +1107,57 @@ def prepare_labels(labelled: Iterable[dict], lex: Lexicon | None = None) -> list
         )  # fmt: skip
         prepared.append(
             {"name": name, "risk": tool["risk"], "tokens": reading.tokens,
-             "verb": reading.action.word, "kind": reading.kind, "features": reading.features}
+             "verb": reading.action.word, "kind": reading.kind, "features": reading.features,
+             "produces": list(tool.get("produces") or []),
+             "requires": list(tool.get("requires") or []),
+             "gated": list(tool.get("gated") or [])}
         )  # fmt: skip
+    # What the traces and the other contracts say of each (rule 5): outputs other tools need,
+    # and preconditions calls failed without.
+    required_by = _required_by(prepared)
+    for tool in prepared:
+        if not tool.get("observed_read"):
+            tool["features"] = tool["features"] | _observed(
+                tool["name"], tool["produces"], tool["gated"], required_by, []
+            )
+            tool["observed_read"] = True
     return prepared
+
+
+def _required_by(tools: Iterable[dict]) -> dict[str, set[str]]:
+    """Which tools require each state variable."""
+    found: dict[str, set[str]] = defaultdict(set)
+    for tool in tools:
+        for variable in tool.get("requires") or []:
+            found[variable].add(tool["name"])
+    return found
+
+
+def _observed(
+    name: str, produces: Iterable[str], gated: Iterable[str],
+    required_by: dict[str, set[str]], evidence: list[RiskEvidence],
+) -> frozenset[str]:  # fmt: skip
+    """The labels model's features from behaviour: ``consumed`` when another tool requires
+    what this one produces; ``gated`` when its calls failed without a state variable."""
+    found = set()
+    consumers = sorted(
+        {other for variable in produces for other in required_by.get(variable, ())} - {name}
+    )
+    if consumers:
+        found.add("o:consumed")
+        evidence.append(
+            {"kind": "observed", "signal": "consumed",
+             "detail": f"its outputs are required by {len(consumers)} other tool(s): "
+                       f"{', '.join(consumers[:3])}"}
+        )  # fmt: skip
+    gated = sorted(gated)
+    if gated:
+        found.add("o:gated")
+        evidence.append(
+            {"kind": "observed", "signal": "gated",
+             "detail": f"calls failed without {', '.join(gated[:3])}: a precondition guards it"}
+        )  # fmt: skip
+    return frozenset(found)
 
 
 def _reviewed(action: Action) -> bool:
@@ -1175,9 +1224,13 @@ def model_probabilities(model: dict, features: Iterable[str]) -> dict[str, float
 def suggest_risk(
     *, name: str, description: str, produces: list[str], permissions: list[str],
     labelled: Iterable[dict], lex: Lexicon | None = None, annotations: dict | None = None,
-    arguments: Iterable[str] = (),
+    arguments: Iterable[str] = (), gated: Iterable[str] = (),
 ) -> RiskSuggestion:  # fmt: skip
-    """The suggested level, its confidence and the evidence behind it (docs/learning.md)."""
+    """The suggested level, its confidence and the evidence behind it (docs/learning.md).
+
+    ``gated``: state variables the tool's calls failed without (``learning.inference``): a
+    precondition guards it. Whether other labelled tools require what it ``produces`` is read
+    from ``labelled``. Both are features of the labels model only (rule 5)."""
     lex = lex or lexicon()
     reading = read_tool(
         name=name, description=description, produces=produces, permissions=permissions,
@@ -1187,6 +1240,8 @@ def suggest_risk(
     if floor == RISK_ORDER[-1]:
         return RiskSuggestion(floor, round(confidence, 3), evidence)
     candidates = [tool for tool in prepare_labels(labelled, lex) if tool["name"] != name]
+    observed = _observed(name, produces, gated, _required_by(candidates), evidence)
+    reading = reading._replace(features=reading.features | observed)
     own_space = [tool for tool in candidates if namespace(tool["name"]) == namespace(name)]
     if len(own_space) >= MODEL_MIN_LABELS:
         candidates, scope = own_space, f"namespace '{namespace(name)}'" if namespace(name) else ""

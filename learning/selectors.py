@@ -4,6 +4,7 @@ from dataclasses import dataclass
 from datetime import date, datetime, timedelta
 from typing import Any
 
+from django.db.models import OuterRef, Subquery
 from django.utils import timezone
 
 from registry.json_display import json_text
@@ -177,10 +178,17 @@ def field_text(value: Any) -> str:
 def risk_labels() -> list[dict[str, Any]]:
     """The risk labels people gave approved tools, with what the suggester reads of each
     (``learning.risk.prepare_labels``): what risk suggestions learn from."""
-    fields = ("description", "produces", "permissions", "input_schema", "annotations")
+    fields = ("description", "produces", "requires", "permissions", "input_schema",
+              "annotations", "gated")  # fmt: skip
+    # The preconditions its calls failed without, from its latest inferred contract.
+    gated = InferredContract.objects.filter(tool_name=OuterRef("tool__name")).values(
+        "document__evidence__gated"
+    )[:1]
     return [
         {"name": name, "risk": risk, **dict(zip(fields, values, strict=True))}
         for name, risk, *values in ContractVersion.objects.filter(
             status=ContractVersion.Status.APPROVED
-        ).values_list("tool__name", "risk__name", *fields)
+        )
+        .annotate(gated=Subquery(gated))
+        .values_list("tool__name", "risk__name", *fields)
     ]

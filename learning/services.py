@@ -345,7 +345,10 @@ def _shadow_tool_propose(
     """
     aggregate = stats.aggregate
     risk, risk_evidence = _risk_suggestion(
-        name=name, produces=inferred["produces"], labelled=labelled
+        name=name,
+        produces=inferred["produces"],
+        gated=inferred["evidence"].get("gated") or [],
+        labelled=labelled,
     )
     evidence: dict[str, Any] = {
         "shadow_tool": name,
@@ -380,11 +383,16 @@ def _shadow_tool_propose(
 
 
 def _risk_suggestion(
-    *, name: str, produces: list[str], labelled: list[dict]
+    *, name: str, produces: list[str], gated: list[str], labelled: list[dict]
 ) -> tuple[str, dict[str, Any]]:
     """The one place a shadow tool's risk is suggested, with the evidence shown to reviewers."""
     suggestion = suggest_risk(
-        name=name, description="", produces=produces, permissions=[], labelled=labelled
+        name=name,
+        description="",
+        produces=produces,
+        permissions=[],
+        labelled=labelled,
+        gated=gated,
     )
     return suggestion.risk, {
         "suggested": suggestion.risk,

@@ -107,7 +107,12 @@ def test_a_hidden_precondition_shows_through_failures():
     ]  # fmt: skip
     failed = [trace(100 + i, before={"query": f"q-{i}"}, args={"q": f"q-{i}"}, status="error")
               for i in range(5)]  # fmt: skip
-    assert infer(ok + failed)["requires"] == ["query", "session"]
+    inferred = infer(ok + failed)
+    assert inferred["requires"] == ["query", "session"]
+    # the precondition is evidence for the risk labels model (learning.risk, rule 5)
+    assert inferred["evidence"]["gated"] == ["session"]
+    assert any(item["kind"] == "observed" and item["signal"] == "gated"
+               for item in inferred["evidence"]["risk"])  # fmt: skip
     # counter-example: failures that have the variable say nothing against it
     failed_with = [
         trace(200 + i, before={"query": f"q-{i}", "session": "s"}, args={"q": f"q-{i}"},
@@ -115,6 +120,7 @@ def test_a_hidden_precondition_shows_through_failures():
         for i in range(5)
     ]  # fmt: skip
     assert infer(ok + failed_with)["requires"] == ["query"]
+    assert infer(ok + failed_with)["evidence"]["gated"] == []
 
 
 def test_a_conditional_effect_is_an_effect_and_an_incidental_one_is_not():

@@ -562,3 +562,60 @@ def test_the_object_a_tool_names_never_carries_the_labels_model_to_high():
     ]
     risk, _, _ = suggest("billing.label_invoice", "Label an invoice.", labelled=labelled)
     assert risk == "medium"
+
+
+def ops(name, risk, *, produces=(), requires=(), gated=()):
+    return {"name": f"ops.{name}", "description": "", "produces": list(produces),
+            "requires": list(requires), "gated": list(gated), "risk": risk}  # fmt: skip
+
+
+GATED_HIGH = [
+    ops("submit_batch", "high", gated=["approval_id"]),
+    ops("attach_key", "high", gated=["approval_id"]),
+    ops("insert_rule", "high", gated=["approval_id"]),
+    ops("add_note", "medium"),
+    ops("tag_item", "medium"),
+    ops("append_line", "medium"),
+]
+
+
+def test_calls_failing_without_a_precondition_raise_where_reviewers_rate_guarded_tools_high():
+    guarded = suggest_risk(name="ops.queue_job", description="", produces=[], permissions=[],
+                           labelled=GATED_HIGH, gated=["approval_id"])  # fmt: skip
+    assert guarded.risk == "high"
+    assert any(item["kind"] == "observed" and item["signal"] == "gated"
+               for item in guarded.evidence)  # fmt: skip
+    unguarded = suggest_risk(name="ops.queue_job", description="", produces=[], permissions=[],
+                             labelled=GATED_HIGH)  # fmt: skip
+    assert unguarded.risk == "medium"
+
+
+CONSUMED_HIGH = [
+    ops("submit_batch", "high", produces=["batch_id"]),
+    ops("attach_key", "high", produces=["key_id"]),
+    ops("insert_rule", "high", produces=["rule_id"]),
+    ops("show_batch", "low", requires=["batch_id"]),
+    ops("show_key", "low", requires=["key_id"]),
+    ops("show_rule", "low", requires=["rule_id"]),
+    ops("add_note", "medium", produces=["note_id"]),
+    ops("tag_item", "medium", produces=["tag_id"]),
+    ops("append_line", "medium", produces=["line_id"]),
+]
+
+
+def test_outputs_other_tools_require_raise_where_reviewers_rate_such_tools_high():
+    labelled = [*CONSUMED_HIGH, ops("show_job", "low", requires=["job_id"])]
+    consumed = suggest_risk(name="ops.queue_job", description="", produces=["job_id"],
+                            permissions=[], labelled=labelled)  # fmt: skip
+    assert consumed.risk == "high"
+    observed = next(item for item in consumed.evidence if item["kind"] == "observed")
+    assert observed["signal"] == "consumed" and "ops.show_job" in observed["detail"]
+    alone = suggest_risk(name="ops.queue_job", description="", produces=["job_id"],
+                         permissions=[], labelled=CONSUMED_HIGH)  # fmt: skip
+    assert alone.risk == "medium"
+
+
+def test_behaviour_never_lowers_what_the_words_say():
+    labelled = [{**tool, "risk": "low"} for tool in GATED_HIGH]
+    assert suggest_risk(name="ops.purge_jobs", description="", produces=[], permissions=[],
+                        labelled=labelled, gated=["approval_id"]).risk == "high"  # fmt: skip

@@ -104,3 +104,54 @@ def test_the_namespace_labels_reviewers_gave_raise_the_next_suggestion(client, v
     # Reviewers correct the writes to medium: the next suggestion follows their labels.
     label({"write_blob": "medium", "edit_blob": "medium"})
     assert tool_refresh(tool_name="vault.move_blob").inferred["risk"] == "medium"
+
+
+def guarded_calls(tool: str, count: int, *, run: str) -> list[dict]:
+    """Calls that succeed with ``user_id`` in the state and fail without it."""
+    calls = []
+    for step in range(count):
+        ok = step % 5 != 4
+        before = {"event_id": f"evt_{step}", **({"user_id": "u_1"} if ok else {})}
+        calls.append(
+            {"trace_id": f"{run}{step}", "step": 0, "tool": tool,
+             "args": {"event_id": f"evt_{step}"}, "status": "success" if ok else "error",
+             "state_before": before,
+             "state_after": {**before, "event_details": "x"} if ok else before,
+             "duration_ms": 30, "occurred_at": timezone.now().isoformat()}
+        )  # fmt: skip
+    return calls
+
+
+OPS = [("submit_batch", "high"), ("attach_key", "high"), ("insert_rule", "high"),
+       ("add_note", "medium"), ("tag_item", "medium"), ("append_line", "medium")]  # fmt: skip
+
+
+def test_tools_guarded_by_a_precondition_are_raised_where_reviewers_rate_such_tools_high(
+    client, vocabulary, reviewer
+):
+    registry_import(
+        data=[contract(name=f"ops.{name}", description=f"{name.split('_')[0].title()} it.",
+                       risk=risk, requires=[], produces=[]) for name, risk in OPS],
+        approve=True,
+    )  # fmt: skip
+    # The traces of the high ones show their calls failing without user_id.
+    for name, risk in OPS:
+        if risk == "high":
+            traces_ingest(items=enumerate(guarded_calls(f"ops.{name}", 40, run=name)))
+            assert tool_refresh(tool_name=f"ops.{name}").inferred["evidence"]["gated"] == [
+                "user_id"
+            ]
+    lowest = RiskLevel.objects.order_by("min_support").first()
+    traces_ingest(items=enumerate(guarded_calls("ops.queue_job", max(lowest.min_support, 40),
+                                                run="job")))  # fmt: skip
+
+    result = tool_refresh(tool_name="ops.queue_job")
+
+    ticket = ReviewTicket.objects.get(pk=result.ticket_id)
+    assert ticket.proposed.risk.name == "high"
+    observed = next(item for item in ticket.evidence["risk_evidence"]
+                    if item["kind"] == "observed")  # fmt: skip
+    assert observed["signal"] == "gated" and "user_id" in observed["detail"]
+    client.force_login(reviewer)
+    html = client.get(reverse("admin:reviews_reviewticket_change", args=[ticket.pk])).content
+    assert b"seen in behaviour: calls failed without user_id" in html

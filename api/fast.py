@@ -37,6 +37,7 @@ from django_redis import get_redis_connection
 from django_redis.cache import RedisCache
 from redis import Redis as RedisClient
 from redis.commands.core import Script
+from redis.connection import Connection
 from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import NoScriptError, RedisError
 from redis.exceptions import TimeoutError as RedisTimeoutError
@@ -58,6 +59,8 @@ logger = logging.getLogger(__name__)
 
 # Set in the request's META when this path answered (tests and logs tell the paths apart).
 ANSWERED_KEY = "registry.fast_read"
+# How the fast path's connections name themselves to Redis (CLIENT LIST shows them).
+CLIENT_NAME = "registry-fast-reads"
 # nginx sets this header on what it proxies (deploy/nginx.conf): only then may an export be
 # answered with X-Accel-Redirect; straight to gunicorn, the file's body is sent.
 ACCEL_HEADER = "HTTP_X_SENDFILE_TYPE"
@@ -110,14 +113,12 @@ return {6, head, redis.call('HEXISTS', bundle, '!')}
 )
 
 
-def _evalsha(client: RedisClient, script: Script, keys: list[str], args: list[str]) -> Any:
-    """Run the script on a connection of its client's pool: what ``script(keys, args)`` does,
-    less the client's per-command layer (retries, of which the cache allows none, and
-    observability hooks), which costs more CPU than the round trip's own work. A server that
-    lost its scripts (a restart, a failover) gets it loaded again by ``Script`` itself."""
-    pool = client.connection_pool
-    connection = pool.get_connection()
+def _evalsha(connection: Connection, script: Script, keys: list[str], args: list[str]) -> Any:
+    """What ``script(keys, args)`` does, on ``connection``: a server that lost its scripts (a
+    restart, a failover) gets it loaded again by ``Script`` itself; a connection that failed is
+    closed, and opens again (through the circuit breaker) on its next use."""
     try:
+        connection.connect()  # as the pool does on each hand-out: the circuit breaker decides
         connection.send_command("EVALSHA", script.sha, len(keys), *keys, *args)
         return connection.read_response()
     except NoScriptError:
@@ -125,8 +126,6 @@ def _evalsha(client: RedisClient, script: Script, keys: list[str], args: list[st
     except (RedisConnectionError, RedisTimeoutError):
         connection.disconnect()
         raise
-    finally:
-        pool.release(connection)
 
 
 def lua_string(value: str) -> str:
@@ -168,6 +167,7 @@ class FastReadsMiddleware:
         self._detail: tuple[str, str, Route] | None = None
         self._clients: weakref.WeakKeyDictionary[RedisCache, Redis] = weakref.WeakKeyDictionary()
         self._lock = threading.Lock()
+        self._own = threading.local()
 
     def __call__(self, request: HttpRequest) -> HttpResponse:
         response = self.answer(request)
@@ -205,7 +205,7 @@ class FastReadsMiddleware:
         sent = [tag.strip() for tag in request.META.get("HTTP_IF_NONE_MATCH", "").split(",")]
         try:
             reply = _evalsha(
-                redis.client,
+                self.connection(redis.client),
                 redis.script,
                 [redis.revision_key, redis.token_prefix + RuntimeToken.hash(raw)],
                 [f"{time.time():.3f}", field, *sent],
@@ -284,6 +284,21 @@ class FastReadsMiddleware:
         prefix, suffix = reverse("tool-detail", kwargs={"name": "NAME"}).split("NAME")
         self._detail = (prefix, suffix, route("detail", views.ToolDetailView))
         self._routes = routes
+
+    def connection(self, client: RedisClient) -> Connection:
+        """This thread's own connection to the cache's server, made like the pool's. A pooled
+        one costs more CPU than the script's round trip itself (the pool's lock, its metrics,
+        a liveness check on every hand-out), and a thread answers one request at a time."""
+        pool = client.connection_pool
+        own = self._own
+        if getattr(own, "pool", None) is not pool:
+            if getattr(own, "connection", None) is not None:
+                own.connection.disconnect()
+            own.connection = pool.connection_class(
+                **{**pool.connection_kwargs, "client_name": CLIENT_NAME}
+            )
+            own.pool = pool
+        return own.connection
 
     def redis(self, throttle: tuple[str, int, int] | None) -> Redis | None:
         """The default cache's client and the script written for this throttle, made once."""

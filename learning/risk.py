@@ -1092,7 +1092,7 @@ def _hints(
 def prepare_labels(labelled: Iterable[dict], lex: Lexicon | None = None) -> list[dict]:
     """Read the labelled tools once, for many suggestions (a refresh of a whole registry)."""
     lex = lex or lexicon()
-    prepared = []
+    prepared, fresh = [], []
     for tool in labelled:
         if tool.get("risk") not in RISK_ORDER:
             continue
@@ -1105,22 +1105,21 @@ def prepare_labels(labelled: Iterable[dict], lex: Lexicon | None = None) -> list
             produces=tool.get("produces") or [], permissions=tool.get("permissions") or [],
             annotations=tool.get("annotations"), arguments=arguments_of(tool), lex=lex,
         )  # fmt: skip
-        prepared.append(
-            {"name": name, "risk": tool["risk"], "tokens": reading.tokens,
-             "verb": reading.action.word, "kind": reading.kind, "features": reading.features,
-             "produces": list(tool.get("produces") or []),
-             "requires": list(tool.get("requires") or []),
-             "gated": list(tool.get("gated") or [])}
-        )  # fmt: skip
-    # What the traces and the other contracts say of each (rule 5): outputs other tools need,
-    # and preconditions calls failed without.
+        entry = {
+            "name": name, "risk": tool["risk"], "tokens": reading.tokens,
+            "verb": reading.action.word, "kind": reading.kind, "features": reading.features,
+            "produces": list(tool.get("produces") or []),
+            "requires": list(tool.get("requires") or []), "gated": list(tool.get("gated") or []),
+        }  # fmt: skip
+        prepared.append(entry)
+        fresh.append(entry)
+    # What the traces and the other contracts say of each tool read here (rule 5): outputs
+    # other tools need, and preconditions calls failed without.
     required_by = _required_by(prepared)
-    for tool in prepared:
-        if not tool.get("observed_read"):
-            tool["features"] = tool["features"] | _observed(
-                tool["name"], tool["produces"], tool["gated"], required_by, []
-            )
-            tool["observed_read"] = True
+    for tool in fresh:
+        tool["features"] = tool["features"] | _observed(
+            tool["name"], tool["produces"], tool["gated"], required_by, []
+        )
     return prepared
 
 

@@ -16,7 +16,8 @@ requests/s on a busy machine).
 ``--database`` and ``--redis-db`` (the broker's; the cache takes the next) choose others.
 
 It benchmarks the code of the checkout it lives in: copied into another checkout (say, of the
-previous commit), it measures that one, which is how two versions are compared in one sitting.
+previous commit) with ``benchmarks/database.py``, its set-up, it measures that one, which is how
+two versions are compared in one sitting.
 """
 
 from __future__ import annotations
@@ -172,26 +173,11 @@ def main() -> None:
             sys.exit(f"{program} is not installed: apt-get install wrk nginx-light")
 
     from benchmarks import database
-    from demo import scaled_world as world
 
-    env = {
-        "REDIS_URL": f"redis://127.0.0.1:6379/{args.redis_db}",
-        "CACHE_REDIS_URL": f"redis://127.0.0.1:6379/{args.redis_db + 1}",
-        "API_THROTTLE_RATE": "1000000/min",
-    }
-    database.django_on_fresh_database(args.database, **env)
-    from django.core.cache import cache
-
-    from api.bundles import bundle_render
-    from api.services import runtime_token_create
-
-    cache.clear()
-    registry = world.registry(args.tools)
+    registry, raw = database.hot_reads_world(
+        args.database, redis_db=args.redis_db, tools=args.tools
+    )
     with tempfile.TemporaryDirectory() as tmp:
-        database.import_approved(registry, tmp)
-        token, raw = runtime_token_create(application_name="bench", scopes=["contracts:read"])
-        # What the worker does after a publication: the application's bundle, once.
-        assert bundle_render(application_id=token.application_id) is not None
         names = [tool["name"] for tool in registry["tools"]]
         script = Path(tmp) / "rotate.lua"
         script.write_text(ROTATE_LUA % ", ".join(f'"{name}"' for name in names))

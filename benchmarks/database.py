@@ -3,9 +3,12 @@
 import json
 import os
 import subprocess
+import tempfile
 
 import django
 from django.core.management import call_command
+
+from demo import scaled_world
 
 
 def django_on_fresh_database(name: str, **env: str) -> None:
@@ -31,3 +34,29 @@ def import_approved(world: dict, folder: str) -> str:
         json.dump(world, handle)
     call_command("import_tools", path, "--approve")
     return path
+
+
+def hot_reads_world(name: str, *, redis_db: int, tools: int) -> tuple[dict, str]:
+    """A fresh database ``name`` with ``tools`` approved tools of the scaled world, a runtime
+    token and its application's bundle rendered (what the worker does after a publication),
+    on Redis databases ``redis_db`` (broker) and the next (cache, flushed): the set-up of the
+    hot-read benchmarks. Returns the registry and the token."""
+    django_on_fresh_database(
+        name,
+        REDIS_URL=f"redis://127.0.0.1:6379/{redis_db}",
+        CACHE_REDIS_URL=f"redis://127.0.0.1:6379/{redis_db + 1}",
+        API_THROTTLE_RATE="1000000/min",
+    )
+    # Only now, with Django set up, can the project's modules be imported.
+    from django.core.cache import cache
+
+    from api.bundles import bundle_render
+    from api.services import runtime_token_create
+
+    cache.clear()
+    registry = scaled_world.registry(tools)
+    with tempfile.TemporaryDirectory() as folder:
+        import_approved(registry, folder)
+    token, raw = runtime_token_create(application_name="bench", scopes=["contracts:read"])
+    assert bundle_render(application_id=token.application_id) is not None
+    return registry, raw

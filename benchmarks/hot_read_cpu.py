@@ -9,9 +9,10 @@ the CPU time per request (best of nine runs of 2,000; the response is closed, so
 
     .venv/bin/python benchmarks/hot_read_cpu.py [--database NAME] [--redis-db N]
 
-It measures the code of the checkout it lives in: copied into another checkout, it measures
-that one (docs/benchmarks.md). Uses its own database (``registry_bench_cpu``, recreated) and
-Redis databases 6 (broker) and 7 (cache, flushed) unless told others.
+It measures the code of the checkout it lives in: copied into another checkout with
+``benchmarks/database.py``, its set-up, it measures that one (docs/benchmarks.md). Uses its
+own database (``registry_bench_cpu``, recreated) and Redis databases 6 (broker) and 7 (cache,
+flushed) unless told others.
 """
 
 from __future__ import annotations
@@ -22,7 +23,6 @@ import json
 import os
 import subprocess
 import sys
-import tempfile
 import time
 from pathlib import Path
 
@@ -81,25 +81,8 @@ def main() -> None:
         return
 
     from benchmarks import database
-    from demo import scaled_world as world
 
-    env = {
-        "REDIS_URL": f"redis://127.0.0.1:6379/{args.redis_db}",
-        "CACHE_REDIS_URL": f"redis://127.0.0.1:6379/{args.redis_db + 1}",
-        "API_THROTTLE_RATE": "1000000/min",
-    }
-    database.django_on_fresh_database(args.database, **env)
-    from django.core.cache import cache
-
-    from api.bundles import bundle_render
-    from api.services import runtime_token_create
-
-    cache.clear()
-    registry = world.registry(100)
-    with tempfile.TemporaryDirectory() as tmp:
-        database.import_approved(registry, tmp)
-    token, raw = runtime_token_create(application_name="bench", scopes=["contracts:read"])
-    assert bundle_render(application_id=token.application_id) is not None
+    registry, raw = database.hot_reads_world(args.database, redis_db=args.redis_db, tools=100)
     paths = ["/api/v1/revision/", f"/api/v1/tools/{registry['tools'][0]['name']}/"]
     child_env = {
         **os.environ,

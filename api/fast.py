@@ -45,6 +45,7 @@ from rest_framework.exceptions import APIException, AuthenticationFailed, NotFou
 from rest_framework.renderers import JSONRenderer
 
 from registry.revision import CACHE_KEY as REVISION_CACHE_KEY
+from registry.revision import revision_shared
 
 from . import views
 from .auth import bearer_token
@@ -203,13 +204,16 @@ class FastReadsMiddleware:
             return None
         field = "" if route.kind == "revision" else bundle_field(request.path, params)
         sent = [tag.strip() for tag in request.META.get("HTTP_IF_NONE_MATCH", "").split(",")]
+        connection = self.connection(redis.client)
+        keys = [redis.revision_key, redis.token_prefix + RuntimeToken.hash(raw)]
+        args = [f"{time.time():.3f}", field, *sent]
         try:
-            reply = _evalsha(
-                self.connection(redis.client),
-                redis.script,
-                [redis.revision_key, redis.token_prefix + RuntimeToken.hash(raw)],
-                [f"{time.time():.3f}", field, *sent],
-            )
+            reply = _evalsha(connection, redis.script, keys, args)
+            if reply[0] == 0:
+                # The cache's copy of the revision expired: put back, not left to the view, which
+                # reads its process's copy and would let every read through until that expires.
+                revision_shared()
+                reply = _evalsha(connection, redis.script, keys, args)
         except RedisError:
             return None  # the view treats Redis as a miss (and the breaker is now open)
         code = int(reply[0])

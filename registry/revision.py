@@ -7,6 +7,10 @@ Runtimes poll it and every ETag is derived from it, so this module is its one ow
 - ``revision_current()`` is what readers use: this process's copy for at most
   ``settings.REVISION_LOCAL_SECONDS`` (every API read needs it), then the shared cache, then the
   database. The local bound is how long another process's change can go unseen.
+- ``revision_shared()`` skips this process's copy: the shared cache's, else the database's,
+  which it puts in the shared cache. A reader of the shared cache alone (the API's fast read
+  path) calls it when the copy there has expired, rather than waiting for some process's local
+  copy to expire and put it back.
 - ``revision_forget()`` drops this process's copy.
 - ``revision_stored()`` reads the database, bypassing every cache.
 - ``revision_changed`` is sent once a bump has committed (in the committing process): the hook
@@ -75,13 +79,18 @@ def revision_current() -> int:
         if _local["until"] > now:
             return int(_local["value"])
         generation = _local["generation"]
+    revision = revision_shared()
+    with _local_lock:
+        if _local["generation"] == generation:
+            _local.update(value=revision, until=now + settings.REVISION_LOCAL_SECONDS)
+    return revision
+
+
+def revision_shared() -> int:
     revision = cache.get(CACHE_KEY)
     if revision is None:
         revision = revision_stored()
         cache.set(CACHE_KEY, revision, CACHE_SECONDS)
-    with _local_lock:
-        if _local["generation"] == generation:
-            _local.update(value=revision, until=now + settings.REVISION_LOCAL_SECONDS)
     return int(revision)
 
 

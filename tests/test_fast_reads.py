@@ -31,6 +31,9 @@ from api.throttling import RuntimeThrottle
 from config.cache import redis_cache
 from config.celery_app import app as celery_app
 from registry.models import Application
+from registry.revision import CACHE_KEY as REVISION_CACHE_KEY
+from registry.revision import CACHE_SECONDS as REVISION_CACHE_SECONDS
+from registry.revision import revision_current, revision_stored
 from reviews.services import contract_propose, review_approve
 from tests.helpers import contract
 from tests.redis_server import needs_redis_server, redis_server
@@ -349,6 +352,21 @@ def test_a_redis_that_lost_its_scripts_still_answers_on_the_fast_path(registry):
     assert quick.get(DETAIL).status_code == 200 and quick.handler.answered[-1] == "fast"
     get_redis_connection("default").script_flush()  # a restart or a failover does this
     assert quick.get(DETAIL).status_code == 200 and quick.handler.answered[-1] == "fast"
+
+
+def test_when_the_caches_revision_expires_the_fast_path_puts_it_back(registry, settings):
+    settings.REVISION_LOCAL_SECONDS = 60  # this process's copy outlives the cache's (2 s)
+    _, quick = both()
+    quick.get("/api/v1/revision/")
+    render("assistant")
+    revision_current()  # the process's copy is fresh: the view would not put the cache's back
+    key = caches["default"].make_key(REVISION_CACHE_KEY)
+    redis_client = get_redis_connection("default")
+    redis_client.delete(key)  # as when it expires
+    for _ in range(3):
+        assert quick.get(DETAIL).status_code == 200 and quick.handler.answered[-1] == "fast"
+    assert int(redis_client.get(key)) == revision_stored()
+    assert 0 < redis_client.ttl(key) <= REVISION_CACHE_SECONDS
 
 
 def test_each_thread_reads_on_a_connection_of_its_own_that_comes_back_after_a_failure(

@@ -84,7 +84,7 @@ def server(django_db_setup, django_db_blocker, tmp_path_factory):
     # Up means answering: a worker's first request loads the URLs and views, which can take
     # longer than the healthcheck's 3 s on a busy machine.
     assert request(port, "GET", "/api/v1/health/")[0] == 200
-    yield port, env
+    yield port, env, process.pid
     process.terminate()
     try:
         process.wait(20)
@@ -109,7 +109,7 @@ def in_pieces(data: bytes, size: int = 64 * 1024):
 
 
 def test_the_compose_healthcheck_passes(server):
-    port, env = server
+    port, env, _ = server
     test = COMPOSE["services"]["web"]["healthcheck"]["test"]
     assert test[0] == "CMD" and test[1] == "python"
     command = [sys.executable, *[part.replace(":8000", f":{port}") for part in test[2:]]]
@@ -118,8 +118,67 @@ def test_the_compose_healthcheck_passes(server):
     assert result.returncode == 0, result.stderr
 
 
+def listening_and_connected(pid: int, port: int) -> tuple[set[int], int]:
+    """The sockets on ``port`` that process ``pid`` holds: its listening ones (by inode) and
+    how many connections it has accepted."""
+    held = set()
+    for fd in Path(f"/proc/{pid}/fd").iterdir():
+        try:
+            target = os.readlink(fd)
+        except OSError:
+            continue  # closed since it was listed
+        if target.startswith("socket:["):
+            held.add(int(target[8:-1]))
+    listening, connected = set(), 0
+    for table in ("/proc/net/tcp", "/proc/net/tcp6"):
+        for line in Path(table).read_text().splitlines()[1:]:
+            fields = line.split()
+            local_port, state, inode = (
+                int(fields[1].rsplit(":", 1)[1], 16),
+                fields[3],
+                int(fields[9]),
+            )
+            if local_port == port and inode in held:
+                if state == "0A":
+                    listening.add(inode)
+                elif state == "01":
+                    connected += 1
+    return listening, connected
+
+
+def test_the_workers_share_the_connections_out(server):
+    """Each worker listens on a socket of its own (--reuse-port), so the kernel spreads new
+    connections over them, and no worker takes every keep-alive connection while another idles
+    (docs/operations.md)."""
+    port, _, master = server
+    workers = [
+        int(pid) for pid in Path(f"/proc/{master}/task/{master}/children").read_text().split()
+    ]
+    assert len(workers) == 2
+    connections = []
+    try:
+        for _ in range(16):
+            conn = http.client.HTTPConnection("127.0.0.1", port, timeout=60)
+            conn.request(
+                "GET", "/api/v1/health/", headers={"Host": HOST, "X-Forwarded-Proto": "https"}
+            )
+            response = conn.getresponse()
+            response.read()
+            assert response.status == 200
+            connections.append(conn)  # kept alive
+        held = [listening_and_connected(pid, port) for pid in workers]
+    finally:
+        for conn in connections:
+            conn.close()
+    (first_listening, first_connected), (second_listening, second_connected) = held
+    assert first_listening and second_listening and not first_listening & second_listening
+    assert first_connected + second_connected == 16
+    # Spread by a hash of each connection's addresses: all 16 on one worker is 1 in 32,768.
+    assert first_connected and second_connected, held
+
+
 def test_it_serves_the_admin_styles_and_the_api_docs_assets(server):
-    port, _ = server
+    port, _, _ = server
     assert request(port, "GET", "/static/admin/css/base.css")[0] == 200
     status, page = request(port, "GET", "/api/v1/docs/")
     assert status == 200
@@ -134,7 +193,7 @@ def test_it_serves_the_admin_styles_and_the_api_docs_assets(server):
 
 
 def test_a_chunked_trace_batch_is_accepted(server):
-    port, _ = server
+    port, _, _ = server
     _, raw = runtime_token_create(application_name="assistant", scopes=["traces:write"])
     traces = [
         {
@@ -159,7 +218,7 @@ def test_a_chunked_trace_batch_is_accepted(server):
 
 
 def test_a_chunked_body_over_the_limit_gets_413(server):
-    port, _ = server
+    port, _, _ = server
     _, raw = runtime_token_create(application_name="assistant", scopes=["traces:write"])
     status, content = request(
         port,

@@ -1,32 +1,37 @@
 """Load on the runtime API's hot reads, beside nginx sending the same body as a static file.
 
-gunicorn (2 workers, production settings) on PostgreSQL and Redis with 1,000 approved tools,
-and nginx (Debian's nginx-light, a temporary config) serving one contract's JSON body, exactly
-the bytes ``tools/{name}/`` answers, as a file; wrk drives each in turn from another process on
-the same machine. Prints requests/s, p50 and p99 of each read, its ratio to nginx's figure,
-and the CPU time gunicorn's processes spent per request (from /proc: far steadier than
-requests/s on a busy machine).
+gunicorn (2 workers, production settings, ``--reuse-port`` as deployed) on PostgreSQL and Redis
+with 1,000 approved tools, and nginx (Debian's nginx-light, a temporary config) serving one
+contract's JSON body, exactly the bytes ``tools/{name}/`` answers, as a file; wrk drives each in
+turn from another process on the same machine. Prints requests/s, p50 and p99 of each read, its
+ratio to nginx's figure, and the CPU time gunicorn's processes spent per request (from /proc:
+far steadier than requests/s on a busy machine).
 
     .venv/bin/python benchmarks/api_load.py [--seconds 15] [--connections 32] [--tools 1000]
         [--worker-class gthread] [--threads 4] [--quick] [--database NAME] [--redis-db N]
+        [--against PATH [--rounds 8]]
 
 ``--quick`` (3 s per read, 100 tools) checks that it all runs. Needs ``wrk`` and ``nginx``
 (Debian packages) and PostgreSQL and Redis on 127.0.0.1. Uses its own database
 (``registry_bench_api``, recreated) and Redis databases 3 (broker) and 4 (cache, flushed);
 ``--database`` and ``--redis-db`` (the broker's; the cache takes the next) choose others.
 
-It benchmarks the code of the checkout it lives in: copied into another checkout (say, of the
-previous commit) with ``benchmarks/database.py``, its set-up, it measures that one, which is how
-two versions are compared in one sitting.
+``--against PATH`` compares this checkout with another (say, ``git worktree add --detach
+../base <commit>``): both serve at once, on databases and Redis databases of their own, and
+the two hot reads alternate between them for ``--rounds`` rounds; it prints the medians, the
+change, and every round. The other checkout needs nothing copied into it.
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
+import json
 import os
 import re
 import shutil
 import socket
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -155,6 +160,45 @@ def wait_until_up(url: str) -> None:
     raise SystemExit(f"{url} never answered")
 
 
+SERVER_SETTINGS = {
+    "DJANGO_SETTINGS_MODULE": "config.settings.production",
+    "SECRET_KEY": "bench-" + "x" * 60,
+    "SECURE_SSL_REDIRECT": "false",
+    "ALLOWED_HOSTS": "127.0.0.1,localhost",
+}
+
+
+@contextlib.contextmanager
+def gunicorn(root: Path, environ: dict, args: argparse.Namespace, token: str, first: str):
+    """The checkout at ``root`` served by gunicorn as deployed, its token's first read made
+    (it goes through Django, which writes the token's record); yields the process and URL."""
+    port = free_port()
+    command = [
+        sys.executable, "-m", "gunicorn", "config.wsgi:application", "--workers", "2",
+        "--worker-class", args.worker_class, "--threads", str(args.threads),
+        "--bind", f"127.0.0.1:{port}", "--reuse-port", "--log-level", "warning",
+    ]  # fmt: skip
+    server = subprocess.Popen(command, cwd=root, env={**environ, **SERVER_SETTINGS})
+    try:
+        base = f"http://127.0.0.1:{port}"
+        wait_until_up(f"{base}/api/v1/health/")
+        auth = {"Authorization": f"Bearer {token}"}
+        for path in ("/api/v1/revision/", f"/api/v1/tools/{first}/"):
+            status, _, answer = get(f"{base}{path}", auth)
+            assert server.poll() is None and status == 200, (path, status, answer)
+        yield server, base
+    finally:
+        server.terminate()
+        server.wait(10)
+
+
+def rotation(folder: str, names: list[str]) -> str:
+    """A wrk script reading ``tools/{name}/`` of each name in turn."""
+    script = Path(folder) / f"rotate-{len(list(Path(folder).iterdir()))}.lua"
+    script.write_text(ROTATE_LUA % ", ".join(f'"{name}"' for name in names))
+    return str(script)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--seconds", type=int, default=15)
@@ -165,6 +209,12 @@ def main() -> None:
     parser.add_argument("--quick", action="store_true", help="3 s per read, 100 tools")
     parser.add_argument("--database", default="registry_bench_api")
     parser.add_argument("--redis-db", type=int, default=3, help="the broker's; the cache: +1")
+    parser.add_argument(
+        "--against",
+        type=Path,
+        help="another checkout: both serve at once and each hot read alternates between them",
+    )
+    parser.add_argument("--rounds", type=int, default=8, help="with --against")
     args = parser.parse_args()
     if args.quick:
         args.seconds, args.tools = 3, 100
@@ -177,48 +227,35 @@ def main() -> None:
     registry, raw = database.hot_reads_world(
         args.database, redis_db=args.redis_db, tools=args.tools
     )
-    with tempfile.TemporaryDirectory() as tmp:
-        names = [tool["name"] for tool in registry["tools"]]
-        script = Path(tmp) / "rotate.lua"
-        script.write_text(ROTATE_LUA % ", ".join(f'"{name}"' for name in names))
+    names = [tool["name"] for tool in registry["tools"]]
+    if args.against:
+        compare(args, raw, names)
+    else:
+        alone(args, raw, names)
 
-        server_env = {
-            **os.environ,
-            "DJANGO_SETTINGS_MODULE": "config.settings.production",
-            "SECRET_KEY": "bench-" + "x" * 60,
-            "SECURE_SSL_REDIRECT": "false",
-            "ALLOWED_HOSTS": "127.0.0.1,localhost",
-        }
-        port, nginx_port = free_port(), free_port()
-        gunicorn = [
-            sys.executable, "-m", "gunicorn", "config.wsgi:application", "--workers", "2",
-            "--worker-class", args.worker_class, "--threads", str(args.threads),
-            "--bind", f"127.0.0.1:{port}", "--log-level", "warning",
-        ]  # fmt: skip
-        server = subprocess.Popen(gunicorn, cwd=ROOT, env=server_env)
-        nginx = None
+
+def alone(args: argparse.Namespace, raw: str, names: list[str]) -> None:
+    """Every read of this checkout in turn, beside nginx sending the same body."""
+    with (
+        tempfile.TemporaryDirectory() as tmp,
+        gunicorn(ROOT, dict(os.environ), args, raw, names[0]) as (server, base),
+    ):
+        auth = {"Authorization": f"Bearer {raw}"}
+        _, _, body = get(f"{base}/api/v1/tools/{names[0]}/", auth)
+        # nginx: the very same bytes, as a static file.
+        folder = Path(tmp) / "nginx"
+        folder.mkdir()
+        # nginx's workers drop to an unprivileged user when started as root: let them read.
+        for readable in (Path(tmp), folder):
+            readable.chmod(0o755)
+        (folder / "contract.json").write_bytes(body)
+        nginx_port = free_port()
+        (folder / "nginx.conf").write_text(NGINX_CONF.format(folder=folder, port=nginx_port))
+        nginx = subprocess.Popen(
+            [NGINX, "-c", str(folder / "nginx.conf"), "-p", str(folder),
+             "-e", str(folder / "error.log"), "-g", "daemon off;"],
+        )  # fmt: skip
         try:
-            base = f"http://127.0.0.1:{port}"
-            wait_until_up(f"{base}/api/v1/health/")
-            auth = {"Authorization": f"Bearer {raw}"}
-            # The first request of a token goes through Django, which writes its record.
-            status, _, answer = get(f"{base}/api/v1/revision/", auth)
-            assert server.poll() is None and status == 200, (status, answer)
-            status, headers, body = get(f"{base}/api/v1/tools/{names[0]}/", auth)
-            assert status == 200, status
-
-            # nginx: the very same bytes, as a static file.
-            folder = Path(tmp) / "nginx"
-            folder.mkdir()
-            # nginx's workers drop to an unprivileged user when started as root: let them read.
-            for readable in (Path(tmp), folder):
-                readable.chmod(0o755)
-            (folder / "contract.json").write_bytes(body)
-            (folder / "nginx.conf").write_text(NGINX_CONF.format(folder=folder, port=nginx_port))
-            nginx = subprocess.Popen(
-                [NGINX, "-c", str(folder / "nginx.conf"), "-p", str(folder),
-                 "-e", str(folder / "error.log"), "-g", "daemon off;"],
-            )  # fmt: skip
             static = f"http://127.0.0.1:{nginx_port}/contract.json"
             wait_until_up(static)
             assert urllib.request.urlopen(static).read() == body
@@ -237,7 +274,7 @@ def main() -> None:
                 ("GET revision/", wrk(f"{base}/api/v1/revision/", headers=[bearer], **measured)),
                 (
                     f"GET tools/{{name}}/, rotating over all {len(names):,} tools",
-                    wrk(base, headers=[bearer], script=str(script), **measured),
+                    wrk(base, headers=[bearer], script=rotation(tmp, names), **measured),
                 ),
                 (
                     "GET tools/ (first page)",
@@ -257,19 +294,11 @@ def main() -> None:
                     )
                 )
         finally:
-            server.terminate()
-            server.wait(10)
-            if nginx is not None:
-                nginx.terminate()
-                nginx.wait(10)
+            nginx.terminate()
+            nginx.wait(10)
 
     print()
-    print(
-        f"gunicorn 2 {args.worker_class} workers"
-        + (f" x {args.threads} threads" if args.worker_class == "gthread" else "")
-        + f", production settings, PostgreSQL + Redis, {args.tools:,} approved tools; "
-        f"wrk -t2 -c{args.connections} -d{args.seconds}s"
-    )
+    print(setting(args))
     reference = runs[0][1]["rps"]
     print("| read | requests/s | p50 | p99 | errors | vs nginx | gunicorn CPU per request |")
     print("|---|---:|---:|---:|---:|---:|---:|")
@@ -285,6 +314,105 @@ def main() -> None:
     print(
         f"\nslower of revision/ and tools/{{name}}/: 1/{reference / slower:.0f} of nginx "
         f"(target 1/40 or better), p99 {worst_p99:.1f} ms (target 25 ms or less)"
+    )
+
+
+def compare(args: argparse.Namespace, raw: str, names: list[str]) -> None:
+    """The two hot reads of this checkout and of ``args.against``, both served at once (an idle
+    server costs nothing), wrk alternating between them round after round, so that whatever else
+    the machine does falls on both alike. The other checkout is set up by this checkout's
+    ``benchmarks/database.py`` run with the other's code, on its own database and Redis
+    databases, and served by the same virtualenv."""
+    other = args.against.resolve()
+    setup = subprocess.run(
+        [sys.executable, str(ROOT / "benchmarks" / "database.py"), f"{args.database}_against",
+         str(args.redis_db + 2), str(args.tools)],
+        cwd=other, env={**os.environ, "PYTHONPATH": str(other)}, capture_output=True, text=True,
+    )  # fmt: skip
+    if setup.returncode:
+        sys.exit(f"setting up {other} failed:\n{setup.stderr}")
+    world = json.loads(setup.stdout.splitlines()[-1])
+    reads = ("GET revision/", f"GET tools/{{name}}/, rotating over all {len(names):,} tools")
+    figures: dict[tuple[str, str], list[dict]] = {
+        (side, read): [] for side in ("here", "there") for read in reads
+    }
+    with (
+        tempfile.TemporaryDirectory() as tmp,
+        gunicorn(ROOT, dict(os.environ), args, raw, names[0]) as here,
+        gunicorn(
+            other, {**os.environ, **world["environ"]}, args, world["token"], world["names"][0]
+        ) as there,
+    ):
+        sides = {
+            "here": (*here, f"Authorization: Bearer {raw}", rotation(tmp, names)),
+            "there": (
+                *there,
+                f"Authorization: Bearer {world['token']}",
+                rotation(tmp, world["names"]),
+            ),
+        }
+        for _server, base, bearer, _script in sides.values():
+            wrk(f"{base}/api/v1/revision/", headers=[bearer], seconds=2, connections=8)  # warm
+        for round_ in range(args.rounds):
+            order = ("here", "there") if round_ % 2 == 0 else ("there", "here")
+            for read in reads:
+                for side in order:
+                    server, base, bearer, script = sides[side]
+                    common = {"seconds": args.seconds, "connections": args.connections}
+                    if read == reads[0]:
+                        url, extra = f"{base}/api/v1/revision/", {}
+                    else:
+                        url, extra = base, {"script": script}
+                    figures[(side, read)].append(
+                        wrk(url, headers=[bearer], server=server.pid, **common, **extra)
+                    )
+
+    print()
+    print(setting(args))
+    print(f"here: {ROOT} ({revision_of(ROOT)}); there: {other} ({revision_of(other)})")
+    print(f"{args.rounds} rounds, each read alternating between the two (here first in odd rounds)")
+    print("| read | here | there | change |")
+    print("|---|---:|---:|---:|")
+    for read in reads:
+        for figure, label, unit in (
+            ("rps", "requests/s", ""),
+            ("cpu_us", "gunicorn CPU per request", " µs"),
+        ):
+            mine = statistics.median(run[figure] for run in figures[("here", read)])
+            theirs = statistics.median(run[figure] for run in figures[("there", read)])
+            change = f"{mine / theirs - 1:+.1%}"
+            print(
+                f"| {read}, {label} (median) | {mine:,.0f}{unit} | {theirs:,.0f}{unit} | {change} |"
+            )
+    print("\nEach round, here against there:")
+    for read in reads:
+        for figure, unit in (("rps", "/s"), ("cpu_us", " µs")):
+            pairs = zip(figures[("here", read)], figures[("there", read)], strict=True)
+            rounds = "; ".join(
+                f"{mine[figure]:,.0f} / {theirs[figure]:,.0f}" for mine, theirs in pairs
+            )
+            print(f"- {read} ({unit.strip()}): {rounds}")
+    errors = sum(run["errors"] for runs in figures.values() for run in runs)
+    print(f"\nerrors: {errors}")
+
+
+def setting(args: argparse.Namespace) -> str:
+    return (
+        f"gunicorn 2 {args.worker_class} workers"
+        + (f" x {args.threads} threads" if args.worker_class == "gthread" else "")
+        + f", production settings, PostgreSQL + Redis, {args.tools:,} approved tools; "
+        f"wrk -t2 -c{args.connections} -d{args.seconds}s"
+    )
+
+
+def revision_of(root: Path) -> str:
+    def git(*command: str) -> str:
+        return subprocess.run(
+            ["git", "-C", str(root), *command], capture_output=True, text=True
+        ).stdout.strip()
+
+    return git("rev-parse", "--short", "HEAD") + (
+        " with changes" if git("status", "--porcelain", "--untracked-files=no") else ""
     )
 
 

@@ -3,6 +3,7 @@
 import json
 import os
 import subprocess
+import sys
 import tempfile
 
 import django
@@ -60,3 +61,16 @@ def hot_reads_world(name: str, *, redis_db: int, tools: int) -> tuple[dict, str]
     token, raw = runtime_token_create(application_name="bench", scopes=["contracts:read"])
     assert bundle_render(application_id=token.application_id) is not None
     return registry, raw
+
+
+# What a server of the checkout needs from the environment hot_reads_world set up.
+SERVER_ENVIRON = ("DATABASE_URL", "REDIS_URL", "CACHE_REDIS_URL", "API_THROTTLE_RATE")
+
+if __name__ == "__main__":
+    # benchmarks/api_load.py --against: run in another checkout (its directory first on
+    # PYTHONPATH), prints as its last line the token, the tools' names and the server's environment.
+    name, redis_db, tools = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
+    world, token = hot_reads_world(name, redis_db=redis_db, tools=tools)
+    names = [tool["name"] for tool in world["tools"]]
+    environ = {key: os.environ[key] for key in SERVER_ENVIRON}
+    print(json.dumps({"token": token, "names": names, "environ": environ}))

@@ -12,11 +12,12 @@ headers, ETag and body the view would. Whatever it cannot answer with certainty 
 view: a token it has no fresh record of (unknown, revoked, expired, of an older revision,
 lacking the scope: the view says which, and failed authentication is only ever decided there,
 by ``api/auth.py``), an unknown query parameter, a bundle not rendered yet (it queues the
-render), or Redis failing (its circuit breaker makes that immediate). So the view stays the
-definition, and this a shortcut to it through the same code: the token is read from the header
-by ``api.auth.bearer_token``, the throttle decides with ``RuntimeThrottle``, errors come from
-the API's exception handler, links from DRF's paginator, ETag and ``Cache-Control`` from
-``api/caching.py``. ``tests/test_fast_reads.py`` compares both paths response by response.
+render), Redis failing (its circuit breaker makes that immediate), or the database failing when
+the revision's expired copy is put back. So the view stays the definition, and this a shortcut
+to it through the same code: the token is read from the header by ``api.auth.bearer_token``,
+the throttle decides with ``RuntimeThrottle``, errors come from the API's exception handler,
+links from DRF's paginator, ETag and ``Cache-Control`` from ``api/caching.py``.
+``tests/test_fast_reads.py`` compares both paths response by response.
 """
 
 import logging
@@ -31,6 +32,7 @@ from django.conf import settings
 from django.core.cache import caches
 from django.core.exceptions import MiddlewareNotUsed
 from django.core.paginator import Paginator
+from django.db import DatabaseError
 from django.http import HttpRequest, HttpResponse, HttpResponseNotModified
 from django.urls import reverse
 from django_redis import get_redis_connection
@@ -216,6 +218,8 @@ class FastReadsMiddleware:
                 reply = _evalsha(connection, redis.script, keys, args)
         except RedisError:
             return None  # the view treats Redis as a miss (and the breaker is now open)
+        except DatabaseError:
+            return None  # the view answers it as the API answers any database failure
         code = int(reply[0])
         if code < 2:
             return None

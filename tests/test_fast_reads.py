@@ -16,6 +16,8 @@ from pathlib import Path
 import pytest
 import redis
 from django.core.cache import caches
+from django.db import OperationalError
+from django.db.backends.utils import CursorWrapper
 from django.utils import timezone
 from django_redis import get_redis_connection
 from django_redis.cache import RedisCache
@@ -367,6 +369,21 @@ def test_when_the_caches_revision_expires_the_fast_path_puts_it_back(registry, s
         assert quick.get(DETAIL).status_code == 200 and quick.handler.answered[-1] == "fast"
     assert int(redis_client.get(key)) == revision_stored()
     assert 0 < redis_client.ttl(key) <= REVISION_CACHE_SECONDS
+
+
+def test_a_database_failure_while_putting_the_revision_back_is_the_apis_503(registry, monkeypatch):
+    _, quick = both()
+    quick.get("/api/v1/revision/")
+    render("assistant")
+    get_redis_connection("default").delete(caches["default"].make_key(REVISION_CACHE_KEY))
+
+    def fail(*args, **kwargs):
+        raise OperationalError("could not connect to server")
+
+    monkeypatch.setattr(CursorWrapper, "execute", fail)
+    response = quick.get(DETAIL)
+    assert response.status_code == 503 and quick.handler.answered[-1] == "django"
+    assert response.json()["error"]["code"] == "unavailable"
 
 
 def test_each_thread_reads_on_a_connection_of_its_own_that_comes_back_after_a_failure(

@@ -67,6 +67,18 @@ def database_from_env(default_url: str) -> dict:
         config.setdefault("OPTIONS", {}).setdefault("connect_timeout", 5)
         config["CONN_MAX_AGE"] = env_value("CONN_MAX_AGE", env.int, 60)
         config["CONN_HEALTH_CHECKS"] = True
+    else:
+        # SQLite, the embedded default. WAL lets the worker write while the web process reads.
+        # A transaction takes the write lock as it begins (IMMEDIATE), so that a second writer
+        # waits for it (up to the timeout): a transaction that read first would otherwise fail
+        # with "database is locked" at its first write, at once, when another had written since.
+        config.setdefault("OPTIONS", {}).update(
+            {
+                "timeout": 20,
+                "transaction_mode": "IMMEDIATE",
+                "init_command": "PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL;",
+            }
+        )
     return config
 
 
@@ -142,11 +154,6 @@ TEMPLATES = [
 ]
 
 DATABASES = {"default": database_from_env(f"sqlite:///{VAR_DIR / 'registry.sqlite3'}")}
-if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
-    # WAL lets the worker write while the web process reads; the timeout rides out short locks.
-    DATABASES["default"].setdefault("OPTIONS", {}).update(
-        {"timeout": 20, "init_command": "PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL;"}
-    )
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 
 # Failed logins (the admin's, and any other authenticate() with a request) are counted by

@@ -160,25 +160,19 @@ def wait_until_up(url: str) -> None:
     raise SystemExit(f"{url} never answered")
 
 
-SERVER_SETTINGS = {
-    "DJANGO_SETTINGS_MODULE": "config.settings.production",
-    "SECRET_KEY": "bench-" + "x" * 60,
-    "SECURE_SSL_REDIRECT": "false",
-    "ALLOWED_HOSTS": "127.0.0.1,localhost",
-}
-
-
 @contextlib.contextmanager
 def gunicorn(root: Path, environ: dict, args: argparse.Namespace, token: str, first: str):
     """The checkout at ``root`` served by gunicorn as deployed, its token's first read made
     (it goes through Django, which writes the token's record); yields the process and URL."""
+    from benchmarks import database
+
     port = free_port()
     command = [
         sys.executable, "-m", "gunicorn", "config.wsgi:application", "--workers", "2",
         "--worker-class", args.worker_class, "--threads", str(args.threads),
         "--bind", f"127.0.0.1:{port}", "--reuse-port", "--log-level", "warning",
     ]  # fmt: skip
-    server = subprocess.Popen(command, cwd=root, env={**environ, **SERVER_SETTINGS})
+    server = subprocess.Popen(command, cwd=root, env={**environ, **database.SERVER_SETTINGS})
     try:
         base = f"http://127.0.0.1:{port}"
         wait_until_up(f"{base}/api/v1/health/")
@@ -192,9 +186,8 @@ def gunicorn(root: Path, environ: dict, args: argparse.Namespace, token: str, fi
         server.wait(10)
 
 
-def rotation(folder: str, names: list[str]) -> str:
-    """A wrk script reading ``tools/{name}/`` of each name in turn."""
-    script = Path(folder) / f"rotate-{len(list(Path(folder).iterdir()))}.lua"
+def rotation(script: Path, names: list[str]) -> str:
+    """``script``, written as a wrk script reading ``tools/{name}/`` of each name in turn."""
     script.write_text(ROTATE_LUA % ", ".join(f'"{name}"' for name in names))
     return str(script)
 
@@ -274,7 +267,12 @@ def alone(args: argparse.Namespace, raw: str, names: list[str]) -> None:
                 ("GET revision/", wrk(f"{base}/api/v1/revision/", headers=[bearer], **measured)),
                 (
                     f"GET tools/{{name}}/, rotating over all {len(names):,} tools",
-                    wrk(base, headers=[bearer], script=rotation(tmp, names), **measured),
+                    wrk(
+                        base,
+                        headers=[bearer],
+                        script=rotation(Path(tmp) / "rotate.lua", names),
+                        **measured,
+                    ),
                 ),
                 (
                     "GET tools/ (first page)",
@@ -344,21 +342,25 @@ def compare(args: argparse.Namespace, raw: str, names: list[str]) -> None:
         ) as there,
     ):
         sides = {
-            "here": (*here, f"Authorization: Bearer {raw}", rotation(tmp, names)),
+            "here": (
+                *here,
+                f"Authorization: Bearer {raw}",
+                rotation(Path(tmp) / "here.lua", names),
+            ),
             "there": (
                 *there,
                 f"Authorization: Bearer {world['token']}",
-                rotation(tmp, world["names"]),
+                rotation(Path(tmp) / "there.lua", world["names"]),
             ),
         }
         for _server, base, bearer, _script in sides.values():
             wrk(f"{base}/api/v1/revision/", headers=[bearer], seconds=2, connections=8)  # warm
+        common = {"seconds": args.seconds, "connections": args.connections}
         for round_ in range(args.rounds):
             order = ("here", "there") if round_ % 2 == 0 else ("there", "here")
             for read in reads:
                 for side in order:
                     server, base, bearer, script = sides[side]
-                    common = {"seconds": args.seconds, "connections": args.connections}
                     if read == reads[0]:
                         url, extra = f"{base}/api/v1/revision/", {}
                     else:

@@ -65,6 +65,13 @@ def hot_reads_world(name: str, *, redis_db: int, tools: int) -> tuple[dict, str]
 
 # What a server of the checkout needs from the environment hot_reads_world set up.
 SERVER_ENVIRON = ("DATABASE_URL", "REDIS_URL", "CACHE_REDIS_URL", "API_THROTTLE_RATE")
+# The settings the hot reads are served under: production's, on this machine, over plain HTTP.
+SERVER_SETTINGS = {
+    "DJANGO_SETTINGS_MODULE": "config.settings.production",
+    "SECRET_KEY": "bench-" + "x" * 60,
+    "SECURE_SSL_REDIRECT": "false",
+    "ALLOWED_HOSTS": "127.0.0.1,localhost",
+}
 
 if __name__ == "__main__":
     # benchmarks/api_load.py --against: run in another checkout (its directory first on

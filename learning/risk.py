@@ -809,10 +809,11 @@ def action_of(name: str, description: str, lex: Lexicon | None = None) -> Action
     lead_is_verb = bool(lead) and lex.has_verb(lead[0])
     lead_known = bool(lead) and lex.entry(lead[0]) is not None
     verbs_only = [(index, word) for index, word in known if not lex.noun_capable(word)]
-    if not verbs_only and not confirmed:
+    if not verbs_only and not confirmed and len(parts) > 1:
         # A noun-first name may end in the noun of its act ("source_link_retrieval").
-        acts = [lex.nominalised(parts[-1])] if len(parts) > 1 else []
-        verbs_only = [(len(parts) - 1, verb) for verb in acts if verb]
+        act = lex.nominalised(parts[-1])
+        if act:
+            verbs_only = [(len(parts) - 1, act)]
     if confirmed:
         chosen = (confirmed[0], "name")
     elif verbs_only:
@@ -1115,7 +1116,7 @@ def prepare_labels(labelled: Iterable[dict], lex: Lexicon | None = None) -> list
         fresh.append(entry)
     # What the traces and the other contracts say of each tool read here (rule 5): outputs
     # other tools need, and preconditions calls failed without.
-    required_by = _required_by(prepared)
+    required_by = _required_by(prepared) if fresh else {}
     for tool in fresh:
         tool["features"] = tool["features"] | _observed(
             tool["name"], tool["produces"], tool["gated"], required_by, []

@@ -180,7 +180,7 @@ def risk_labels() -> list[dict[str, Any]]:
     (``learning.risk.prepare_labels``): what risk suggestions learn from."""
     fields = ("description", "produces", "requires", "permissions", "input_schema",
               "annotations", "gated")  # fmt: skip
-    # The preconditions its calls failed without, from its latest inferred contract.
+    # The preconditions its calls failed without, from its inferred contract (one per tool).
     gated = InferredContract.objects.filter(tool_name=OuterRef("tool__name")).values(
         "document__evidence__gated"
     )[:1]

@@ -1,9 +1,11 @@
 """Helpers the tests share (the fixtures are in the root ``conftest.py``; tests never import
 those by name): a valid contract document, a runtime's API client, an admin login, waiting
-for a worker."""
+for a worker, a database that fails."""
 
 import time
 
+from django.db import OperationalError
+from django.db.backends.utils import CursorWrapper
 from rest_framework.test import APIClient
 
 from api.services import runtime_token_create
@@ -54,3 +56,12 @@ def wait_for(predicate, timeout: float = 60):
             return True
         time.sleep(0.5)
     return False
+
+
+def database_fails(monkeypatch, message: str = "could not connect to server") -> None:
+    """From now on every query fails as it does when the database is down."""
+
+    def fail(*args, **kwargs):
+        raise OperationalError(message)
+
+    monkeypatch.setattr(CursorWrapper, "execute", fail)

@@ -16,8 +16,6 @@ from pathlib import Path
 import pytest
 import redis
 from django.core.cache import caches
-from django.db import OperationalError
-from django.db.backends.utils import CursorWrapper
 from django.utils import timezone
 from django_redis import get_redis_connection
 from django_redis.cache import RedisCache
@@ -37,7 +35,7 @@ from registry.revision import CACHE_KEY as REVISION_CACHE_KEY
 from registry.revision import CACHE_SECONDS as REVISION_CACHE_SECONDS
 from registry.revision import revision_current, revision_stored
 from reviews.services import contract_propose, review_approve
-from tests.helpers import contract
+from tests.helpers import contract, database_fails
 from tests.redis_server import needs_redis_server, redis_server
 
 pytestmark = [
@@ -376,11 +374,7 @@ def test_a_database_failure_while_putting_the_revision_back_is_the_apis_503(regi
     quick.get("/api/v1/revision/")
     render("assistant")
     get_redis_connection("default").delete(caches["default"].make_key(REVISION_CACHE_KEY))
-
-    def fail(*args, **kwargs):
-        raise OperationalError("could not connect to server")
-
-    monkeypatch.setattr(CursorWrapper, "execute", fail)
+    database_fails(monkeypatch)
     response = quick.get(DETAIL)
     assert response.status_code == 503 and quick.handler.answered[-1] == "django"
     assert response.json()["error"]["code"] == "unavailable"

@@ -6,6 +6,7 @@ from pathlib import Path
 import pytest
 
 from config.cache import redis_cache
+from tests.helpers import database_fails
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -107,13 +108,7 @@ def test_an_application_never_reads_another_applications_tools(vocabulary, runti
 
 @pytest.mark.django_db
 def test_health_answers_503_in_the_error_shape_when_the_database_fails(client, monkeypatch):
-    from django.db import OperationalError
-    from django.db.backends.utils import CursorWrapper
-
-    def fail(*args, **kwargs):
-        raise OperationalError("server closed the connection unexpectedly")
-
-    monkeypatch.setattr(CursorWrapper, "execute", fail)
+    database_fails(monkeypatch, "server closed the connection unexpectedly")
     response = client.get("/api/v1/health/")
     assert response.status_code == 503
     assert response["Retry-After"] == "5"
@@ -122,15 +117,8 @@ def test_health_answers_503_in_the_error_shape_when_the_database_fails(client, m
 
 @pytest.mark.django_db
 def test_an_api_read_answers_503_when_the_database_fails(runtime_client_factory, monkeypatch):
-    from django.db import OperationalError
-    from django.db.backends.utils import CursorWrapper
-
     client = runtime_client_factory("assistant")
-
-    def fail(*args, **kwargs):
-        raise OperationalError("could not connect to server")
-
-    monkeypatch.setattr(CursorWrapper, "execute", fail)
+    database_fails(monkeypatch)
     response = client.get("/api/v1/tools/?page_size=3")
     assert response.status_code == 503
     assert response.json()["error"]["code"] == "unavailable"

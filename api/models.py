@@ -1,4 +1,5 @@
 import hashlib
+import ipaddress
 import secrets
 from urllib.parse import urlsplit
 
@@ -9,6 +10,8 @@ from django.db import models, transaction
 from django.utils import timezone
 
 from registry.models import Application
+
+from . import outbound
 
 TOKEN_PREFIX = "trk_"
 
@@ -22,15 +25,29 @@ def _all_events() -> list[str]:
 
 
 def webhook_url_problem(url: str) -> str:
-    """Why a webhook may not be sent to ``url``, or "": only http(s), and only the hosts
-    ``WEBHOOK_ALLOWED_HOSTS`` names when it names any."""
-    parts = urlsplit(url)
-    if parts.scheme not in ("http", "https") or not parts.hostname:
-        return "Only http and https URLs with a host are allowed."
+    """Why a webhook may not be sent to ``url``, or "": only http(s) without a user name or
+    password, only the hosts ``WEBHOOK_ALLOWED_HOSTS`` names when it names any, and an address
+    written in the URL must be one webhooks may reach (a name's addresses are judged at every
+    delivery, ``api.outbound``)."""
+    problem = outbound.url_problem(url)
+    if problem:
+        return problem
+    host = urlsplit(url).hostname or ""
     allowed = settings.WEBHOOK_ALLOWED_HOSTS
-    if allowed and parts.hostname not in allowed:
-        return f"{parts.hostname} is not in WEBHOOK_ALLOWED_HOSTS."
-    return ""
+    if allowed and host not in allowed:
+        return f"{host} is not in WEBHOOK_ALLOWED_HOSTS."
+    try:
+        address = ipaddress.ip_address(host)
+    except ValueError:
+        return ""
+    return outbound.address_problem(address, webhook_allowed_networks())
+
+
+def webhook_allowed_networks() -> list[outbound.IPNetwork]:
+    """WEBHOOK_ALLOWED_NETWORKS, parsed (the settings checked each value already)."""
+    return [
+        ipaddress.ip_network(value, strict=False) for value in settings.WEBHOOK_ALLOWED_NETWORKS
+    ]
 
 
 FAST_TOKEN_PREFIX = "registry:runtime:"

@@ -3,9 +3,12 @@
 import logging
 
 from celery import shared_task
+from celery.exceptions import SoftTimeLimitExceeded
+from django.conf import settings
 from django.db import InterfaceError, OperationalError
 
 from . import bundles, webhooks
+from .models import WebhookDelivery
 
 TRANSIENT = (OperationalError, InterfaceError, bundles.RevisionNotSeenYet)
 
@@ -62,20 +65,31 @@ def bundle_render_queue(*, application_id: int | None = None) -> None:
         logger.warning("bundle render of %s not queued: %s", application_id or "all", exc)
 
 
-WEBHOOK_MAX_RETRIES = 6  # at 2, 4, 8, 16, 32 and 64 seconds (with jitter), then given up
+# A little above one attempt's deadline: the deadline ends an attempt, these only a stuck one
+# (its attempt is counted already, and recorded as stopped).
+WEBHOOK_SOFT_TIME_LIMIT = settings.WEBHOOK_DEADLINE_SECONDS + 20
+# The attempts are counted on the delivery's row, which decides when to give up; Celery's own
+# count only stops a task whose database keeps failing.
+WEBHOOK_MAX_RETRIES = webhooks.MAX_ATTEMPTS + 5
 
 
 @shared_task(
     bind=True,
     acks_late=True,
-    autoretry_for=(webhooks.DeliveryFailed, OperationalError, InterfaceError),
+    autoretry_for=(OperationalError, InterfaceError),
     retry_backoff=2,
     retry_backoff_max=600,
     max_retries=WEBHOOK_MAX_RETRIES,
-    soft_time_limit=60,
-    time_limit=90,
+    soft_time_limit=WEBHOOK_SOFT_TIME_LIMIT,
+    time_limit=WEBHOOK_SOFT_TIME_LIMIT + 10,
 )
 def webhook_deliver(self, delivery_id: int) -> str:
-    """Post one webhook delivery; a failure is retried with exponential backoff."""
-    final = self.request.retries >= WEBHOOK_MAX_RETRIES
-    return webhooks.webhook_deliver(delivery_id=delivery_id, final=final).status
+    """One attempt at a webhook delivery (on the ``webhooks`` queue: CELERY_TASK_ROUTES); a
+    pending one is tried again later, with exponential backoff."""
+    try:
+        delivery = webhooks.webhook_deliver(delivery_id=delivery_id)
+    except SoftTimeLimitExceeded:
+        delivery = webhooks.webhook_attempt_stopped(delivery_id=delivery_id)
+    if delivery.status == WebhookDelivery.Status.PENDING:
+        raise self.retry(countdown=webhooks.retry_countdown(delivery.attempts))
+    return delivery.status

@@ -146,3 +146,27 @@ def cache_window_hit(cache, key: str, duration: int) -> tuple[int, float]:
             continue
         ends = cache.get(ends_key, now + duration)
         return count, max(ends - now, 0.0)
+
+
+class ApplicationScopedThrottle(RuntimeThrottle):
+    """A view's own budget per application (DRF's scoped throttle, counted as above): the
+    view names it in ``throttle_scope``, and ``DEFAULT_THROTTLE_RATES`` gives its rate. Every
+    token of an application shares it; a staff session has its own."""
+
+    def __init__(self) -> None:
+        # The scope is the view's, known only once DRF hands it over (allow_request).
+        self.rate = None
+
+    def allow_request(self, request, view) -> bool:
+        self.scope = getattr(view, "throttle_scope", "")
+        if not self.scope:
+            return True
+        self.rate = self.get_rate()
+        self.num_requests, self.duration = self.parse_rate(self.rate)
+        return super().allow_request(request, view)
+
+    def get_cache_key(self, request, view):
+        user = request.user
+        if isinstance(user, Runtime):
+            return f"throttle:{self.scope}:application-{user.application.pk}"
+        return super().get_cache_key(request, view)

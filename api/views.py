@@ -67,7 +67,7 @@ from .serializers import (
     TraceIngestResult,
     state_names,
 )
-from .throttling import RuntimeThrottle
+from .throttling import ApplicationScopedThrottle, RuntimeThrottle
 
 logger = logging.getLogger(__name__)
 ERRORS = {code: ErrorSerializer for code in (400, 401, 403, 404, 429)}
@@ -446,7 +446,12 @@ class PlanValidateView(RuntimeView):
 )
 class WebhookTestView(RuntimeView):
     """Send a signed ``webhook.test`` delivery to each enabled webhook of the caller's
-    application (the delivery log in the admin shows how each went)."""
+    application (the delivery log in the admin shows how each went). Each costs the worker
+    up to a delivery's deadline, so an application has a budget of its own
+    (``WEBHOOK_TEST_THROTTLE_RATE``), past which it is answered 429."""
+
+    throttle_classes = [RuntimeThrottle, ApplicationScopedThrottle]
+    throttle_scope = "webhook_test"
 
     def post(self, request):
         application = self.application

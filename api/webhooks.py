@@ -11,27 +11,30 @@ import hashlib
 import hmac
 import json
 import logging
+import random
 import uuid
 from typing import Any
 
-import requests
+from django.conf import settings
 from django.db import transaction
+from django.db.models import F
 from django.utils import timezone
 
 from config.celery_app import app as celery_app
 from registry.models import ContractVersion, Tool
 from registry.selectors import within_application
 
-from .models import Webhook, WebhookDelivery, webhook_url_problem
+from . import outbound
+from .models import Webhook, WebhookDelivery, webhook_allowed_networks, webhook_url_problem
 
 logger = logging.getLogger(__name__)
 SIGNATURE_HEADER = "X-Registry-Signature"
-TIMEOUT_SECONDS = 10
 MAX_ERROR_CHARS = 500
-
-
-class DeliveryFailed(Exception):
-    """The receiver did not answer 2xx (or could not be reached): the task retries."""
+MAX_ATTEMPTS = 7  # the first and six retries, at about 2, 4, 8, 16, 32 and 64 seconds
+# What the delivery log says of any failure to get an answer: the same words for a closed port,
+# an open one that never answers and a name that does not resolve (see ``webhook_deliver``).
+UNREACHABLE = "could not deliver"
+STOPPED = "could not deliver: the attempt did not finish (a time limit, or its worker stopped)"
 
 
 def signature(secret: str, body: bytes) -> str:
@@ -107,45 +110,92 @@ def _delivery_create(webhook: Webhook, event: str, payload: dict[str, Any]) -> W
     )
 
 
-def webhook_deliver(*, delivery_id: int, final: bool) -> WebhookDelivery:
-    """Post one delivery; raise ``DeliveryFailed`` to be retried. ``final``: the last attempt,
-    whose failure is recorded as such."""
-    delivery = WebhookDelivery.objects.select_related("webhook").get(pk=delivery_id)
-    if delivery.status != WebhookDelivery.Status.PENDING:
-        return delivery  # a duplicated message: already delivered or given up
+def webhook_deliver(*, delivery_id: int) -> WebhookDelivery:
+    """One attempt at a delivery, recorded whatever happens: the attempt is counted before
+    anything is sent (a worker killed mid-attempt leaves it counted, with a reason saying so),
+    and its outcome after. Pending afterwards: the caller retries it later."""
+    delivery = webhook_attempt_start(delivery_id=delivery_id)
+    if delivery is None or delivery.status != WebhookDelivery.Status.PENDING:
+        return WebhookDelivery.objects.get(pk=delivery_id)
     webhook = delivery.webhook
     body = json.dumps(delivery.payload, sort_keys=True).encode()
     code: int | None = None
     problem = webhook_url_problem(webhook.url)
     if not problem:
         try:
-            response = requests.post(
+            code = outbound.post(
                 webhook.url,
-                data=body,
-                headers={
+                body,
+                {
                     "Content-Type": "application/json",
                     SIGNATURE_HEADER: signature(webhook.secret, body),
                     "X-Registry-Event": delivery.event,
-                    "X-Registry-Delivery": delivery.payload["delivery"],
+                    "X-Registry-Delivery": str(delivery.payload["delivery"]),
                 },
-                timeout=TIMEOUT_SECONDS,
-                allow_redirects=False,  # a redirect could lead past the allowlist
+                limits=outbound.Limits(
+                    deadline_seconds=settings.WEBHOOK_DEADLINE_SECONDS,
+                    max_answer_bytes=settings.WEBHOOK_MAX_ANSWER_BYTES,
+                ),
+                allowed_networks=webhook_allowed_networks(),
             )
-            code = response.status_code
             problem = "" if 200 <= code < 300 else f"answered {code}"
-        except requests.RequestException as exc:
-            problem = f"{type(exc).__name__}: {exc}"
-    status = WebhookDelivery.Status.DELIVERED
-    if problem:
-        status = WebhookDelivery.Status.FAILED if final else WebhookDelivery.Status.PENDING
-    WebhookDelivery.objects.filter(pk=delivery.pk, status=WebhookDelivery.Status.PENDING).update(
-        attempts=delivery.attempts + 1,
-        response_code=code,
-        error=problem[:MAX_ERROR_CHARS],
-        status=status,
-        finished_at=None if status == WebhookDelivery.Status.PENDING else timezone.now(),
+        except outbound.Refused as exc:
+            problem = f"refused: {exc}"
+        except outbound.Unreachable as exc:
+            # The detail (refused, reset, silent) tells a closed port from an open one: it
+            # goes to the operator's log, the delivery log says only this.
+            logger.info("webhook delivery %s: %s", delivery.pk, exc)
+            problem = UNREACHABLE
+    return webhook_attempt_finish(delivery_id=delivery.pk, code=code, problem=problem)
+
+
+@transaction.atomic
+def webhook_attempt_start(*, delivery_id: int) -> WebhookDelivery | None:
+    """Count an attempt at a pending delivery, or give it up once it had them all; None when it
+    is not pending (a duplicated message: already delivered or given up)."""
+    pending = WebhookDelivery.objects.filter(pk=delivery_id, status=WebhookDelivery.Status.PENDING)
+    claimed = pending.filter(attempts__lt=MAX_ATTEMPTS).update(
+        attempts=F("attempts") + 1, error=STOPPED, response_code=None
     )
-    if problem and not final:
-        raise DeliveryFailed(problem)
-    delivery.refresh_from_db()
-    return delivery
+    if claimed != 1:
+        # Every attempt was counted, the last one never finished (its worker was killed).
+        pending.update(status=WebhookDelivery.Status.FAILED, finished_at=timezone.now())
+        return None
+    return WebhookDelivery.objects.select_related("webhook").get(pk=delivery_id)
+
+
+@transaction.atomic
+def webhook_attempt_finish(*, delivery_id: int, code: int | None, problem: str) -> WebhookDelivery:
+    """Record how the attempt just counted went: delivered, failed for good once it was the
+    last attempt, else pending (to be retried)."""
+    pending = WebhookDelivery.objects.filter(pk=delivery_id, status=WebhookDelivery.Status.PENDING)
+    error = problem[:MAX_ERROR_CHARS]
+    if not problem:
+        pending.update(
+            status=WebhookDelivery.Status.DELIVERED,
+            response_code=code,
+            error="",
+            finished_at=timezone.now(),
+        )
+    else:
+        # The count is the row's (a redelivered message counted too): the last one gives up.
+        pending.filter(attempts__gte=MAX_ATTEMPTS).update(
+            status=WebhookDelivery.Status.FAILED,
+            response_code=code,
+            error=error,
+            finished_at=timezone.now(),
+        )
+        pending.update(response_code=code, error=error)  # not the last: stays pending
+    return WebhookDelivery.objects.get(pk=delivery_id)
+
+
+def webhook_attempt_stopped(*, delivery_id: int) -> WebhookDelivery:
+    """The attempt ran into the task's soft time limit: recorded as a failed attempt."""
+    return webhook_attempt_finish(delivery_id=delivery_id, code=None, problem=STOPPED)
+
+
+def retry_countdown(attempts: int) -> float:
+    """Seconds before the next attempt: 2, 4, 8 … (at most 600), less up to a quarter, so
+    that deliveries failed together are not retried together."""
+    countdown = min(2.0**attempts, 600.0)
+    return countdown - random.uniform(0, countdown / 4)

@@ -1,19 +1,148 @@
-"""Webhooks through a real Celery worker to a local HTTP server: signed, retried after a 500."""
+"""Webhooks through a real Celery worker to local HTTP receivers: signed, retried after a 500,
+bounded against receivers that answer slowly, hugely or not at all, on a queue of their own."""
 
 import hashlib
 import hmac
 import json
+import os
+import socket
+import subprocess
+import sys
 import threading
+import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
 
 import pytest
+from django.db import connection
 
+from api import webhooks
 from api.models import Webhook, WebhookDelivery, webhook_url_problem
+from config.celery_app import app as celery_app
 from registry.models import Application
 from reviews.services import registry_import
 from tests.helpers import contract, wait_for
 
 pytestmark = pytest.mark.django_db(transaction=True, serialized_rollback=True)
+ROOT = Path(__file__).resolve().parent.parent
+LOOPBACK = "127.0.0.0/8"
+
+
+@pytest.fixture
+def webhooks_worker():
+    """A worker that consumes only the webhooks queue, as docker-compose.yml's ``webhooks``
+    service does, allowed to reach this machine's receivers, with a 2-second deadline."""
+    database = connection.settings_dict
+    if database["ENGINE"].endswith("postgresql"):
+        url = (
+            f"postgres://{database['USER']}:{database['PASSWORD'] or ''}@{database['HOST']}:"
+            f"{database['PORT']}/{database['NAME']}"
+        )
+    else:
+        url = f"sqlite:///{database['NAME']}"
+    env = {
+        **os.environ,
+        "DJANGO_SETTINGS_MODULE": "config.settings.test",
+        "DATABASE_URL": url,
+        "WEBHOOK_ALLOWED_NETWORKS": LOOPBACK,
+        "WEBHOOK_DEADLINE_SECONDS": "2",
+    }
+    process = subprocess.Popen(
+        [sys.executable, "-m", "celery", "-A", "config", "worker", "--pool", "solo",
+         "--queues", "webhooks", "--loglevel", "WARNING", "--without-heartbeat",
+         "--without-gossip", "--without-mingle"],
+        cwd=ROOT, env=env,
+    )  # fmt: skip
+    yield process
+    process.terminate()
+    try:
+        process.wait(20)
+    except subprocess.TimeoutExpired:
+        process.kill()
+
+
+class Receiver:
+    """A TCP server on a free loopback port that runs ``answer(connection, receiver)`` for each
+    connection, in a thread, and counts what it sent (``sent``) and connections (``calls``)."""
+
+    def __init__(self, answer):
+        self.answer = answer
+        self.sent = 0
+        self.calls = 0
+        self.listener = socket.create_server(("127.0.0.1", 0))
+        self.url = f"http://127.0.0.1:{self.listener.getsockname()[1]}/hook"
+        threading.Thread(target=self._serve, daemon=True).start()
+
+    def _serve(self):
+        while True:
+            try:
+                conn, _ = self.listener.accept()
+            except OSError:
+                return
+            self.calls += 1
+            threading.Thread(target=self._answer, args=(conn,), daemon=True).start()
+
+    def _answer(self, conn):
+        with conn:
+            try:
+                conn.recv(65536)  # the request (small, one segment on loopback)
+                self.answer(conn, self)
+            except OSError:
+                pass  # the registry hung up: what the tests want
+
+    def send(self, conn, data: bytes) -> None:
+        conn.sendall(data)
+        self.sent += len(data)
+
+    def close(self):
+        self.listener.close()
+
+
+def one_byte_a_second(conn, receiver):
+    for byte in b"HTTP/1.1 200 OK\r\nContent-Length: 0\r\n\r\n":
+        receiver.send(conn, bytes([byte]))
+        time.sleep(1)
+
+
+HUGE = 300 * 1024 * 1024
+CHUNK = b"x" * 65536
+
+
+def huge_status_line(conn, receiver):
+    """300 MB of a status line that never ends."""
+    conn.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, 65536)
+    while receiver.sent < HUGE:
+        receiver.send(conn, CHUNK)
+
+
+def huge_body(conn, receiver):
+    """A 200 with a 300 MB body."""
+    conn.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, 65536)
+    receiver.send(conn, b"HTTP/1.1 200 OK\r\nContent-Length: %d\r\n\r\n" % HUGE)
+    while receiver.sent < HUGE:
+        receiver.send(conn, CHUNK)
+
+
+@pytest.fixture
+def receiver_of(settings):
+    """Receivers answering as told; webhooks may reach them (WEBHOOK_ALLOWED_NETWORKS)."""
+    settings.WEBHOOK_ALLOWED_NETWORKS = [LOOPBACK]
+    started = []
+
+    def start(answer):
+        started.append(Receiver(answer))
+        return started[-1]
+
+    yield start
+    for receiver in started:
+        receiver.close()
+
+
+def a_delivery(url: str) -> WebhookDelivery:
+    application, _ = Application.objects.get_or_create(name="assistant")
+    return webhooks.webhook_test_send(
+        webhook=Webhook.objects.create(application=application, url=url)
+    )
 
 
 @pytest.fixture
@@ -39,7 +168,7 @@ def receiver():
 
 
 def test_a_publication_reaches_the_webhook_signed_and_retried_after_a_500(
-    worker,
+    webhooks_worker,
     receiver,
     vocabulary,
 ):
@@ -66,7 +195,7 @@ def test_a_publication_reaches_the_webhook_signed_and_retried_after_a_500(
 
 
 def test_the_test_endpoint_sends_a_signed_test_delivery(
-    worker,
+    webhooks_worker,
     receiver,
     runtime_client_factory,
 ):
@@ -126,3 +255,171 @@ def test_the_admin_sends_a_test_delivery_and_shows_the_log(admin_client, monkeyp
     delivery.refresh_from_db()
     assert delivery.status == "pending" and delivery.attempts == 0
     assert ("api.tasks.webhook_deliver", (delivery.pk,)) in queued
+
+
+def test_it_ends_an_attempt_at_a_tarpit_at_the_deadline_and_records_it(settings, receiver_of):
+    settings.WEBHOOK_DEADLINE_SECONDS = 2
+    tarpit = receiver_of(one_byte_a_second)
+    delivery = a_delivery(tarpit.url)
+
+    result = webhooks.webhook_deliver(delivery_id=delivery.pk)
+
+    delivery.refresh_from_db()
+    assert result.status == delivery.status == "pending"  # to be retried
+    assert delivery.attempts == 1 and delivery.error == "could not deliver"
+    # One byte a second: a per-read timeout would have waited for all 38 of them.
+    assert 1 <= tarpit.sent <= 3
+
+
+def test_the_last_attempt_at_a_tarpit_gives_the_delivery_up(settings, receiver_of):
+    settings.WEBHOOK_DEADLINE_SECONDS = 1
+    tarpit = receiver_of(one_byte_a_second)
+    delivery = a_delivery(tarpit.url)
+    WebhookDelivery.objects.filter(pk=delivery.pk).update(attempts=webhooks.MAX_ATTEMPTS - 1)
+
+    webhooks.webhook_deliver(delivery_id=delivery.pk)
+
+    delivery.refresh_from_db()
+    assert delivery.status == "failed" and delivery.finished_at is not None
+    assert delivery.attempts == webhooks.MAX_ATTEMPTS and delivery.error == "could not deliver"
+
+
+@pytest.mark.parametrize("answer", [huge_status_line, huge_body])
+def test_it_reads_no_more_of_a_huge_answer_than_the_cap(settings, receiver_of, answer):
+    settings.WEBHOOK_MAX_ANSWER_BYTES = 65536
+    receiver = receiver_of(answer)
+    delivery = a_delivery(receiver.url)
+
+    webhooks.webhook_deliver(delivery_id=delivery.pk)
+
+    delivery.refresh_from_db()
+    if answer is huge_body:  # the status line decides; the body is never read
+        assert delivery.status == "delivered" and delivery.response_code == 200
+    else:
+        assert delivery.status == "pending" and delivery.error == "could not deliver"
+    assert delivery.attempts == 1
+    # What the receiver got rid of before the registry hung up: the cap, plus what the two
+    # kernels' socket buffers hold, never the 300 MB.
+    assert wait_for(lambda: receiver.sent < HUGE, timeout=10)
+    assert receiver.sent < 16 * 1024 * 1024, receiver.sent
+
+
+def test_an_attempt_stopped_by_the_time_limit_is_counted_and_retried(receiver_of, monkeypatch):
+    from celery.exceptions import Retry, SoftTimeLimitExceeded
+
+    from api import outbound
+    from api.tasks import webhook_deliver
+
+    def stopped(*args, **kwargs):
+        raise SoftTimeLimitExceeded()
+
+    monkeypatch.setattr(outbound, "post", stopped)
+    delivery = a_delivery("http://127.0.0.1:9/hook")
+
+    with pytest.raises(Retry):
+        webhook_deliver.apply(args=[delivery.pk], throw=True)
+
+    delivery.refresh_from_db()
+    assert delivery.status == "pending" and delivery.attempts == 1
+    assert delivery.error.startswith("could not deliver: the attempt did not finish")
+
+
+def test_an_attempt_whose_worker_was_killed_stays_counted(receiver_of):
+    delivery = a_delivery("http://127.0.0.1:9/hook")
+    # As a killed worker leaves it: the attempt counted, no outcome recorded.
+    started = webhooks.webhook_attempt_start(delivery_id=delivery.pk)
+    WebhookDelivery.objects.filter(pk=delivery.pk).update(attempts=webhooks.MAX_ATTEMPTS)
+
+    webhooks.webhook_deliver(delivery_id=delivery.pk)  # the redelivered message
+
+    delivery.refresh_from_db()
+    assert started is not None and started.attempts == 1
+    assert delivery.status == "failed" and delivery.attempts == webhooks.MAX_ATTEMPTS
+    assert delivery.error.startswith("could not deliver: the attempt did not finish")
+
+
+def test_deliveries_have_a_queue_of_their_own_and_nothing_else_is_on_it():
+    route = celery_app.amqp.router.route
+    assert route({}, "api.tasks.webhook_deliver")["queue"].name == "webhooks"
+    others = [name for name in celery_app.tasks if not name.startswith("celery.")]
+    assert "api.tasks.bundle_render" in others and "learning.tasks.prune_traces" in others
+    for name in others:
+        expected = "webhooks" if name == "api.tasks.webhook_deliver" else "celery"
+        assert route({}, name)["queue"].name == expected, name
+    # A worker started without --queues consumes both (the embedded default).
+    assert {queue.name for queue in celery_app.conf.task_queues} == {"celery", "webhooks"}
+
+
+def test_deliveries_to_a_tarpit_run_on_the_webhooks_worker_each_attempt_recorded(
+    webhooks_worker, receiver_of, runtime_client_factory, monkeypatch
+):
+    """Eight test deliveries to a tarpit, through the webhooks-only worker: each attempt ends
+    at the 2-second deadline, recorded."""
+    tarpit = receiver_of(one_byte_a_second)
+    client = runtime_client_factory("assistant")
+    application = Application.objects.get(name="assistant")
+    for _ in range(8):
+        Webhook.objects.create(application=application, url=tarpit.url)
+
+    response = client.post("/api/v1/webhooks/test/")
+
+    assert response.status_code == 202 and len(response.json()["deliveries"]) == 8
+    deliveries = WebhookDelivery.objects.all()
+
+    def each_attempted_once() -> bool:
+        # Attempt 1 over, whether it shows (pending, "could not deliver") or attempt 2 began.
+        done = deliveries.filter(attempts=1, error=webhooks.UNREACHABLE).count()
+        return done + deliveries.filter(attempts__gte=2).count() == 8
+
+    assert wait_for(each_attempted_once, timeout=90), list(deliveries.values())
+    assert not deliveries.exclude(status="pending").exists()
+    attempts = sum(delivery.attempts for delivery in deliveries)
+    # Each attempt ended at its deadline: two or three bytes of the tarpit's 38 each.
+    assert tarpit.calls <= attempts and tarpit.sent <= 3 * attempts
+
+
+def test_the_test_endpoint_is_throttled_per_application(runtime_client_factory, monkeypatch):
+    from api.throttling import ApplicationScopedThrottle
+
+    monkeypatch.setattr(
+        ApplicationScopedThrottle,
+        "THROTTLE_RATES",
+        {"runtime": "1000/min", "webhook_test": "2/hour"},
+    )
+    queued = []
+    monkeypatch.setattr(webhooks.celery_app, "send_task", lambda *a, **kw: queued.append(a))
+    first = runtime_client_factory("assistant")
+    second = runtime_client_factory("assistant")  # another token of the same application
+    other = runtime_client_factory("other")
+    Webhook.objects.create(
+        application=Application.objects.get(name="assistant"), url="https://hooks.example.com/x"
+    )
+
+    statuses = [first.post("/api/v1/webhooks/test/").status_code for _ in range(2)]
+    refused = second.post("/api/v1/webhooks/test/")
+
+    assert statuses == [202, 202]
+    assert refused.status_code == 429 and int(refused["Retry-After"]) > 0
+    assert other.post("/api/v1/webhooks/test/").status_code == 202
+    assert len(queued) == 2 and WebhookDelivery.objects.count() == 2
+
+
+def test_every_queue_has_a_worker_in_compose_and_under_serve():
+    import yaml
+
+    from registry.management.commands.serve import processes_commands
+
+    queues = {queue.name for queue in celery_app.conf.task_queues}
+
+    def consumed(command: list[str]) -> set[str]:
+        (option,) = [part for part in command if part.startswith("--queues=")]
+        return set(option.removeprefix("--queues=").split(","))
+
+    services = yaml.safe_load((ROOT / "docker-compose.yml").read_text())["services"]
+    workers = {
+        name: consumed(service["command"])
+        for name, service in services.items()
+        if service.get("command", [])[:4] == ["celery", "-A", "config", "worker"]
+    }
+    assert workers == {"worker": {"celery"}, "webhooks": {"webhooks"}}
+    assert consumed(processes_commands(python="python", addr="127.0.0.1:8000")["worker"]) == queues

@@ -6,6 +6,7 @@ filesystem transport under ``var/``: no server to install. ``DATABASE_URL`` and
 ``ImproperlyConfigured`` naming the variable, never a silent default.
 """
 
+import ipaddress
 import os
 from datetime import timedelta
 from pathlib import Path
@@ -13,6 +14,7 @@ from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
 import environ
 from django.core.exceptions import ImproperlyConfigured
+from kombu import Queue
 from redis.connection import parse_url
 
 from config.cache import redis_cache
@@ -33,6 +35,27 @@ def env_value(name: str, cast, default):
         raise
     except Exception as exc:  # environ raises ValueError and friends on bad input
         raise ImproperlyConfigured(f"{name}: {exc}") from exc
+
+
+def networks_from_env(name: str) -> list[str]:
+    """A comma-separated list of addresses or networks (``10.0.0.0/8``, ``::1``); a value that
+    is neither names the variable."""
+    values = env_value(name, env.list, [])
+    for value in values:
+        try:
+            ipaddress.ip_network(value, strict=False)
+        except ValueError as exc:
+            raise ImproperlyConfigured(
+                f"{name}: {value!r} is not an address or network: {exc}"
+            ) from None
+    return values
+
+
+def positive_from_env(name: str, cast, default):
+    value = env_value(name, cast, default)
+    if value <= 0:
+        raise ImproperlyConfigured(f"{name}: must be above 0, got {value!r}")
+    return value
 
 
 SUPPORTED_ENGINES = {"django.db.backends.sqlite3", "django.db.backends.postgresql"}
@@ -295,6 +318,15 @@ CELERY_ACCEPT_CONTENT = ["json"]
 CELERY_TASK_IGNORE_RESULT = True
 CELERY_TASK_SOFT_TIME_LIMIT = 300
 CELERY_TASK_TIME_LIMIT = 360  # stays below the broker's visibility_timeout
+# Deliveries to receivers outside have a queue of their own: however slow those are, bundle
+# renders, OTLP assembly and syncs never wait behind them. A worker started without -Q consumes
+# both (the embedded default); production runs one worker per queue (docker-compose.yml).
+CELERY_TASK_DEFAULT_QUEUE = "celery"
+CELERY_TASK_QUEUES = [
+    Queue("celery", routing_key="celery"),
+    Queue("webhooks", routing_key="webhooks"),
+]
+CELERY_TASK_ROUTES = {"api.tasks.webhook_deliver": {"queue": "webhooks"}}
 CELERY_TASK_ACKS_LATE = True
 CELERY_TASK_REJECT_ON_WORKER_LOST = True
 CELERY_WORKER_PREFETCH_MULTIPLIER = 1
@@ -316,7 +348,11 @@ REST_FRAMEWORK = {
     "DEFAULT_FILTER_BACKENDS": ["django_filters.rest_framework.DjangoFilterBackend"],
     "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",
     "EXCEPTION_HANDLER": "api.errors.exception_handler",
-    "DEFAULT_THROTTLE_RATES": {"runtime": env_value("API_THROTTLE_RATE", env.str, "6000/min")},
+    "DEFAULT_THROTTLE_RATES": {
+        "runtime": env_value("API_THROTTLE_RATE", env.str, "6000/min"),
+        # POST webhooks/test/, per application: each costs a worker up to a delivery's deadline.
+        "webhook_test": env_value("WEBHOOK_TEST_THROTTLE_RATE", env.str, "10/hour"),
+    },
     "UNAUTHENTICATED_USER": None,
     # Proxies in front whose X-Forwarded-For is trusted for the caller's address (throttles,
     # failed logins); 0 reads REMOTE_ADDR only, as a header a client sets proves nothing.
@@ -397,9 +433,15 @@ MCP_SYNC_EVERY_MINUTES = env_value("MCP_SYNC_EVERY_MINUTES", env.int, 60)
 # refresh per tool; the hourly sweep catches any the broker lost).
 LEARNING_REFRESH_DEBOUNCE_SECONDS = env_value("LEARNING_REFRESH_DEBOUNCE_SECONDS", env.int, 30)
 
-# Webhooks (api/webhooks.py) go only to these hosts when any are named (comma-separated);
-# otherwise to any http(s) URL an administrator enters.
-WEBHOOK_ALLOWED_HOSTS = env.list("WEBHOOK_ALLOWED_HOSTS", default=[])
+# Webhooks (api/webhooks.py, api/outbound.py) go only to these hosts when any are named
+# (comma-separated); otherwise to any http(s) URL an administrator enters whose addresses are
+# public: private, loopback and link-local networks only when listed in ALLOWED_NETWORKS.
+WEBHOOK_ALLOWED_HOSTS = env_value("WEBHOOK_ALLOWED_HOSTS", env.list, [])
+WEBHOOK_ALLOWED_NETWORKS = networks_from_env("WEBHOOK_ALLOWED_NETWORKS")
+# One attempt, wall clock (name lookup, connect, TLS, every read), and the bytes read of its
+# answer (only the status line is needed).
+WEBHOOK_DEADLINE_SECONDS = positive_from_env("WEBHOOK_DEADLINE_SECONDS", env.float, 10.0)
+WEBHOOK_MAX_ANSWER_BYTES = positive_from_env("WEBHOOK_MAX_ANSWER_BYTES", env.int, 65536)
 
 # Every record reaches the console once: Django's own "django" handler (debug only) is
 # replaced by the root's, and the development server's request line leaves 4xx and 5xx to

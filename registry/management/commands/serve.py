@@ -40,13 +40,7 @@ class Command(BaseCommand):
         address_check_free(host, port)
         if check:
             return
-        python = sys.executable
-        commands = {
-            "worker": [python, "-m", "celery", "-A", "config", "worker", "--loglevel=INFO",
-                       "--concurrency=1"],
-            "beat": [python, "-m", "celery", "-A", "config", "beat", "--loglevel=INFO"],
-            "web": [python, "manage.py", "runserver", addr, "--noreload"],
-        }  # fmt: skip
+        commands = processes_commands(python=sys.executable, addr=addr)
         logs = Path(settings.VAR_DIR) / "log"
         outputs = {}
         if welcome:
@@ -114,6 +108,18 @@ class Command(BaseCommand):
             self.stdout.write(self.style.SUCCESS(line))
         self.stdout.write(rule)
         self.stdout.flush()
+
+
+def processes_commands(*, python: str, addr: str) -> dict[str, list[str]]:
+    """The three processes: one worker consumes every queue here (CELERY_TASK_QUEUES), where
+    production runs one worker per queue (docker-compose.yml)."""
+    queues = ",".join(queue.name for queue in settings.CELERY_TASK_QUEUES)
+    return {
+        "worker": [python, "-m", "celery", "-A", "config", "worker", "--loglevel=INFO",
+                   "--concurrency=1", f"--queues={queues}"],
+        "beat": [python, "-m", "celery", "-A", "config", "beat", "--loglevel=INFO"],
+        "web": [python, "manage.py", "runserver", addr, "--noreload"],
+    }  # fmt: skip
 
 
 def address_split(addr: str) -> tuple[str, int]:

@@ -66,6 +66,12 @@ class WebhookAdmin(admin.ModelAdmin):
     inlines = [WebhookDeliveryInline]
     actions = ["send_test"]
 
+    def get_fields(self, request: HttpRequest, obj: Webhook | None = None) -> list[str]:
+        # The secret signs what the application trusts: only who may change the webhook sees it.
+        if self.has_change_permission(request, obj) or obj is None:
+            return list(self.fields)
+        return [field for field in self.fields if field != "secret"]
+
     @admin.action(description="Send a test delivery", permissions=["change"])
     def send_test(self, request: HttpRequest, queryset: QuerySet[Webhook]) -> None:
         ids = [webhook_test_send(webhook=webhook).pk for webhook in queryset]
@@ -87,11 +93,15 @@ class WebhookDeliveryAdmin(admin.ModelAdmin):
     ]  # fmt: skip
     actions = ["send_again"]
 
-    @admin.action(description="Send again (failed or never queued)", permissions=["view"])
+    @admin.action(description="Send again (failed or never queued)", permissions=["send"])
     def send_again(self, request: HttpRequest, queryset: QuerySet[WebhookDelivery]) -> None:
         ids = webhook_deliveries_retry(delivery_ids=list(queryset.values_list("pk", flat=True)))
         transaction.on_commit(lambda: webhook_deliveries_queue(ids))
         self.message_user(request, f"Queued {len(ids)} delivery(ies) again.", messages.SUCCESS)
+
+    def has_send_permission(self, request: HttpRequest) -> bool:
+        """Sending again is a change of the webhook's traffic, not a reading of the log."""
+        return request.user.has_perm("api.change_webhook")
 
     def has_add_permission(self, request: HttpRequest) -> bool:
         return False

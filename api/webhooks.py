@@ -121,6 +121,7 @@ def webhook_deliver(*, delivery_id: int) -> WebhookDelivery:
     body = json.dumps(delivery.payload, sort_keys=True).encode()
     code: int | None = None
     problem = webhook_url_problem(webhook.url)
+    refused = bool(problem)  # no later attempt would go any better
     if not problem:
         try:
             code = outbound.post(
@@ -140,13 +141,15 @@ def webhook_deliver(*, delivery_id: int) -> WebhookDelivery:
             )
             problem = "" if 200 <= code < 300 else f"answered {code}"
         except outbound.Refused as exc:
-            problem = f"refused: {exc}"
+            problem, refused = f"refused: {exc}", True
         except outbound.Unreachable as exc:
             # The detail (refused, reset, silent) tells a closed port from an open one: it
             # goes to the operator's log, the delivery log says only this.
             logger.info("webhook delivery %s: %s", delivery.pk, exc)
             problem = UNREACHABLE
-    return webhook_attempt_finish(delivery_id=delivery.pk, code=code, problem=problem)
+    return webhook_attempt_finish(
+        delivery_id=delivery.pk, code=code, problem=problem, final=refused
+    )
 
 
 @transaction.atomic
@@ -165,9 +168,11 @@ def webhook_attempt_start(*, delivery_id: int) -> WebhookDelivery | None:
 
 
 @transaction.atomic
-def webhook_attempt_finish(*, delivery_id: int, code: int | None, problem: str) -> WebhookDelivery:
+def webhook_attempt_finish(
+    *, delivery_id: int, code: int | None, problem: str, final: bool = False
+) -> WebhookDelivery:
     """Record how the attempt just counted went: delivered, failed for good once it was the
-    last attempt, else pending (to be retried)."""
+    last attempt (or ``final``: a refused target), else pending (to be retried)."""
     pending = WebhookDelivery.objects.filter(pk=delivery_id, status=WebhookDelivery.Status.PENDING)
     error = problem[:MAX_ERROR_CHARS]
     if not problem:
@@ -179,7 +184,8 @@ def webhook_attempt_finish(*, delivery_id: int, code: int | None, problem: str) 
         )
     else:
         # The count is the row's (a redelivered message counted too): the last one gives up.
-        pending.filter(attempts__gte=MAX_ATTEMPTS).update(
+        last = pending if final else pending.filter(attempts__gte=MAX_ATTEMPTS)
+        last.update(
             status=WebhookDelivery.Status.FAILED,
             response_code=code,
             error=error,

@@ -3,6 +3,7 @@ bounded against receivers that answer slowly, hugely or not at all, on a queue o
 
 import hashlib
 import hmac
+import ipaddress
 import json
 import os
 import socket
@@ -14,6 +15,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 import pytest
+from django.core.exceptions import ValidationError
 from django.db import connection
 
 from api import webhooks
@@ -423,3 +425,153 @@ def test_every_queue_has_a_worker_in_compose_and_under_serve():
     }
     assert workers == {"worker": {"celery"}, "webhooks": {"webhooks"}}
     assert consumed(processes_commands(python="python", addr="127.0.0.1:8000")["worker"]) == queues
+
+
+@pytest.mark.parametrize(
+    "url",
+    [
+        "http://127.0.0.1:6379/",  # Redis
+        "http://127.0.0.1:5432/",  # PostgreSQL
+        "http://[::1]:8000/",
+        "http://169.254.169.254/latest/meta-data/",  # the cloud's metadata
+        "http://10.0.0.5/hook",
+        "http://0.0.0.0:8000/",
+        "http://[::ffff:127.0.0.1]/",  # IPv4 written as IPv6
+        "http://100.64.0.1/",  # carrier-grade NAT
+        "http://[fe80::1]/",
+    ],
+)
+def test_it_refuses_private_loopback_and_link_local_addresses_by_default(url):
+    problem = webhook_url_problem(url)
+    assert "private, loopback, link-local or reserved" in problem, problem
+    hook = Webhook(application=Application.objects.create(name="assistant"), url=url)
+    with pytest.raises(ValidationError) as refused:
+        hook.full_clean()
+    assert "url" in refused.value.message_dict
+
+
+@pytest.mark.parametrize(
+    "url",
+    [
+        "http://user:secret@hooks.example.com/x",
+        "http://hooks.example.com@127.0.0.1/",
+        "http://@x.io/",
+    ],
+)
+def test_it_refuses_urls_with_a_user_name_or_password(url):
+    assert webhook_url_problem(url) == "A URL may not carry a user name or password."
+
+
+def test_an_operator_allows_a_private_network_by_a_setting(settings):
+    settings.WEBHOOK_ALLOWED_NETWORKS = ["10.0.0.0/8"]
+    assert webhook_url_problem("http://10.1.2.3/hook") == ""
+    assert "private" in webhook_url_problem("http://127.0.0.1/hook")
+    assert webhook_url_problem("https://hooks.example.com/x") == ""
+
+
+def test_a_name_that_resolves_inside_is_refused_at_delivery_and_nothing_is_sent(settings):
+    settings.WEBHOOK_ALLOWED_NETWORKS = []
+    listener = Receiver(lambda conn, receiver: receiver.send(conn, b"HTTP/1.1 204 OK\r\n\r\n"))
+    port = listener.listener.getsockname()[1]
+    # Saved before the rule, or a name: only the delivery can judge where "localhost" goes.
+    hook = Webhook.objects.create(
+        application=Application.objects.create(name="assistant"),
+        url=f"http://localhost:{port}/hook",
+    )
+    delivery = webhooks.webhook_test_send(webhook=hook)
+
+    webhooks.webhook_deliver(delivery_id=delivery.pk)
+
+    delivery.refresh_from_db()
+    assert delivery.status == "failed" and delivery.attempts == 1  # no retry would do better
+    assert delivery.error.startswith("refused: ") and "loopback" in delivery.error
+    assert listener.calls == 0
+    listener.close()
+
+
+def test_it_resolves_once_and_connects_to_the_address_it_judged():
+    """DNS rebinding: a second lookup would answer otherwise; there is none."""
+    from api import outbound
+
+    seen = []
+    listener = Receiver(lambda conn, receiver: receiver.send(conn, b"HTTP/1.1 204 OK\r\n\r\n"))
+    port = listener.listener.getsockname()[1]
+    lookups = []
+
+    def rebinding(host, port):
+        lookups.append(host)
+        return [ipaddress.ip_address("127.0.0.1" if len(lookups) == 1 else "10.9.9.9")]
+
+    original = listener.answer
+    listener.answer = lambda conn, receiver: (seen.append(True), original(conn, receiver))
+    limits = outbound.Limits(deadline_seconds=5, max_answer_bytes=1024)
+    loopback = [ipaddress.ip_network(LOOPBACK)]
+
+    code = outbound.post(
+        f"http://hooks.example.test:{port}/x", b"{}", {}, limits=limits,
+        allowed_networks=loopback, resolve=rebinding,
+    )  # fmt: skip
+
+    assert code == 204 and lookups == ["hooks.example.test"] and seen == [True]
+
+    # A name with any address inside is refused whole, public ones beside it or not.
+    def mixed(host, port):
+        return [
+            ipaddress.ip_address("93.184.215.14"),
+            ipaddress.ip_address("127.0.0.1"),
+        ]
+
+    with pytest.raises(outbound.Refused):
+        outbound.post(
+            f"http://hooks.example.test:{port}/x", b"{}", {}, limits=limits, resolve=mixed
+        )
+    assert listener.calls == 1
+    listener.close()
+
+
+def test_the_log_tells_no_closed_port_from_an_open_one(settings, receiver_of):
+    settings.WEBHOOK_DEADLINE_SECONDS = 1
+    silent = receiver_of(lambda conn, receiver: time.sleep(3))
+    hangs_up = receiver_of(lambda conn, receiver: None)
+    with socket.create_server(("127.0.0.1", 0)) as probe:
+        closed_port = probe.getsockname()[1]
+    urls = [silent.url, hangs_up.url, f"http://127.0.0.1:{closed_port}/hook"]
+    deliveries = [a_delivery(url) for url in urls]
+
+    for delivery in deliveries:
+        webhooks.webhook_deliver(delivery_id=delivery.pk)
+
+    recorded = {
+        (d.status, d.attempts, d.response_code, d.error)
+        for d in WebhookDelivery.objects.filter(pk__in=[d.pk for d in deliveries])
+    }
+    assert recorded == {("pending", 1, None, "could not deliver")}
+
+
+def test_view_only_staff_neither_read_the_secret_nor_send_again(client, django_user_model):
+    from django.contrib.auth.models import Permission
+
+    viewer = django_user_model.objects.create_user("vera", password="pw-vera", is_staff=True)
+    viewer.user_permissions.add(
+        *Permission.objects.filter(codename__in=["view_webhook", "view_webhookdelivery"])
+    )
+    client.force_login(viewer)
+    hook = Webhook.objects.create(
+        application=Application.objects.create(name="assistant"),
+        url="https://hooks.example.com/x",
+        secret="the-signing-secret",
+    )
+    delivery = webhooks.webhook_test_send(webhook=hook)
+    WebhookDelivery.objects.filter(pk=delivery.pk).update(status="failed", attempts=7)
+
+    page = client.get(f"/admin/api/webhook/{hook.pk}/change/")
+    log = client.get("/admin/api/webhookdelivery/")
+    pressed = client.post(
+        "/admin/api/webhookdelivery/", {"action": "send_again", "_selected_action": [delivery.pk]}
+    )
+
+    assert page.status_code == 200 and "the-signing-secret" not in page.content.decode()
+    assert log.status_code == 200 and "send_again" not in log.content.decode()
+    delivery.refresh_from_db()
+    assert pressed.status_code in (200, 302) and delivery.status == "failed"
+    assert delivery.attempts == 7

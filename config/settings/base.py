@@ -154,6 +154,8 @@ MIDDLEWARE = [
     "django.contrib.auth.middleware.AuthenticationMiddleware",
     "django.contrib.messages.middleware.MessageMiddleware",
     "csp.middleware.CSPMiddleware",
+    # Slows guesses at one account from many addresses (config/logins.py).
+    "config.logins.LoginSlowdownMiddleware",
     # Last, as django-axes requires: answers a locked-out login attempt.
     "axes.middleware.AxesMiddleware",
 ]
@@ -180,16 +182,18 @@ DATABASES = {"default": database_from_env(f"sqlite:///{VAR_DIR / 'registry.sqlit
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 
 # Failed logins (the admin's, and any other authenticate() with a request) are counted by
-# django-axes, per account and per address separately: past the limit either one is locked out
-# for the cool-off, answered 429 before any password is hashed. docs/operations.md says how to
-# let a reviewer back in early (axes_reset_username).
+# django-axes per account and address together: past the limit that account is locked out at
+# that address for the cool-off, answered 429 before any password is hashed, while its owner
+# elsewhere still logs in. Guesses at one account from many addresses are slowed, never locked
+# (config/logins.py). docs/operations.md says how to let a reviewer back in early.
 AUTHENTICATION_BACKENDS = [
     "axes.backends.AxesStandaloneBackend",
     "django.contrib.auth.backends.ModelBackend",
 ]
 AXES_FAILURE_LIMIT = env_value("LOGIN_FAILURE_LIMIT", env.int, 5)
 AXES_COOLOFF_TIME = timedelta(minutes=env_value("LOGIN_COOLOFF_MINUTES", env.int, 15))
-AXES_LOCKOUT_PARAMETERS = ["username", "ip_address"]
+AXES_LOCKOUT_PARAMETERS = [["username", "ip_address"]]
+LOGIN_ACCOUNT_PACE_SECONDS = positive_from_env("LOGIN_ACCOUNT_PACE_SECONDS", env.int, 10)
 AXES_RESET_ON_SUCCESS = True
 # The same address the API's throttles use (REMOTE_ADDR, or as NUM_PROXIES trusted proxies say).
 AXES_CLIENT_IP_CALLABLE = "api.auth.client_address"

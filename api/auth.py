@@ -1,5 +1,7 @@
 """Runtime authentication: ``Authorization: Bearer <token>``, tokens owned by an Application."""
 
+import functools
+import ipaddress
 import logging
 import time
 from dataclasses import dataclass
@@ -11,7 +13,6 @@ from django_redis import get_redis_connection
 from django_redis.cache import RedisCache
 from redis.exceptions import RedisError
 from rest_framework import HTTP_HEADER_ENCODING, authentication, exceptions, permissions
-from rest_framework.throttling import BaseThrottle
 
 from registry.models import Application
 from registry.revision import revision_current
@@ -19,6 +20,7 @@ from registry.revision import revision_current
 from .models import RuntimeToken
 
 TOKEN_CACHE_SECONDS = 60
+IPNetwork = ipaddress.IPv4Network | ipaddress.IPv6Network
 LAST_USED_EVERY_SECONDS = 60
 
 logger = logging.getLogger(__name__)
@@ -137,9 +139,46 @@ class HasScope(permissions.BasePermission):
 
 
 def client_address(request) -> str:
-    """The caller's address as DRF's throttles read it: ``REMOTE_ADDR``, or the address the
-    last of ``NUM_PROXIES`` trusted proxies put in ``X-Forwarded-For`` (docs/operations.md)."""
-    return BaseThrottle().get_ident(request)
+    """The caller's address, the one function that reads it (the API's throttles, failed
+    bearer tokens, django-axes' lockout and the login slowdown): ``REMOTE_ADDR``, unless the
+    connection comes from one of ``TRUSTED_PROXIES``; then the address the nearest untrusted
+    hop had, read from the right of ``X-Forwarded-For``, where each trusted proxy appended its
+    peer. What a client wrote to the left of that is never read (docs/operations.md)."""
+    peer = request.META.get("REMOTE_ADDR", "")
+    proxies = trusted_proxies(tuple(settings.TRUSTED_PROXIES))
+    if not proxies or not _within(peer, proxies):
+        return peer
+    hops = [hop.strip() for hop in request.META.get("HTTP_X_FORWARDED_FOR", "").split(",")]
+    address = peer
+    for hop in reversed([hop for hop in hops if hop]):
+        if not _valid(hop):
+            break  # a trusted proxy appends addresses only: nothing further left is its
+        address = hop
+        if not _within(hop, proxies):
+            break
+    return address
+
+
+@functools.lru_cache(maxsize=8)
+def trusted_proxies(values: tuple[str, ...]) -> tuple[IPNetwork, ...]:
+    """TRUSTED_PROXIES parsed (the settings checked each value)."""
+    return tuple(ipaddress.ip_network(value, strict=False) for value in values)
+
+
+def _valid(text: str) -> bool:
+    try:
+        ipaddress.ip_address(text)
+    except ValueError:
+        return False
+    return True
+
+
+def _within(text: str, networks: tuple[IPNetwork, ...]) -> bool:
+    try:
+        address = ipaddress.ip_address(text)
+    except ValueError:
+        return False
+    return any(address.version == net.version and address in net for net in networks)
 
 
 def _bearer_failures_window(address: str) -> tuple[str, float]:

@@ -24,7 +24,7 @@ from redis.commands.core import Script
 from redis.exceptions import RedisError
 from rest_framework.throttling import SimpleRateThrottle
 
-from .auth import Runtime
+from .auth import Runtime, client_address
 
 logger = logging.getLogger(__name__)
 
@@ -74,6 +74,10 @@ class RuntimeThrottle(SimpleRateThrottle):
         else:
             ident = self.get_ident(request)
         return f"throttle:{self.scope}:{ident}"
+
+    def get_ident(self, request) -> str:
+        # The one reading of the caller's address (TRUSTED_PROXIES), not DRF's NUM_PROXIES.
+        return client_address(request)
 
     def allow_request(self, request, view) -> bool:
         if self.rate is None:

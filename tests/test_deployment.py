@@ -259,3 +259,32 @@ def test_the_image_holds_every_local_app():
     copied = set(re.findall(r"^COPY (\S+) ", (ROOT / "Dockerfile").read_text(), re.MULTILINE))
     local = {app for app in settings.INSTALLED_APPS if (ROOT / app).is_dir()}
     assert local and local <= copied, f"not copied into the image: {sorted(local - copied)}"
+
+
+def test_compose_publishes_only_nginx_and_trusts_only_it_for_addresses():
+    """Straight to gunicorn, a client could name its own address in X-Forwarded-For: compose
+    gives gunicorn no port, binds it to loopback inside nginx's network namespace, and trusts
+    the forwarded address from nginx there alone."""
+    services = COMPOSE["services"]
+    published = {name: service["ports"] for name, service in services.items() if "ports" in service}
+    assert published == {"nginx": ["${HTTP_PORT:-80}:80"]}
+    assert "listen 80;" in (ROOT / "deploy" / "nginx.conf").read_text()
+    assert "./deploy/nginx.conf:/etc/registry/nginx.conf:ro" in services["nginx"]["volumes"]
+    web = services["web"]
+    assert web["network_mode"] == "service:nginx"
+    assert web["command"][web["command"].index("--bind") + 1] == "127.0.0.1:8000"
+    assert "server 127.0.0.1:8000;" in (ROOT / "deploy" / "nginx.conf").read_text()
+    for name, service in services.items():
+        environment = service.get("environment", {})
+        assert "NUM_PROXIES" not in environment, name
+        if "DJANGO_SETTINGS_MODULE" in environment:
+            assert environment["TRUSTED_PROXIES"] == "127.0.0.1", name
+
+
+def test_a_count_of_proxies_is_refused_rather_than_ignored():
+    env = {**os.environ, "DJANGO_SETTINGS_MODULE": "config.settings.test", "NUM_PROXIES": "1"}
+    result = subprocess.run(
+        [sys.executable, "-c", "import django; django.setup()"],
+        cwd=ROOT, env=env, capture_output=True, text=True, timeout=60,
+    )  # fmt: skip
+    assert result.returncode != 0 and "TRUSTED_PROXIES" in result.stderr

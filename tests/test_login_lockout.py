@@ -121,3 +121,35 @@ def test_a_mistyped_password_then_the_right_one_logs_in(reviewer):
     assert response.status_code == 200
     client, response = login("rita", "pw-rita")
     assert response.status_code == 302 and logged_in(client)
+
+
+def test_a_spoofed_forwarded_for_neither_escapes_nor_aims_the_lock(reviewer, settings):
+    settings.TRUSTED_PROXIES = ["127.0.0.1"]
+    victim = "198.51.100.7"
+    for attempt in range(LIMIT):
+        Client(REMOTE_ADDR="203.0.113.9", HTTP_X_FORWARDED_FOR=victim).post(
+            "/admin/login/", {"username": "rita", "password": f"wrong-{attempt}"}
+        )
+    # The attacker's own address is locked, whatever address it wrote,
+    spoofed = Client(REMOTE_ADDR="203.0.113.9", HTTP_X_FORWARDED_FOR="192.0.2.1")
+    response = spoofed.post("/admin/login/", {"username": "rita", "password": "pw-rita"})
+    assert response.status_code == 429
+    # and the address it named is not.
+    client, response = login("rita", "pw-rita", address=victim)
+    assert response.status_code == 302 and logged_in(client)
+
+
+def test_the_address_a_trusted_proxy_forwarded_is_the_one_locked(reviewer, settings):
+    settings.TRUSTED_PROXIES = ["127.0.0.1"]
+
+    def via_proxy(client_address: str, password: str):
+        client = Client(REMOTE_ADDR="127.0.0.1", HTTP_X_FORWARDED_FOR=client_address)
+        return client, client.post(
+            "/admin/login/?next=/admin/", {"username": "rita", "password": password}
+        )
+
+    for attempt in range(LIMIT):
+        via_proxy("203.0.113.9", f"wrong-{attempt}")
+    assert via_proxy("203.0.113.9", "pw-rita")[1].status_code == 429
+    client, response = via_proxy("198.51.100.7", "pw-rita")
+    assert response.status_code == 302 and logged_in(client)

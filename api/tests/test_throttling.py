@@ -102,3 +102,28 @@ def test_it_lets_requests_through_when_redis_is_down_and_says_so_once(
             assert [call().status_code for _ in range(10)] == [200] * 10
     warnings = [r for r in caplog.records if r.name == "api.throttling"]
     assert len(warnings) == 1 and "throttling is off" in warnings[0].getMessage()
+
+
+def test_a_spoofed_forwarded_for_is_ignored_unless_a_trusted_proxy_sent_it(settings, monkeypatch):
+    monkeypatch.setattr(RuntimeThrottle, "THROTTLE_RATES", {"runtime": "3/min"})
+    settings.CACHES = {
+        "default": {"BACKEND": "django.core.cache.backends.locmem.LocMemCache", "LOCATION": "xff"}
+    }
+    caches["default"].clear()
+    settings.TRUSTED_PROXIES = ["10.0.0.0/24"]
+
+    def status(peer: str, forwarded: str) -> int:
+        request = APIRequestFactory().get(
+            "/hello/", REMOTE_ADDR=peer, HTTP_X_FORWARDED_FOR=forwarded
+        )
+        return Hello.as_view()(request).status_code
+
+    # Straight to the server: a new address in the header each time changes nothing.
+    assert [status("203.0.113.7", f"192.0.2.{n}") for n in range(4)] == [200, 200, 200, 429]
+    # Through the proxy: the address it appended counts, not one the client wrote before it.
+    via = [status("10.0.0.1", f"192.0.2.{n}, 198.51.100.5") for n in range(4)]
+    assert via == [200, 200, 200, 429]
+    assert status("10.0.0.1", "198.51.100.6") == 200  # another client behind the same proxy
+    # Two trusted proxies in a row: the first untrusted hop from the right.
+    assert status("10.0.0.2", "198.51.100.5, 10.0.0.9") == 429
+    caches["default"].clear()

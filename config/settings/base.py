@@ -195,7 +195,7 @@ AXES_COOLOFF_TIME = timedelta(minutes=env_value("LOGIN_COOLOFF_MINUTES", env.int
 AXES_LOCKOUT_PARAMETERS = [["username", "ip_address"]]
 LOGIN_ACCOUNT_PACE_SECONDS = positive_from_env("LOGIN_ACCOUNT_PACE_SECONDS", env.int, 10)
 AXES_RESET_ON_SUCCESS = True
-# The same address the API's throttles use (REMOTE_ADDR, or as NUM_PROXIES trusted proxies say).
+# The same address the API's throttles use (REMOTE_ADDR, or as TRUSTED_PROXIES say).
 AXES_CLIENT_IP_CALLABLE = "api.auth.client_address"
 
 # Content-Security-Policy (django-csp) on the admin and every other page: scripts, styles,
@@ -358,10 +358,17 @@ REST_FRAMEWORK = {
         "webhook_test": env_value("WEBHOOK_TEST_THROTTLE_RATE", env.str, "10/hour"),
     },
     "UNAUTHENTICATED_USER": None,
-    # Proxies in front whose X-Forwarded-For is trusted for the caller's address (throttles,
-    # failed logins); 0 reads REMOTE_ADDR only, as a header a client sets proves nothing.
-    "NUM_PROXIES": env_value("NUM_PROXIES", env.int, 0),
 }
+# The proxies in front (addresses or networks) whose X-Forwarded-For tells the caller's address
+# (api.auth.client_address: throttles, failed bearer tokens and logins). Empty: REMOTE_ADDR
+# only, as a header a client sets proves nothing. A count of proxies (DRF's NUM_PROXIES) would
+# trust the header from anyone who reaches the server past them.
+TRUSTED_PROXIES = networks_from_env("TRUSTED_PROXIES")
+if os.environ.get("NUM_PROXIES", "0").strip() not in ("", "0"):
+    raise ImproperlyConfigured(
+        "NUM_PROXIES: no longer read; list the proxies' addresses in TRUSTED_PROXIES instead "
+        "(e.g. 127.0.0.1 for nginx beside gunicorn)"
+    )
 # Failed bearer authentication, per client address (api/auth.py): past the limit in a window,
 # tokens not already cached are refused (429) before any database query.
 API_FAILED_BEARER_LIMIT = env_value("API_FAILED_BEARER_LIMIT", env.int, 20)

@@ -90,6 +90,8 @@ def webhook_deliver(self, delivery_id: int) -> str:
         delivery = webhooks.webhook_deliver(delivery_id=delivery_id)
     except SoftTimeLimitExceeded:
         delivery = webhooks.webhook_attempt_stopped(delivery_id=delivery_id)
+    except WebhookDelivery.DoesNotExist:
+        return "gone"  # its webhook was deleted meanwhile
     if delivery.status == WebhookDelivery.Status.PENDING:
         raise self.retry(countdown=webhooks.retry_countdown(delivery.attempts))
     return delivery.status

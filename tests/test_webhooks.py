@@ -575,3 +575,12 @@ def test_view_only_staff_neither_read_the_secret_nor_send_again(client, django_u
     delivery.refresh_from_db()
     assert pressed.status_code in (200, 302) and delivery.status == "failed"
     assert delivery.attempts == 7
+
+
+def test_a_delivery_whose_webhook_was_deleted_is_dropped_quietly():
+    from api.tasks import webhook_deliver
+
+    delivery = a_delivery("https://hooks.example.com/x")
+    delivery.webhook.delete()
+
+    assert webhook_deliver.apply(args=[delivery.pk], throw=True).get() == "gone"

@@ -66,7 +66,7 @@ class WebhookAdmin(admin.ModelAdmin):
     inlines = [WebhookDeliveryInline]
     actions = ["send_test"]
 
-    def get_fields(self, request: HttpRequest, obj: Webhook | None = None) -> list[str]:
+    def get_fields(self, request, obj=None):
         # The secret signs what the application trusts: only who may change the webhook sees it.
         if self.has_change_permission(request, obj) or obj is None:
             return list(self.fields)

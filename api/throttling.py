@@ -166,7 +166,10 @@ class ApplicationScopedThrottle(RuntimeThrottle):
         if not self.scope:
             return True
         self.rate = self.get_rate()
-        self.num_requests, self.duration = self.parse_rate(self.rate)
+        num_requests, duration = self.parse_rate(self.rate)
+        if num_requests is None or duration is None:
+            return True
+        self.num_requests, self.duration = num_requests, duration
         return super().allow_request(request, view)
 
     def get_cache_key(self, request, view):

@@ -31,7 +31,7 @@ def login_wait(*, username: str, address: str) -> int:
     failed = AccessAttempt.objects.filter(
         username=username, attempt_time__gte=since, failures_since_start__gt=0
     ).values_list("ip_address", "failures_since_start")
-    failures = {}
+    failures: dict[str, int] = {}
     for ip_address, count in failed:
         failures[ip_address] = failures.get(ip_address, 0) + count
     if sum(failures.values()) < settings.AXES_FAILURE_LIMIT or address not in failures:

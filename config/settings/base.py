@@ -341,6 +341,11 @@ CELERY_TASK_ALWAYS_EAGER = env_bool("CELERY_TASK_ALWAYS_EAGER", False)
 CELERY_BEAT_SCHEDULER = "django_celery_beat.schedulers:DatabaseScheduler"
 CELERY_TIMEZONE = TIME_ZONE
 
+THROTTLE_RATES: dict[str, str] = {
+    "runtime": env_value("API_THROTTLE_RATE", env.str, "6000/min"),
+    # POST webhooks/test/, per application: each costs a worker up to a delivery's deadline.
+    "webhook_test": env_value("WEBHOOK_TEST_THROTTLE_RATE", env.str, "10/hour"),
+}
 REST_FRAMEWORK = {
     "DEFAULT_AUTHENTICATION_CLASSES": [
         "api.auth.RuntimeTokenAuthentication",
@@ -352,11 +357,7 @@ REST_FRAMEWORK = {
     "DEFAULT_FILTER_BACKENDS": ["django_filters.rest_framework.DjangoFilterBackend"],
     "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",
     "EXCEPTION_HANDLER": "api.errors.exception_handler",
-    "DEFAULT_THROTTLE_RATES": {
-        "runtime": env_value("API_THROTTLE_RATE", env.str, "6000/min"),
-        # POST webhooks/test/, per application: each costs a worker up to a delivery's deadline.
-        "webhook_test": env_value("WEBHOOK_TEST_THROTTLE_RATE", env.str, "10/hour"),
-    },
+    "DEFAULT_THROTTLE_RATES": THROTTLE_RATES,
     "UNAUTHENTICATED_USER": None,
 }
 # The proxies in front (addresses or networks) whose X-Forwarded-For tells the caller's address

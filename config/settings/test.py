@@ -7,10 +7,7 @@ REVISION_LOCAL_SECONDS = 0  # tests see every change at once; one test covers th
 EMAIL_BACKEND = "django.core.mail.backends.locmem.EmailBackend"
 REST_FRAMEWORK = {  # noqa: F405
     **REST_FRAMEWORK,  # noqa: F405
-    "DEFAULT_THROTTLE_RATES": {
-        **REST_FRAMEWORK["DEFAULT_THROTTLE_RATES"],  # noqa: F405
-        "runtime": "100000/min",
-    },
+    "DEFAULT_THROTTLE_RATES": {**THROTTLE_RATES, "runtime": "100000/min"},  # noqa: F405
 }
 
 if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":  # noqa: F405

@@ -174,10 +174,10 @@ def _left(ends: float) -> float:
 
 
 def _wait(sock: socket.socket, ends: float, *, write: bool) -> None:
-    readable, writable, _ = select.select(
-        [] if write else [sock], [sock] if write else [], [], _left(ends)
-    )
-    if not readable and not writable:
+    # poll, not select: a worker may hold descriptors numbered past select's 1024.
+    poller = select.poll()
+    poller.register(sock, select.POLLOUT if write else select.POLLIN)
+    if not poller.poll(max(1, int(_left(ends) * 1000))):
         raise Unreachable("no answer within the deadline")
 
 

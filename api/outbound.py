@@ -102,8 +102,15 @@ def post(
     ends = time.monotonic() + limits.deadline_seconds
     networks = list(allowed_networks)
     addresses = _addresses(host, port, ends, resolve or _resolve)
+    literal = _literal(host)
     for address in addresses:
         problem = address_problem(address, networks)
+        if problem and literal is None:
+            # Not the address itself: what an inside name resolves to is not the caller's to see.
+            raise Refused(
+                f"{host} resolves to a private, loopback, link-local or reserved address "
+                "(WEBHOOK_ALLOWED_NETWORKS allows such networks)."
+            )
         if problem:
             raise Refused(problem)
     path = parts.path or "/"
@@ -144,13 +151,19 @@ def _resolve(host: str, port: int) -> list[IPAddress]:
     return addresses
 
 
+def _literal(host: str) -> IPAddress | None:
+    try:
+        return ipaddress.ip_address(host)
+    except ValueError:
+        return None
+
+
 def _addresses(
     host: str, port: int, ends: float, resolve: Callable[[str, int], list[IPAddress]]
 ) -> list[IPAddress]:
-    try:
-        return [ipaddress.ip_address(host)]
-    except ValueError:
-        pass
+    literal = _literal(host)
+    if literal is not None:
+        return [literal]
     # The resolver has timeouts of its own, not ours: it waits in a thread the deadline bounds.
     executor = ThreadPoolExecutor(max_workers=1)
     try:

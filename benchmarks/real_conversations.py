@@ -48,6 +48,7 @@ MIN_CALLS = 3  # learning.inference.Thresholds.min_count: fewer calls are never 
 DOORS = ("otlp", "native")
 VOCABULARIES = ("declared", "empty")
 BATCH = 500  # native traces per request (API_MAX_TRACES_PER_REQUEST is 1,000)
+FLOW_SHARE = 0.8  # learning.inference.Thresholds.flow_ratio: a requirement flows this often
 
 
 # ------------------------------------------------------------------------ the data set (pure)
@@ -142,6 +143,70 @@ def native_traces(conversations: list[dict], *, messages: bool = True) -> list[d
 def scored_tools(conversations: list[dict], gold: dict[str, dict]) -> list[str]:
     calls = Counter(call["tool"] for c in conversations for _, call in calls_of(c))
     return sorted(name for name in gold if calls[name] >= MIN_CALLS)
+
+
+def _leaves(value: Any) -> Iterator[Any]:
+    if isinstance(value, dict):
+        for item in value.values():
+            yield from _leaves(item)
+    elif isinstance(value, list):
+        for item in value:
+            yield from _leaves(item)
+    else:
+        yield value
+
+
+def _trivial(value: Any) -> bool:
+    return (
+        value is None or isinstance(value, bool) or value == ""
+        or (isinstance(value, int | float) and -10 < value < 10)
+    )  # fmt: skip
+
+
+def literal_flows(
+    conversations: list[dict], tools: list[dict], gold: dict[str, dict]
+) -> tuple[int, int, int]:
+    """How many gold requirements of the scored tools a reader of values could find at all:
+    (those whose argument's value, where not trivial, is in the user's words so far or equal
+    to or inside an earlier output's value in at least ``FLOW_SHARE`` of the tool's calls; in
+    at least one call; all). The rest the model derived from the user's words (``OMEG`` for
+    "Omega Industries", ``SFO`` for "San Francisco", a date written out) or from the world's
+    initial state, which no output shows."""
+    properties = {tool["name"]: tool["input_schema"].get("properties") or {} for tool in tools}
+    calls, found = Counter[tuple[str, str]](), Counter[tuple[str, str]]()
+    for conversation in conversations:
+        said, seen, texts = "", set(), []
+        for turn in conversation["turns"]:
+            said += " " + turn["user"]
+            for call in turn["calls"]:
+                tool = call["tool"]
+                named = {canonical(key, properties[tool].get(key)): value
+                         for key, value in call["args"].items()}  # fmt: skip
+                for var in gold[tool]["requires"]:
+                    values = [v for v in _leaves(named.get(var)) if not _trivial(v)]
+                    if not values:
+                        continue
+                    calls[(tool, var)] += 1
+                    output = all(
+                        v in seen or (isinstance(v, str) and any(v in text for text in texts))
+                        for v in values
+                    )
+                    user = all(
+                        str(v) in said
+                        or (isinstance(v, float) and v.is_integer() and str(int(v)) in said)
+                        for v in values
+                    )
+                    found[(tool, var)] += output or user
+                if call["status"] == "success":
+                    for leaf in _leaves(call.get("output")):
+                        if not _trivial(leaf):
+                            seen.add(json.dumps(leaf) if isinstance(leaf, list | dict) else leaf)
+                        if isinstance(leaf, str):
+                            texts.append(leaf)
+    pairs = [(t, v) for t in scored_tools(conversations, gold) for v in gold[t]["requires"]]
+    mostly = sum(1 for p in pairs if calls[p] and found[p] / calls[p] >= FLOW_SHARE)
+    ever = sum(1 for p in pairs if found[p])
+    return mostly, ever, len(pairs)
 
 
 @dataclass
@@ -361,7 +426,7 @@ def one(door: str, vocabulary_setting: str, limit: int | None) -> dict[str, Any]
         )  # fmt: skip
 
 
-def print_table(rows: list[dict], *, verbose: bool) -> None:
+def print_table(rows: list[dict], *, verbose: bool, limit: int | None = None) -> None:
     first = rows[0]
     print(
         f"Real conversations (BFCL multi-turn base): {first['calls']:,} calls, "
@@ -380,6 +445,13 @@ def print_table(rows: list[dict], *, verbose: bool) -> None:
             print("\n".join(row["differences"]))
     print("Micro-averaged over (tool, variable) pairs; targets: F1 >= 0.9 (requires), >= 0.8")
     print("(produces), precision >= 0.95.")
+    conversations, tools, gold = load()
+    conversations = conversations[:limit] if limit else conversations
+    mostly, ever, total = literal_flows(conversations, tools, gold)
+    print(
+        f"Requirements whose values can be found literally (the user's words, earlier outputs):"
+        f" {mostly} of {total} in >= {FLOW_SHARE:.0%} of their calls, {ever} in at least one."
+    )
 
 
 def main() -> None:
@@ -403,7 +475,7 @@ def main() -> None:
             if done.returncode:
                 sys.exit(f"{door} / {setting} failed:\n{done.stderr}")
             rows.append(json.loads(done.stdout.strip().splitlines()[-1]))
-    print_table(rows, verbose=args.verbose)
+    print_table(rows, verbose=args.verbose, limit=args.limit)
 
 
 if __name__ == "__main__":

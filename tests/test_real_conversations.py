@@ -12,6 +12,7 @@ from benchmarks.real_conversations import (
     VOCABULARIES,
     calls_of,
     canonical,
+    literal_flows,
     load,
     native_traces,
     registry_file,
@@ -98,6 +99,35 @@ def test_native_traces_carry_no_state_and_the_users_turns_so_far():
     assert [t["step"] for t in traces] == list(range(len(traces)))
 
 
+def test_a_requirement_counts_as_found_literally_only_where_its_value_was_seen_before():
+    tools = [
+        {"name": "shop.find", "input_schema": {"properties": {"q": {"type": "string"}}}},
+        {"name": "shop.open", "input_schema": {"properties": {"itemId": {"type": "string"}}}},
+    ]
+    gold = {
+        "shop.find": {"requires": ["q"], "produces": ["item_id"]},
+        "shop.open": {"requires": ["item_id"], "produces": []},
+    }
+
+    def conversation(number: int, query: str) -> dict:
+        calls = [
+            {"tool": "shop.find", "args": {"q": query}, "status": "success",
+             "output": {"items": [{"id": f"it_{number}", "name": "lamp"}]}},
+            {"tool": "shop.open", "args": {"itemId": f"it_{number}"}, "status": "success",
+             "output": {"opened": True}},
+        ]  # fmt: skip
+        return {"id": f"c{number}", "turns": [{"user": "Find the blue lamp", "calls": calls}]}
+
+    # Three searches use the user's words, a fourth a form the user never typed.
+    conversations = [conversation(n, "blue lamp") for n in range(3)]
+    conversations.append(conversation(3, "BLUE-LAMP"))
+
+    mostly, ever, total = literal_flows(conversations, tools, gold)
+
+    # item_id flows from a nested output every time; q in 3 of 4 calls, below 80 %.
+    assert (mostly, ever, total) == (1, 2, 2)
+
+
 @pytest.mark.django_db(transaction=True, serialized_rollback=True)
 @pytest.mark.parametrize(("door", "vocabulary"), SETTINGS)
 def test_a_few_conversations_go_through_each_door_and_are_scored(live_server, door, vocabulary):
@@ -133,6 +163,7 @@ def test_contracts_learnt_from_real_conversations_meet_the_targets(live_server, 
         base_url=live_server.url,
     )  # fmt: skip
     requires, produces = result["requires"], result["produces"]
-    assert requires["f1"] >= 0.9, result
-    assert produces["f1"] >= 0.8, result
-    assert requires["precision"] >= 0.95 and produces["precision"] >= 0.95, result
+    figures = f"requires {requires}, produces {produces}"
+    assert requires["f1"] >= 0.9, figures
+    assert produces["f1"] >= 0.8, figures
+    assert requires["precision"] >= 0.95 and produces["precision"] >= 0.95, figures

@@ -936,15 +936,10 @@ def without_preamble(description: str) -> str:
     return PREAMBLE.sub("", description, count=1)
 
 
-@cache
-def _seed_offset(name: str) -> int:
-    return _seed(wordnet(), name).offset
-
-
 def _under(wn: WordNet, lemma: str, seed: str, *, pos: str = "v") -> bool:
     """Does one of the lemma's dominant senses lie under the seed sense (within
     ``HYPERNYM_DEPTH`` levels)?"""
-    wanted = _seed_offset(seed)
+    wanted = _seed(wn, seed).offset
     for offset in wn.senses(lemma, pos)[:DOMINANT_SENSES]:
         frontier, seen = {offset}, {offset}
         for _ in range(HYPERNYM_DEPTH + 1):

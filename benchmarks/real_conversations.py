@@ -18,7 +18,8 @@ gold's variables, with the argument names that reach them as aliases) and empty:
   in the output).
 
 Scores are micro-averaged over the (tool, variable) pairs of the tools called at least
-``MIN_CALLS`` times. Nothing inferred gives precision 0.
+``MIN_CALLS`` times. Nothing inferred gives precision 0. It also prints how many gold
+requirements a reader of values could find at all (``literal_flows``).
 
     .venv/bin/python -m benchmarks.real_conversations [--limit N] [--verbose]
 

@@ -915,6 +915,129 @@ def namespace(name: str) -> str:
     return name.rsplit(".", 1)[0] if "." in name else ""
 
 
+# What an action word does to its object, by WordNet 3.0 sense (docs/learning.md, rule 2).
+GIVE_SEED = "give.v.03"  # transfer possession of something to somebody ("return": give back)
+OWNERSHIP_SEED = "transfer.v.05"  # cause to change ownership ("deliver": hand over)
+MOVE_SEED = "move.v.02"  # cause to move or shift into a new position or place
+PERSON_FILE = 18  # noun.person: agent, representative, customer, supervisor…
+POSSESSION_FILE = 21  # noun.possession: money, funds, amount, payment, balance…
+HYPERNYM_DEPTH = 8
+# "Use this tool to search…": a description's preamble about the tool itself, not its act.
+PREAMBLE = re.compile(
+    r"^\s*(?:please\s+)?use\s+(?:this|the)\s+(?:[\w-]+\s+){0,2}?"
+    r"(?:tool|function|api|endpoint|command|method|action)\b[\s,]*(?:to\s+|for\s+)?",
+    re.IGNORECASE,
+)
+
+
+def without_preamble(description: str) -> str:
+    """The description from the words that say what the tool does: "Use this tool to search
+    flights" says *search*; "Use this tool when…" leaves the condition, which names no act."""
+    return PREAMBLE.sub("", description, count=1)
+
+
+def _under(wn: WordNet, lemma: str, seed: str, *, pos: str = "v") -> bool:
+    """Does one of the lemma's dominant senses lie under the seed sense (within
+    ``HYPERNYM_DEPTH`` levels)?"""
+    wanted = _seed(wn, seed).offset
+    for offset in wn.senses(lemma, pos)[:DOMINANT_SENSES]:
+        frontier, seen = {offset}, {offset}
+        for _ in range(HYPERNYM_DEPTH + 1):
+            if wanted in frontier:
+                return True
+            above = {
+                target for item in frontier for target, _, _ in wn.synset(item, pos).related("@")
+            }
+            frontier = above - seen
+            seen |= frontier
+    return False
+
+
+def _noun_files(wn: WordNet, word: str) -> set[int]:
+    """The lexicographer files of a noun's two most frequent senses (plural or not)."""
+    for form in (word, word[:-1] if word.endswith("s") else word, *wn.base_forms(word, "n")):
+        offsets = wn.senses(form, "n")[:2]
+        if offsets:
+            return {wn.synset(offset, "n").lexfile for offset in offsets}
+    return set()
+
+
+def _object_words(name: str, description: str, action_word: str | None) -> list[str]:
+    """What the action is done to: the name's other words and the description's first
+    sentence."""
+    first = SENTENCE.split(description.strip(), maxsplit=1)[0] if description.strip() else ""
+    return [word for word in words(name.rsplit(".", 1)[-1]) + words(first) if word != action_word]
+
+
+def _gives_back_bought(lex: Lexicon, item: Action, objects: list[str]) -> str | None:
+    """A read word that also means *give back* ("return"), in its base form, done to what was
+    delivered, bought or paid for ("return the delivered items") gives goods back for their
+    money: a refund. Returns the participle that says so."""
+    wn = lex._wn()
+    if item.word is None or item.reading is None or item.reading.kind != INFORMS:
+        return None
+    if not wn.senses(item.word, "v") or not _under(wn, item.word, GIVE_SEED):
+        return None  # "returns" (a description of an output) is not the base form
+    for word in objects:
+        if not _participle(lex, word):
+            continue
+        entry = lex.entry(word)
+        if entry is not None and entry[1].danger == "money":
+            return word
+        bases = [form for form in wn.base_forms(word, "v") if wn.senses(form, "v")]
+        if any(_under(wn, b, OWNERSHIP_SEED) or _under(wn, b, GIVE_SEED) for b in bases):
+            return word
+    return None
+
+
+def _hands_over_to_person(lex: Lexicon, word: str, objects: list[str]) -> str | None:
+    """A money word that also means moving something ("transfer"), done to a person and to no
+    possession ("transfer to a human agent"), hands the conversation over: no money moves.
+    Returns the person's word."""
+    wn = lex._wn()
+    lemma = next((form for form in wn.base_forms(word, "v") if wn.senses(form, "v")), None)
+    if lemma is None or not _under(wn, lemma, MOVE_SEED):
+        return None
+    files = {other: _noun_files(wn, other) for other in objects}
+    if any(POSSESSION_FILE in found for found in files.values()):
+        return None
+    return next((other for other, found in files.items() if PERSON_FILE in found), None)
+
+
+def _object_senses(
+    lex: Lexicon, readings: list[Action], evidence: list[RiskEvidence], objects: list[str]
+) -> tuple[list[Action], list[RiskEvidence]]:
+    """Readings and evidence once the object says which sense the action word has."""
+    changed: list[Action] = []
+    for item in readings:
+        bought = _gives_back_bought(lex, item, objects)
+        if bought is not None and item.word is not None:
+            via = f"gives back what was {bought}: a refund (money)"
+            assert item.reading is not None
+            reading = WordReading(item.word, item.reading.lemma, DANGER, False, via)
+            evidence.append({"kind": "verb", "word": item.word, "class": "money", "via": via})
+            item = Action(item.word, item.source, reading)
+        elif item.word is not None and item.reading is not None and item.reading.kind == DANGER:
+            money = any(e.get("class") == "money" and e.get("word") == item.word for e in evidence)
+            others = any(
+                e.get("class") not in (None, "money") and e.get("word") == item.word
+                for e in evidence
+            )
+            person = (
+                _hands_over_to_person(lex, item.word, objects) if money and not others else None
+            )
+            if person is not None:
+                via = f"hands over to a person ({person}): acts, no money moves"
+                reading = WordReading(item.word, item.reading.lemma, ACTS, False, via)
+                evidence = [
+                    e for e in evidence
+                    if not (e.get("class") == "money" and e.get("word") == item.word)
+                ]  # fmt: skip
+                item = Action(item.word, item.source, reading)
+        changed.append(item)
+    return changed, evidence
+
+
 class Reading(NamedTuple):
     """What the words, the hints and the schema of one tool say (before any labels)."""
 
@@ -934,6 +1057,7 @@ def read_tool(
     """Rules 1–4 of docs/learning.md (*Risk suggestions*): the floor the words and hints set."""
     lex = lex or lexicon()
     produces, permissions, arguments = list(produces), list(permissions), list(arguments)
+    description = without_preamble(description)
     action = action_of(name, description, lex)
     lead = description_lead(description, action, lex)
     if _reviewed(action) and not _reviewed(lead) and lead.reading and lead.reading.kind != DANGER:
@@ -951,11 +1075,14 @@ def read_tool(
         runs = next((word for word in following if lex.entry(word) is not None), None)
         if runs is not None:
             readings = [Action(runs, "name", lex.word_reading(runs))]
-    kind = _kind(*readings)
     evidence = danger_evidence(
         name=name, description=description, produces=produces, permissions=permissions,
         lex=lex, action_word=action.word,
     )  # fmt: skip
+    readings, evidence = _object_senses(
+        lex, readings, evidence, _object_words(name, description, action.word)
+    )
+    kind = _kind(*readings)
     for item in readings:
         assert item.reading is not None
         evidence.append(

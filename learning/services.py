@@ -130,13 +130,9 @@ def tools_refresh(*, tool_names: list[str]) -> list[RefreshResult]:
             )
             if approved is not None and use_since:
                 approved_document = approved.document()
-                baseline = suggest_risk(
-                    name=name,
-                    description=approved.description,
-                    produces=approved.produces,
-                    permissions=approved.permissions,
-                    labelled=labelled,
-                ).risk
+                baseline = _risk_baseline(
+                    name=name, approved=approved, inferred=inferred, labelled=labelled
+                )
                 result.drift = contract_drift(
                     approved=approved_document,
                     inferred=inferred,
@@ -179,6 +175,30 @@ def tools_refresh(*, tool_names: list[str]) -> list[RefreshResult]:
         )
         _stats_mark_inferred(stats_by_name.values())
     return results
+
+
+def _risk_baseline(
+    *, name: str, approved: ContractVersion, inferred: dict[str, Any], labelled: list[dict]
+) -> str:
+    """The risk suggested for the approved contract itself, read with every input the inferred
+    risk was read with (hints, permissions, arguments, the preconditions calls failed without),
+    so that only what the traces changed can raise it. When they show the approved effects and
+    arguments, the inferred reading is that reading: one refresh reads the tool's risk once,
+    and a label a reviewer set below the hints drifts nothing while nothing changes."""
+    arguments = sorted((approved.input_schema or {}).get("properties") or {})
+    observed = sorted((inferred.get("input_schema") or {}).get("properties") or {})
+    if sorted(approved.produces) == sorted(inferred["produces"]) and arguments == observed:
+        return str(inferred["risk"])
+    return suggest_risk(
+        name=name,
+        description=approved.description,
+        produces=approved.produces,
+        permissions=approved.permissions,
+        labelled=labelled,
+        annotations=approved.annotations,
+        arguments=arguments,
+        gated=(inferred.get("evidence") or {}).get("gated") or [],
+    ).risk
 
 
 def _stats_mark_inferred(seen: Iterable[ToolStats]) -> None:

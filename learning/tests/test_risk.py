@@ -619,3 +619,64 @@ def test_behaviour_never_lowers_what_the_words_say():
     labelled = [{**tool, "risk": "low"} for tool in GATED_HIGH]
     assert suggest_risk(name="ops.purge_jobs", description="", produces=[], permissions=[],
                         labelled=labelled, gated=["approval_id"]).risk == "high"  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    ("name", "description"),
+    [
+        ("return_delivered_order_items", "Return some items of a delivered order."),
+        ("orders.return_items", "Return the delivered items of an order for a refund."),
+        ("orders.return_items", "Return the items the customer purchased."),
+    ],
+)
+def test_returning_delivered_or_bought_items_is_a_refund_not_a_read(name, description):
+    suggestion = suggest(name, description)
+    assert suggestion.risk == "high"
+    money = [e for e in suggestion.evidence if e.get("class") == "money" and e["word"] == "return"]
+    assert money and "refund" in money[0]["via"]
+
+
+@pytest.mark.parametrize(
+    ("name", "description"),
+    [
+        ("orders.list_orders", "Returns the delivered orders of a user."),
+        ("orders.latest_total", "Return the total of the latest order."),
+        ("library.return_book", "Return a borrowed book to the shelf."),
+    ],
+)
+def test_return_of_a_value_or_of_what_was_not_bought_stays_a_read(name, description):
+    suggestion = suggest(name, description)
+    assert suggestion.risk == "low"
+    assert not any(e.get("class") == "money" for e in suggestion.evidence)
+
+
+def test_transferring_to_a_human_agent_hands_over_the_conversation_and_moves_no_money():
+    handover = suggest(
+        "transfer_to_human_agents",
+        "Transfer the user to a human agent, with a summary of the user's issue.",
+    )
+    assert handover.risk == "medium"
+    assert not any(e.get("class") == "money" for e in handover.evidence)
+    action = next(e for e in handover.evidence if e["kind"] == "action")
+    assert action["reading"] == "acts" and "agent" in action["via"]
+    # Money to a person, or a transfer of money, still moves money.
+    assert suggest("payments.transfer", "Transfer an amount to a customer.").risk == "high"
+    assert suggest("transfer_funds", "Transfer money to another account.").risk == "high"
+    assert suggest("pay_agent", "Pay the agent's commission.").risk == "high"
+
+
+@pytest.mark.parametrize(
+    ("name", "description", "risk", "word"),
+    [
+        ("search_flights", "Use this tool to search direct flights between two cities.",
+         "low", "search"),
+        ("get_user_details", "Use this function to get the details of a user.", "low", "get"),
+        ("cancel_reservation", "Use this tool when the user wants to cancel a reservation.",
+         "high", "cancel"),
+    ],
+)  # fmt: skip
+def test_a_use_this_tool_preamble_does_not_outweigh_the_tools_name(name, description, risk, word):
+    suggestion = suggest(name, description)
+    assert suggestion.risk == risk
+    actions = [e["word"] for e in suggestion.evidence if e["kind"] == "action"]
+    assert actions == [word]

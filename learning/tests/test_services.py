@@ -196,3 +196,76 @@ def test_refresh_contracts_says_which_names_are_not_in_the_registry(get_event, c
 def test_refresh_of_an_unknown_tool_name_is_a_clear_error(get_event):
     with pytest.raises(CommandError, match="no traces"):
         call_command("refresh_contracts", "--tool", "nope.nothing", "--no-progress")
+
+
+def test_a_declared_destructive_tool_approved_at_medium_drifts_nothing_on_a_second_refresh(
+    vocabulary,
+):
+    from reviews.services import registry_import
+    from tests.helpers import contract
+
+    RiskLevel.objects.filter(name="medium").update(ticket_on_drift=True, min_support=20)
+    registry_import(
+        data=[
+            contract(
+                name="calendar.update_event",
+                description="Update one calendar event.",
+                requires=["event_id"],
+                produces=["event_details"],
+                input_schema={
+                    "type": "object",
+                    "properties": {"event_id": {"type": "string"}},
+                    "required": ["event_id"],
+                },
+                annotations={"destructiveHint": True, "readOnlyHint": False},
+                risk="medium",  # the reviewer's label, below what the hint alone says
+            )
+        ],
+        approve=True,
+    )
+    traces_ingest(items=enumerate(call(i, tool="calendar.update_event") for i in range(40)))
+
+    first = tool_refresh(tool_name="calendar.update_event")
+    second = tool_refresh(tool_name="calendar.update_event")
+
+    assert first.drift == [] and second.drift == []
+    assert not DriftReport.objects.exists()
+    assert not ReviewTicket.objects.filter(kind="drift").exists()
+    inferred = InferredContract.objects.get(tool_name="calendar.update_event").document
+    assert inferred["risk"] == "high"  # the hint is still read: only no drift is made of it
+
+
+def test_an_effect_the_traces_add_still_raises_the_risk_above_the_approved_label(vocabulary):
+    from reviews.services import registry_import
+    from tests.helpers import contract
+
+    registry_import(
+        data={
+            "state_variables": [{"name": "deleted_event_id"}],
+            "tools": [
+                contract(
+                    name="calendar.update_event",
+                    description="Update one calendar event.",
+                    requires=["event_id"],
+                    produces=["event_details"],
+                    input_schema={
+                        "type": "object",
+                        "properties": {"event_id": {"type": "string"}},
+                        "required": ["event_id"],
+                    },
+                    risk="medium",
+                )
+            ],
+        },
+        approve=True,
+    )
+    traces = [
+        call(i, tool="calendar.update_event", extra_after={"deleted_event_id": f"evt_{i}"})
+        for i in range(40)
+    ]
+    traces_ingest(items=enumerate(traces))
+
+    result = tool_refresh(tool_name="calendar.update_event")
+
+    risk = [item for item in result.drift if item["field"] == "risk"]
+    assert risk and risk[0]["added"] == ["high"]

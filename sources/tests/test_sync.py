@@ -1,6 +1,5 @@
 """Syncing MCP servers: real servers nobody here wrote, and a stand-in whose tools change."""
 
-import json
 import os
 import shutil
 import socket
@@ -50,18 +49,6 @@ def counts() -> dict[str, int]:
         "declared": DeclaredTool.objects.count(),
         "tools": Tool.objects.count(),
     }
-
-
-@pytest.fixture
-def tools_file(tmp_path):
-    path = tmp_path / "tools.json"
-
-    def write(value) -> Path:
-        path.write_text(json.dumps(value))
-        return path
-
-    write([GREET])
-    return write
 
 
 @pytest.fixture
@@ -178,7 +165,7 @@ def everything_over_sse():
 def test_it_proposes_every_tool_of_server_everything_over_streamable_http(
     db, settings, everything_over_http
 ):
-    settings.MCP_URL_ALLOWLIST = ["http://127.0.0.1"]
+    settings.MCP_URL_ALLOWLIST = [everything_over_http]
     server = mcp_server_add(name="remote", url=everything_over_http)
     declared = tools_list(transport="http", url=server.url, limits=Limits(30, 100, 10**7))
 
@@ -193,7 +180,8 @@ def test_it_proposes_every_tool_of_server_everything_over_streamable_http(
 def test_it_proposes_every_tool_of_server_everything_over_legacy_sse(
     db, settings, everything_over_sse
 ):
-    settings.MCP_URL_ALLOWLIST = ["http://127.0.0.1"]
+    # The legacy transport posts to another path the server names: its origin is allowed.
+    settings.MCP_URL_ALLOWLIST = [everything_over_sse.removesuffix("/sse")]
     server = mcp_server_add(name="legacy", url=everything_over_sse, legacy_sse=True)
     declared = tools_list(transport="sse", url=server.url, limits=Limits(30, 100, 10**7))
 

@@ -166,6 +166,11 @@ def mcp_server_sync(
             report.error = str(exc)
         else:
             _apply(server, definitions, report, approve=approve, actor=actor)
+    except Exception as exc:
+        # The record must not say "ok" for a sync that stopped halfway (the task retries it).
+        report.outcome = McpServer.Outcome.FAILED
+        report.error = f"the sync stopped: {type(exc).__name__}: {str(exc)[:300]}"
+        raise
     finally:
         _record(server, report, started)
     return report
@@ -193,6 +198,8 @@ def _headers(server: McpServer) -> dict[str, str]:
         raise client.SyncFailed(
             "the server's URL is not under any address of MCP_URL_ALLOWLIST; nothing was sent"
         )
+    if not isinstance(server.headers, dict):
+        raise client.SyncFailed("headers: not an object of {header: ENV_VAR}; nothing was sent")
     if refusal := server.secret_refusal():
         raise client.SyncFailed(f"header {refusal.rstrip('.')}; nothing was sent")
     values = {}

@@ -446,3 +446,31 @@ def test_a_tool_whose_new_definition_is_refused_is_not_retired(standin, tools_fi
     assert report.retired == [] and report.changed == []
     assert ReviewTicket.objects.filter(status=ReviewTicket.Status.OPEN).count() == 0
     assert not DeclaredTool.objects.get(name="greet").gone
+
+
+def test_a_sync_that_stops_halfway_is_recorded_as_failed(standin, tools_file, monkeypatch):
+    from sources import services
+
+    def broken(**kwargs):
+        raise RuntimeError("mail queue down")
+
+    monkeypatch.setattr(services, "reviewers_notify", broken)
+
+    with pytest.raises(RuntimeError):
+        mcp_server_sync(server=standin)
+
+    standin.refresh_from_db()
+    assert standin.last_sync_outcome == McpServer.Outcome.FAILED
+    assert standin.last_sync_error == "the sync stopped: RuntimeError: mail queue down"
+    assert standin.sync_started_at is None  # the next sync may run
+
+
+def test_headers_rewritten_into_no_object_fail_the_sync_with_their_reason(standin):
+    McpServer.objects.filter(pk=standin.pk).update(headers=["Authorization", "MCP_X"])
+    standin.refresh_from_db()
+
+    report = mcp_server_sync(server=standin)
+
+    assert report.outcome == McpServer.Outcome.FAILED
+    assert report.error == "headers: not an object of {header: ENV_VAR}; nothing was sent"
+    assert ReviewTicket.objects.count() == 0

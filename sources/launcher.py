@@ -41,7 +41,11 @@ def _children() -> list[int]:
     except OSError:
         pass
     pids = []
-    for entry in os.listdir("/proc"):
+    try:
+        entries = os.listdir("/proc")
+    except OSError:  # no /proc: nothing to find, the process group is stopped by the caller
+        return []
+    for entry in entries:
         if entry.isdigit():
             try:
                 with open(f"/proc/{entry}/stat") as stat:

@@ -2,6 +2,8 @@
 its sync."""
 
 import os
+import signal
+import subprocess
 import sys
 
 import pytest
@@ -49,3 +51,25 @@ def test_a_stdio_server_reads_no_secret_from_its_parent_and_leaves_no_daemon(
     assert names and names <= {"HOME", "LOGNAME", "PATH", "SHELL", "TERM", "USER"}, names
     pid = int(daemon_pid.read_text())
     assert wait_for(lambda: not alive(pid), timeout=30), f"daemon {pid} outlived the sync"
+
+
+def test_the_launcher_asked_to_stop_takes_every_descendant_with_it():
+    from sources.client import LAUNCHER
+
+    # A server that never exits, with a daemon of its own in another session.
+    script = "setsid sleep 600 & echo $!; exec sleep 600"
+    launcher = subprocess.Popen(
+        [sys.executable, "-I", LAUNCHER, "/bin/sh", "-c", script],
+        stdout=subprocess.PIPE,
+        text=True,
+        start_new_session=True,
+    )
+    daemon = int(launcher.stdout.readline())
+    try:
+        assert alive(daemon)
+        launcher.send_signal(signal.SIGTERM)
+        assert launcher.wait(30) == 128 + signal.SIGTERM
+        assert wait_for(lambda: not alive(daemon), timeout=30)
+    finally:
+        if alive(daemon):
+            os.kill(daemon, signal.SIGKILL)

@@ -32,7 +32,12 @@ def main() -> None:
 
     from benchmarks import database
 
-    database.django_on_fresh_database("registry_bench_mcp", MCP_MAX_TOOLS=str(args.tools))
+    # Every tool in the first sync, as an operator raising the cap on new tools would.
+    database.django_on_fresh_database(
+        "registry_bench_mcp",
+        MCP_MAX_TOOLS=str(args.tools),
+        MCP_MAX_NEW_TOOLS_PER_SYNC=str(args.tools),
+    )
     from django.db import connection
 
     from reviews.models import ReviewTicket

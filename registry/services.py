@@ -319,7 +319,9 @@ def contract_version_replace(
 ) -> ContractVersion:
     """A proposal's content replaced: a new proposed version of ``document`` (same author and
     source) on the tool's current version, and the old proposal superseded."""
-    tool_lock(tool_id=version.tool_id)
+    tool = tool_lock(tool_id=version.tool_id)
+    if document["name"] != tool.name:
+        raise PublishError(f"the new content names {document['name']}, not {tool.name}")
     claimed = ContractVersion.objects.filter(
         pk=version.pk, status=ContractVersion.Status.PROPOSED
     ).update(status=ContractVersion.Status.SUPERSEDED)

@@ -56,8 +56,10 @@ def contract_propose(
     evidence: dict[str, Any] | None = None,
     fingerprint: str | None = None,
     kind: str | None = None,
+    notify: bool = True,
 ) -> ReviewTicket | None:
-    """Open a ticket proposing ``document``; None when it equals the approved contract."""
+    """Open a ticket proposing ``document``; None when it equals the approved contract.
+    ``notify=False``: the caller tells reviewers itself, in one digest (``reviewers_notify``)."""
     normalised = contract_validate(document=dict(document), context=context)
     version = contract_version_create(document=normalised, author=author, source=source)
     if version is None:
@@ -78,7 +80,8 @@ def contract_propose(
         proposer=author,
     )
     audit_record(AuditEntry.Action.PROPOSED, actor=author, ticket=ticket, version=version)
-    transaction.on_commit(lambda: _notify_reviewers(ticket.pk))
+    if notify:
+        transaction.on_commit(lambda: _notify_reviewers(ticket.pk))
     return ticket
 
 
@@ -294,12 +297,7 @@ def audit_record(
 def _notify_reviewers(ticket_id: int) -> None:
     ticket = ReviewTicket.objects.select_related("tool", "proposed__risk").get(pk=ticket_id)
     risk = ticket.proposed.risk
-    reviewers = (
-        risk.reviewers.filter(is_active=True)
-        if risk.reviewers.exists()
-        else (get_user_model().objects.filter(groups__name=REVIEWERS_GROUP, is_active=True))
-    )
-    recipients = sorted({user.email for user in reviewers if user.email})
+    recipients = _reviewers_of(risk)
     if recipients:
         _send(
             f"[registry] Review needed: {ticket.get_kind_display()} of {ticket.tool.name}",
@@ -307,6 +305,67 @@ def _notify_reviewers(ticket_id: int) -> None:
             f"approval(s): /admin/reviews/reviewticket/{ticket.pk}/change/",
             recipients,
         )
+
+
+def _reviewers_of(risk: RiskLevel) -> list[str]:
+    reviewers = (
+        risk.reviewers.filter(is_active=True)
+        if risk.reviewers.exists()
+        else (get_user_model().objects.filter(groups__name=REVIEWERS_GROUP, is_active=True))
+    )
+    return sorted({user.email for user in reviewers if user.email})
+
+
+def reviewers_notify(*, ticket_ids: list[int], about: str) -> int:
+    """One e-mail per reviewer listing the open tickets among ``ticket_ids`` that they review
+    (``about`` says where they came from), instead of one e-mail per ticket. Call it after the
+    tickets are committed. Returns the number of e-mails sent."""
+    tickets = ReviewTicket.objects.filter(
+        pk__in=ticket_ids, status=ReviewTicket.Status.OPEN
+    ).select_related("tool", "proposed__risk")
+    lines: dict[str, list[str]] = {}
+    recipients_of: dict[int, list[str]] = {}
+    for ticket in tickets.order_by("pk"):
+        risk = ticket.proposed.risk
+        if risk.pk not in recipients_of:
+            recipients_of[risk.pk] = _reviewers_of(risk)
+        for recipient in recipients_of[risk.pk]:
+            lines.setdefault(recipient, []).append(
+                f"- {ticket.get_kind_display()} of {ticket.tool.name} ({risk.name} risk, "
+                f"{ticket.approvals_required} approval(s)): "
+                f"/admin/reviews/reviewticket/{ticket.pk}/change/"
+            )
+    for recipient, listed in lines.items():
+        _send(
+            f"[registry] Review needed: {len(listed)} ticket(s) from {about}",
+            "\n".join(listed),
+            [recipient],
+        )
+    return len(lines)
+
+
+@transaction.atomic
+def ticket_withdraw(*, ticket: ReviewTicket, reason: str) -> bool:
+    """An open ticket whose source no longer proposes anything: superseded, its proposal
+    withdrawn (audited with ``reason``). False when it was no longer open."""
+    tool_lock(tool_id=ticket.tool_id)  # tool first, always
+    claimed = ReviewTicket.objects.filter(pk=ticket.pk, status=ReviewTicket.Status.OPEN).update(
+        status=ReviewTicket.Status.SUPERSEDED, decided_at=timezone.now(), reason=reason
+    )
+    if claimed != 1:
+        return False
+    ContractVersion.objects.filter(
+        pk=ticket.proposed_id, status=ContractVersion.Status.PROPOSED
+    ).update(status=ContractVersion.Status.SUPERSEDED)
+    ticket.refresh_from_db()
+    audit_record(
+        AuditEntry.Action.WITHDRAWN,
+        actor=None,
+        ticket=ticket,
+        version=ticket.proposed,
+        detail={"reason": reason},
+    )
+    return True
 
 
 def _notify_proposer(ticket_id: int) -> None:
@@ -517,6 +576,12 @@ def ticket_proposal_replace(
     """
     normalised = contract_validate(document=document)
     tool = tool_lock(tool_id=ticket.tool_id)
+    if normalised["name"] != tool.name:
+        # The replacement would be filed, and published, on the tool the document names.
+        raise ReviewError(
+            f"Ticket #{ticket.pk} is about {tool.name}; a proposal for {normalised['name']} "
+            "cannot replace its content."
+        )
     ticket = ReviewTicket.objects.select_for_update().get(pk=ticket.pk)
     if ticket.status != ReviewTicket.Status.OPEN:
         raise ReviewError(f"Ticket #{ticket.pk} was already decided.")

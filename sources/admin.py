@@ -76,6 +76,10 @@ class McpServerAdmin(admin.ModelAdmin):
     def has_add_permission(self, request) -> bool:
         return False  # a server is added by an operator: manage.py mcp_servers add
 
+    def get_readonly_fields(self, request, obj=None) -> tuple[str, ...]:
+        # The name is its tools' namespace: set once, when an operator adds the server.
+        return ("name", *self.readonly_fields) if obj is not None else self.readonly_fields
+
     def delete_queryset(self, request, queryset) -> None:
         for server in queryset:
             server.delete()  # one by one: each takes its beat entry with it
@@ -84,7 +88,7 @@ class McpServerAdmin(admin.ModelAdmin):
     def command_line(self, obj: McpServer) -> str:
         return shlex.join(obj.command) if obj.command else "-"
 
-    @admin.action(description="Sync now")
+    @admin.action(description="Sync now", permissions=["change"])
     def sync_now(self, request, queryset) -> None:
         ids = list(queryset.filter(enabled=True).values_list("pk", flat=True))
         for server_id in ids:

@@ -6,19 +6,25 @@ initializes a session and pages through ``tools/list`` under one deadline, and s
 with an error, takes too long, declares more tools than the cap or sends more bytes than the
 cap. The bytes are counted where they arrive: the SDK's HTTP client gets a transport that
 counts the response bodies, and stdio servers are read by the small transport below (the
-SDK's own buffers a line of any length before it parses it). A stdio server runs in a session
-of its own, so the whole process group is stopped afterwards, however it was started.
+SDK's own buffers a line of any length before it parses it). A stdio server is started by
+``sources/launcher.py``, in a session of its own: the launcher's environment holds no secret,
+and as a subreaper it stops everything the server started when the listing ends.
 """
 
 from __future__ import annotations
 
+import ctypes
 import os
+import shutil
 import signal
 import subprocess
+import sys
 from collections.abc import AsyncIterator, Mapping, Sequence
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
+from urllib.parse import unquote, urlsplit
 
 import anyio
 import httpx2
@@ -34,6 +40,50 @@ STDIO = "stdio"
 HTTP = "http"
 SSE = "sse"  # the legacy HTTP+SSE transport (MCP 2024-11-05)
 STOP_GRACE_SECONDS = 1.0
+DEFAULT_PORTS = {"http": 80, "https": 443}
+LAUNCHER = str(Path(__file__).with_name("launcher.py"))
+PR_SET_DUMPABLE = 4
+
+
+def url_allowed(url: str, allowlist: Sequence[str]) -> bool:
+    """Whether ``url`` lies under one of the allowlist's entries: scheme, host and port equal
+    (a missing port is the scheme's), path under the entry's path. Compared parsed, never as
+    text prefixes; a path a server could read as another one is refused outright: dot
+    segments, plain or percent-encoded (``/mcp/../private``, ``/mcp/%2e%2e/private``),
+    encoded or back slashes, and percent signs left after decoding (double encoding)."""
+    try:
+        target = urlsplit(url)
+        target_port = target.port or DEFAULT_PORTS.get(target.scheme)
+    except ValueError:
+        return False
+    if target.scheme not in DEFAULT_PORTS or not target.hostname:
+        return False
+    if target.username is not None or target.password is not None:
+        return False
+    decoded = unquote(target.path)
+    if (
+        "\\" in decoded
+        or "%" in decoded
+        or decoded.count("/") != target.path.count("/")
+        or any(segment in (".", "..") for segment in decoded.split("/"))
+    ):
+        return False
+    for entry in allowlist:
+        try:
+            allowed = urlsplit(entry)
+            allowed_port = allowed.port or DEFAULT_PORTS.get(allowed.scheme)
+        except ValueError:
+            continue
+        if (target.scheme, target.hostname, target_port) != (
+            allowed.scheme,
+            allowed.hostname,
+            allowed_port,
+        ):
+            continue
+        path = allowed.path.rstrip("/")
+        if not path or decoded == path or decoded.startswith(path + "/"):
+            return True
+    return False
 
 
 @dataclass(frozen=True)
@@ -48,12 +98,19 @@ class SyncFailed(Exception):
 
 
 class _Budget:
-    """The bytes a listing may still read; past it the listing fails, and says so."""
+    """The bytes a listing may still read, and the addresses it may send to; past either the
+    listing fails, and says so (recorded here too: the SDK may wrap the exception)."""
 
-    def __init__(self, limit: int) -> None:
+    def __init__(self, limit: int, allowlist: Sequence[str]) -> None:
         self.limit = limit
         self.read = 0
         self.exceeded = False
+        self.allowlist = list(allowlist)
+        self.refused = ""
+
+    def refuse(self, reason: str) -> None:
+        self.refused = self.refused or reason
+        raise SyncFailed(reason)
 
     def spend(self, size: int) -> None:
         self.read += size
@@ -69,9 +126,18 @@ def tools_list(
     url: str = "",
     headers: Mapping[str, str] | None = None,
     limits: Limits,
+    allowlist: Sequence[str] | None = None,
 ) -> list[dict[str, Any]]:
-    """Every tool the server declares, as ``tools/list`` gives it (camelCase keys)."""
-    budget = _Budget(limits.max_bytes)
+    """Every tool the server declares, as ``tools/list`` gives it (camelCase keys).
+
+    Over HTTP every request must go to an address under ``allowlist`` (by default the URL's
+    origin), and no redirect is followed: a 3xx answer fails the listing, so the headers
+    never travel on to the address it names, whatever that is.
+    """
+    if allowlist is None:
+        origin = urlsplit(url)
+        allowlist = [f"{origin.scheme}://{origin.netloc}"]
+    budget = _Budget(limits.max_bytes, allowlist)
     try:
         return anyio.run(_list, transport, list(command), url, dict(headers or {}), limits, budget)
     except SyncFailed:
@@ -114,6 +180,8 @@ async def _list(
 
 
 def _reason(exc: BaseException, budget: _Budget, limits: Limits) -> str:
+    if budget.refused:
+        return budget.refused
     if budget.exceeded:
         return f"the server sent more than {limits.max_bytes:,} bytes"
     leaves = _leaves(exc)
@@ -158,6 +226,7 @@ async def _connect(
         client = httpx2.AsyncClient(
             headers=headers,
             timeout=httpx2.Timeout(limits.timeout),
+            follow_redirects=False,
             transport=_CountingTransport(httpx2.AsyncHTTPTransport(), budget),
         )
         async with (
@@ -178,6 +247,7 @@ async def _connect(
                 headers=headers,
                 timeout=timeout,
                 auth=auth,
+                follow_redirects=False,
                 transport=_CountingTransport(httpx2.AsyncHTTPTransport(), budget),
             )
 
@@ -199,7 +269,22 @@ class _CountingTransport(httpx2.AsyncBaseTransport):
         self.budget = budget
 
     async def handle_async_request(self, request: httpx2.Request) -> httpx2.Response:
+        # Here, below the SDK and httpx's redirect handling, every request passes: one that
+        # leaves the allowlist (a redirect, an SSE endpoint elsewhere) is never sent.
+        if not url_allowed(str(request.url), self.budget.allowlist):
+            self.budget.refuse(
+                f"the server sent the client to {str(request.url)[:200]}, which is not under "
+                "MCP_URL_ALLOWLIST; nothing was sent there"
+            )
         response = await self.inner.handle_async_request(request)
+        if 300 <= response.status_code < 400:
+            await response.aclose()
+            location = response.headers.get("location", "")[:200]
+            self.budget.refuse(
+                f"the server answered {response.status_code}, a redirect to {location or '?'}; "
+                "no redirect is followed (the headers would go with it): give the server "
+                "the address it redirects to"
+            )
         response.stream = _CountedStream(response.stream, self.budget)
         return response
 
@@ -221,13 +306,33 @@ class _CountedStream(httpx2.AsyncByteStream):
         await self.inner.aclose()
 
 
+def _not_readable() -> None:
+    """Make this process's /proc files (its environment among them) unreadable to other
+    processes of the same user that are not root: a server could otherwise read the secrets of
+    the process that started it through its grandparent's pid. Process-wide and lasting; it
+    also turns off core dumps and debuggers attaching as the same user."""
+    try:
+        ctypes.CDLL(None, use_errno=True).prctl(PR_SET_DUMPABLE, 0, 0, 0, 0)
+    except (OSError, AttributeError):
+        pass
+
+
 @asynccontextmanager
 async def _stdio(command: list[str], budget: _Budget) -> AsyncIterator[Any]:
     if not command:
         raise SyncFailed("no command to start the server with")
+    environment = get_default_environment()
+    # Found here, with the server's PATH, so that a missing program is said as such rather
+    # than as a launcher that exited.
+    program = shutil.which(command[0], path=environment.get("PATH"))
+    if program is None:
+        raise SyncFailed(f"cannot start the server: no executable program {command[0][:200]!r}")
+    _not_readable()
+    # The launcher, not this process, is the server's parent: its environment is the small
+    # one the server gets, and as a subreaper it stops whatever the server started.
     process = await anyio.open_process(
-        command,
-        env=get_default_environment(),
+        [sys.executable, "-I", LAUNCHER, program, *command[1:]],
+        env=environment,
         stderr=subprocess.DEVNULL,
         start_new_session=True,
     )
@@ -280,16 +385,24 @@ async def _stdio(command: list[str], budget: _Budget) -> AsyncIterator[Any]:
 
 
 async def _stop(process: anyio.abc.Process) -> None:
-    """Close stdin, give the server a moment, then stop its whole process group."""
+    """Close stdin and give the server a moment; then ask the launcher to stop (it kills
+    every process the server started, wherever they went), and only if it does not, kill
+    the whole process group."""
     if process.stdin is not None:
         await process.stdin.aclose()
     with anyio.move_on_after(STOP_GRACE_SECONDS):
         await process.wait()
-    for sig in (signal.SIGTERM, signal.SIGKILL):
+    if process.returncode is None:
         try:
-            os.killpg(process.pid, sig)
+            os.kill(process.pid, signal.SIGTERM)
         except ProcessLookupError:
-            break
-        with anyio.move_on_after(STOP_GRACE_SECONDS):
+            pass
+        with anyio.move_on_after(STOP_GRACE_SECONDS * 5):
             await process.wait()
+    try:
+        os.killpg(process.pid, signal.SIGKILL)
+    except (ProcessLookupError, PermissionError):
+        pass
+    with anyio.move_on_after(STOP_GRACE_SECONDS):
+        await process.wait()
     await process.aclose()

@@ -1,7 +1,6 @@
 """MCP servers as sources of declared tools, and what each last declared."""
 
 import re
-from urllib.parse import urlsplit
 
 from django.conf import settings
 from django.core.exceptions import ValidationError
@@ -12,35 +11,15 @@ from django_celery_beat.models import PeriodicTask
 from registry.models import Application, Tool
 from reviews.models import ReviewTicket
 
+from .client import url_allowed
 from .declared import SERVER_NAME
 
 HEADER_NAME = re.compile(r"^[A-Za-z0-9!#$%&'*+.^_`|~-]{1,100}$")
 # Header values come from the worker's environment; only variables meant for MCP servers may
-# be named, so a form cannot send SECRET_KEY or DATABASE_URL to a server.
+# be named, so a form cannot send SECRET_KEY or DATABASE_URL to a server, and each only where
+# MCP_SECRET_DESTINATIONS says (``McpServer.secret_refusal``).
 ENV_VAR_NAME = re.compile(r"^MCP_[A-Z0-9_]{1,100}$")
 MAX_HEADERS = 20
-
-
-def url_allowed(url: str, allowlist: list[str]) -> bool:
-    """Whether ``url`` lies under one of the allowlist's entries (scheme, host and port equal,
-    path under the entry's path). Compared parsed, never as text prefixes."""
-    try:
-        target = urlsplit(url)
-        target_port = target.port
-    except ValueError:
-        return False
-    if target.username is not None or target.password is not None:
-        return False
-    for entry in allowlist:
-        allowed = urlsplit(entry)
-        if (target.scheme, target.hostname) != (allowed.scheme, allowed.hostname):
-            continue
-        if allowed.port is not None and allowed.port != target_port:
-            continue
-        path = allowed.path.rstrip("/")
-        if target.path == path or target.path.startswith(path + "/") or not path:
-            return True
-    return False
 
 
 class McpServer(models.Model):
@@ -61,7 +40,8 @@ class McpServer(models.Model):
         max_length=40,
         unique=True,
         validators=[RegexValidator(SERVER_NAME)],
-        help_text="The namespace of its tools: a tool t is the contract <name>.t.",
+        help_text="The namespace of its tools: a tool t is the contract <name>.t. Set when the "
+        "server is added, never changed.",
     )
     transport = models.CharField(max_length=10, choices=Transport.choices)
     command = models.JSONField(
@@ -78,7 +58,8 @@ class McpServer(models.Model):
         default=dict,
         blank=True,
         help_text="Request headers as {header: ENV_VAR}: each value is read from the worker's "
-        "environment variable of that name (MCP_...) when syncing, never stored.",
+        "environment variable of that name (MCP_...) when syncing, never stored; a variable "
+        "goes only to the addresses an operator bound it to (MCP_SECRET_DESTINATIONS).",
     )
     applications = models.ManyToManyField(
         Application,
@@ -124,6 +105,9 @@ class McpServer(models.Model):
 
     def clean(self) -> None:
         errors: dict[str, str] = {}
+        name_error = self._namespace_error()
+        if name_error:
+            errors["name"] = name_error
         if self.transport == self.Transport.STDIO:
             if not self.command or not all(isinstance(a, str) and a for a in self.command):
                 errors["command"] = "A stdio server needs a command (set by an operator)."
@@ -143,15 +127,65 @@ class McpServer(models.Model):
             errors["headers"] = f"Must be an object of at most {MAX_HEADERS} headers."
         else:
             for header, variable in self.headers.items():
-                if not HEADER_NAME.match(header):
+                if not HEADER_NAME.fullmatch(header):
                     errors["headers"] = f"{header[:100]!r} is not a header name."
-                elif not isinstance(variable, str) or not ENV_VAR_NAME.match(variable):
+                elif not isinstance(variable, str) or not ENV_VAR_NAME.fullmatch(variable):
                     errors["headers"] = (
                         f"{header}: the value names an environment variable starting with MCP_ "
                         "(capitals, digits, '_'), never the value itself."
                     )
+            if "headers" not in errors and (refusal := self.secret_refusal()):
+                errors["headers"] = refusal
         if errors:
             raise ValidationError(errors)
+
+    def secret_refusal(self) -> str:
+        """Why one of its headers' secrets may not go to this server, or "". Each secret goes
+        only to the addresses an operator bound it to (MCP_SECRET_DESTINATIONS): a user who
+        may edit servers can name a variable, never choose where its value is sent."""
+        destinations = settings.MCP_SECRET_DESTINATIONS
+        for header, variable in self.headers.items():
+            allowed = destinations.get(variable)
+            if not allowed:
+                return (
+                    f"{header}: {variable} is bound to no address; an operator lists the "
+                    "addresses it may be sent to in MCP_SECRET_DESTINATIONS."
+                )
+            if self.transport == self.Transport.STDIO or not url_allowed(self.url, allowed):
+                return (
+                    f"{header}: {variable} may be sent only to {', '.join(allowed)} "
+                    "(MCP_SECRET_DESTINATIONS), not to this server."
+                )
+        return ""
+
+    def _namespace_error(self) -> str:
+        """Why ``name`` cannot be this server's namespace, or "".
+
+        A server proposes only for the tools its declarations own (``DeclaredTool.tool``), never
+        by name; this keeps the names telling the same story. A rename is refused rather than
+        carried along: the tools' names would change under the applications using them.
+        """
+        if not isinstance(self.name, str) or not SERVER_NAME.fullmatch(self.name):
+            # The field's validator reads "$", which also matches before a final newline.
+            return "Letters, digits, '_' and '-', starting with a letter, 40 at most."
+        if self.pk is not None:
+            stored = McpServer.objects.filter(pk=self.pk).values_list("name", flat=True).first()
+            if stored is not None and stored != self.name:
+                return (
+                    f"A server's name is the namespace of its tools and never changes (this one "
+                    f"is {stored!r}); to use another, add a server under the new name with "
+                    "manage.py mcp_servers add."
+                )
+        foreign = Tool.objects.filter(name__startswith=f"{self.name}.")
+        if self.pk is not None:
+            foreign = foreign.exclude(declared__server_id=self.pk)
+        taken = foreign.order_by("name").values_list("name", flat=True).first()
+        if taken is not None:
+            return (
+                f"The namespace {self.name!r} already holds tools of another source or of none "
+                f"({taken}); a server takes a namespace of its own."
+            )
+        return ""
 
 
 class DeclaredTool(models.Model):
@@ -161,6 +195,12 @@ class DeclaredTool(models.Model):
     name = models.CharField(max_length=200, help_text="The tool's name on its server.")
     tool = models.OneToOneField(Tool, on_delete=models.PROTECT, related_name="declared")
     definition_hash = models.CharField(max_length=64)
+    declared_hash = models.CharField(
+        max_length=64,
+        blank=True,
+        help_text="SHA-256 of all the sync took from the definition, titles included: a sync "
+        "passes over a tool only while this is unchanged.",
+    )
     gone = models.BooleanField(
         default=False, help_text="No longer declared by its server (a retirement is proposed)."
     )

@@ -3,14 +3,15 @@
 A sync lists the server's tools first (``sources.client``, outside any transaction: a slow
 server holds no lock), then writes tool by tool, each in a savepoint, through the review
 services, so every proposal meets the same validation, poisoning checks and approvals as any
-other. A tool whose pin is what the registry last saw costs no write at all; a server that
+other. A tool declared as the registry last saw it costs no write at all; a server that
 cannot be listed changes nothing but its own record.
 """
 
+import hashlib
 import json
 import os
 import time
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from datetime import timedelta
 from typing import Any
 
@@ -26,11 +27,17 @@ from learning.selectors import risk_labels
 from registry.contract import with_defaults
 from registry.models import Application, ContractVersion, RiskLevel, Tool
 from registry.selectors import registry_context
-from registry.services import tool_lock_or_create
+from registry.services import tool_lock, tool_lock_or_create
 from registry.validation import ContractInvalid, RegistryContext
 from reviews.diff import contract_diff
 from reviews.models import AuditEntry, ReviewError, ReviewTicket
-from reviews.services import contract_propose, contract_publish, ticket_proposal_replace
+from reviews.services import (
+    contract_propose,
+    contract_publish,
+    reviewers_notify,
+    ticket_proposal_replace,
+    ticket_withdraw,
+)
 
 from . import client
 from .compat import compatibility
@@ -39,6 +46,7 @@ from .models import DeclaredTool, McpServer
 
 SYNC_TASK = "sources.tasks.mcp_server_sync"
 MAX_REPORTED = 200  # names per list kept on the server's record; the counts are exact
+MAX_TITLE_CHARS = 200  # a title is a display name: a line, not a page
 
 
 class SyncBusy(Exception):
@@ -57,15 +65,20 @@ class SyncReport:
     updated: list[str] = field(default_factory=list)
     withdrawn: list[str] = field(default_factory=list)
     retired: list[str] = field(default_factory=list)
+    # New tools past MCP_MAX_NEW_TOOLS_PER_SYNC: proposed by a later sync, not this one.
+    deferred: list[str] = field(default_factory=list)
     unchanged: int = 0
     refused: dict[str, str] = field(default_factory=dict)
+    # New tools --approve left open for a reviewer, with their poisoning flags' codes.
+    flagged: dict[str, str] = field(default_factory=dict)
 
     def as_record(self) -> dict[str, Any]:
         record = asdict(self)
         for key, value in record.items():
             if isinstance(value, list):
                 record[key] = value[:MAX_REPORTED]
-        record["refused"] = dict(list(self.refused.items())[:MAX_REPORTED])
+            elif isinstance(value, dict):
+                record[key] = dict(list(value.items())[:MAX_REPORTED])
         return record
 
 
@@ -146,12 +159,18 @@ def mcp_server_sync(
                     max_tools=settings.MCP_MAX_TOOLS,
                     max_bytes=settings.MCP_MAX_BYTES,
                 ),
+                allowlist=settings.MCP_URL_ALLOWLIST,
             )
         except client.SyncFailed as exc:
             report.outcome = McpServer.Outcome.FAILED
             report.error = str(exc)
         else:
             _apply(server, definitions, report, approve=approve, actor=actor)
+    except Exception as exc:
+        # The record must not say "ok" for a sync that stopped halfway (the task retries it).
+        report.outcome = McpServer.Outcome.FAILED
+        report.error = f"the sync stopped: {type(exc).__name__}: {str(exc)[:300]}"
+        raise
     finally:
         _record(server, report, started)
     return report
@@ -171,6 +190,18 @@ def _claim(server: McpServer) -> None:
 
 
 def _headers(server: McpServer) -> dict[str, str]:
+    """The header values to send, after the checks the record met when it was saved, made
+    again: the operator's settings may have changed since, or the row been written by SQL."""
+    if server.transport != McpServer.Transport.STDIO and not client.url_allowed(
+        server.url, settings.MCP_URL_ALLOWLIST
+    ):
+        raise client.SyncFailed(
+            "the server's URL is not under any address of MCP_URL_ALLOWLIST; nothing was sent"
+        )
+    if not isinstance(server.headers, dict):
+        raise client.SyncFailed("headers: not an object of {header: ENV_VAR}; nothing was sent")
+    if refusal := server.secret_refusal():
+        raise client.SyncFailed(f"header {refusal.rstrip('.')}; nothing was sent")
     values = {}
     for header, variable in server.headers.items():
         value = os.environ.get(variable)
@@ -214,6 +245,8 @@ def _apply(
     labelled: list[dict[str, Any]] | None = None
     risks = set(RiskLevel.objects.values_list("name", flat=True))
     context: RegistryContext | None = None  # read once: declared tools name no dependencies
+    new_tools = 0
+    tickets: list[int] = []  # reviewers hear of them in one digest, after the writes
     for definition in definitions:
         name = definition.get("name")
         if isinstance(name, str) and name in seen:
@@ -223,20 +256,26 @@ def _apply(
             # Still declared, even if refused below: a tool is retired only when it is gone.
             seen.add(name)
         try:
+            _texts_check(definition)
             declared = declared_tool(server.name, definition)
         except Refused as exc:
             report.refused[shown(name)] = str(exc)
             continue
         row = rows.get(declared.local_name)
-        if row is not None and row.definition_hash == declared.pin and not row.gone:
-            report.unchanged += 1  # the pin the registry last saw: nothing to write
+        if row is not None and row.declared_hash == _declared_hash(declared) and not row.gone:
+            report.unchanged += 1  # what the registry last saw: nothing to write
             continue
+        if row is None:
+            if new_tools >= settings.MCP_MAX_NEW_TOOLS_PER_SYNC:
+                report.deferred.append(declared.name)
+                continue
+            new_tools += 1
         if labelled is None:
             labelled = prepare_labels(risk_labels())
         context = context or registry_context()
         try:
             with transaction.atomic():
-                _declared_apply(
+                opened = _declared_apply(
                     server,
                     declared,
                     row,
@@ -249,10 +288,55 @@ def _apply(
                 )
         except (ContractInvalid, Refused, ReviewError) as exc:
             report.refused[declared.local_name] = _refusal(exc)
+        else:
+            tickets += [opened] if opened is not None else []
     for name, row in rows.items():
         if name not in seen and not row.gone:
             with transaction.atomic():
-                _declared_gone(row, report)
+                opened = _declared_gone(row, report)
+            tickets += [opened] if opened is not None else []
+    if tickets:
+        reviewers_notify(ticket_ids=tickets, about=f"MCP server {server.name}")
+
+
+def _texts_check(definition: dict[str, Any]) -> None:
+    """Refuse a definition with a text longer than a person can review: a description (the
+    tool's, or any in its schemas) past MCP_MAX_TEXT_CHARS, a title past MAX_TITLE_CHARS, or
+    all its strings together past MCP_MAX_TOOL_TEXT_CHARS. Done first, so a huge text costs
+    no poisoning check, diff or risk suggestion."""
+    each, total = settings.MCP_MAX_TEXT_CHARS, settings.MCP_MAX_TOOL_TEXT_CHARS
+    counted = 0
+    stack: list[tuple[str, Any]] = [("", definition)]
+    while stack:
+        where, value = stack.pop()
+        if isinstance(value, str):
+            counted += len(value)
+        elif isinstance(value, dict):
+            for key, item in value.items():
+                path = f"{where}.{key}" if where else str(key)
+                counted += len(str(key))
+                limit = {"description": each, "title": MAX_TITLE_CHARS}.get(key)
+                if limit is not None and isinstance(item, str) and len(item) > limit:
+                    cap = "MCP_MAX_TEXT_CHARS" if key == "description" else "the cap on titles"
+                    raise Refused(
+                        f"{path[:200]}: {len(item):,} characters, more than the {limit:,} a "
+                        f"reviewer reads ({cap})"
+                    )
+                stack.append((path, item))
+        elif isinstance(value, list):
+            stack += [(f"{where}[{index}]", item) for index, item in enumerate(value)]
+        if counted > total:
+            raise Refused(
+                f"its texts together pass {total:,} characters, more than a reviewer reads "
+                "(MCP_MAX_TOOL_TEXT_CHARS)"
+            )
+
+
+def _declared_hash(declared: Declared) -> str:
+    """What the sync compares to pass over a tool: everything it takes from the definition,
+    titles included (people and models read them), whether or not the pin covers them."""
+    encoded = json.dumps(declared.declared, sort_keys=True, separators=(",", ":"))
+    return hashlib.sha256(encoded.encode()).hexdigest()
 
 
 def _refusal(exc: Exception) -> str:
@@ -276,10 +360,18 @@ def _declared_apply(
     *,
     approve: bool,
     actor: User | None,
-) -> None:
-    tool = tool_lock_or_create(name=declared.name)
-    if row is None and (DeclaredTool.objects.filter(tool=tool).exists() or tool.versions.exists()):
-        raise Refused(f"the registry already has {declared.name} from another source")
+) -> int | None:
+    """Route one declared tool into review; the id of a ticket it opened (reviewers are told
+    of it in the sync's digest), None when it opened none."""
+    if row is not None:
+        # The tool this declaration owns, by its record: never a tool found by name.
+        tool = tool_lock(tool_id=row.tool_id)
+        declared = replace(declared, name=tool.name)
+    else:
+        # Under the tool's lock, so a tool another source creates meanwhile is seen here.
+        tool = tool_lock_or_create(name=declared.name)
+        if DeclaredTool.objects.filter(tool=tool).exists() or tool.versions.exists():
+            raise Refused(f"the registry already has {declared.name} from another source")
     approved = tool.current_version
     base = approved.document() if approved is not None else None
     risk_evidence: dict[str, Any] = {}
@@ -290,7 +382,10 @@ def _declared_apply(
     )
     document = declared_document(declared, approved=base, risk=risk)
     evidence = _evidence(server, declared, base, document, risk_evidence)
+    opened: int | None = None
     open_ticket = row.ticket if row is not None and row.ticket is not None else None
+    if open_ticket is not None and open_ticket.tool_id != tool.pk:
+        open_ticket = None  # a ticket of another tool is never this declaration's to change
     ticket: ReviewTicket | None
     if open_ticket is not None and open_ticket.status == ReviewTicket.Status.OPEN:
         ticket = ticket_proposal_replace(ticket=open_ticket, document=document, evidence=evidence)
@@ -306,10 +401,12 @@ def _declared_apply(
             context=context,
             evidence=evidence,
             kind=ReviewTicket.Kind.CHANGE,
+            notify=False,
         )
         ticket = proposed if proposed is not None else open_ticket
         if proposed is not None:
             report.changed.append(declared.name)
+            opened = proposed.pk
         else:
             report.unchanged += 1
     else:
@@ -320,13 +417,20 @@ def _declared_apply(
             context=context,
             evidence=evidence,
             kind=ReviewTicket.Kind.NEW_TOOL,
+            notify=False,
         )
         if proposed is None:  # cannot happen without an approved version
             raise Refused("nothing to propose")
         ticket = proposed
-        if approve:
+        opened = proposed.pk
+        if approve and not evidence["poisoning"]:
             contract_publish(ticket=ticket, actor=actor, action=AuditEntry.Action.TRUSTED)
             report.published.append(declared.name)
+        elif approve:
+            # Trust on first use covers what nobody flagged; a flagged tool waits for a person.
+            report.flagged[declared.name] = ", ".join(
+                sorted({str(flag["code"]) for flag in evidence["poisoning"]})
+            )
         else:
             report.proposed.append(declared.name)
         if row is None:
@@ -335,16 +439,26 @@ def _declared_apply(
     if row is None:
         row = DeclaredTool(server=server, name=declared.local_name, tool=tool)
     row.definition_hash = declared.pin
+    row.declared_hash = _declared_hash(declared)
     row.gone = False
     row.ticket = ticket
     row.save()
+    return opened if ticket is not None and ticket.status == ReviewTicket.Status.OPEN else None
 
 
-def _declared_gone(row: DeclaredTool, report: SyncReport) -> None:
-    """A tool its server no longer declares: its retirement is proposed, never done silently."""
-    tool = tool_lock_or_create(name=row.tool.name)
+def _declared_gone(row: DeclaredTool, report: SyncReport) -> int | None:
+    """A tool its server no longer declares: the ticket it had open is withdrawn (nothing is
+    left to decide on it), and its retirement proposed, never done silently. The id of the
+    retirement ticket, if one was opened."""
+    tool = tool_lock(tool_id=row.tool_id)
     approved = tool.current_version
     ticket = None
+    if (
+        row.ticket is not None
+        and row.ticket.tool_id == tool.pk
+        and ticket_withdraw(ticket=row.ticket, reason="its server no longer declares the tool")
+    ):
+        report.withdrawn.append(tool.name)
     if approved is not None and approved.lifecycle == Tool.Lifecycle.ACTIVE:
         document = {**approved.document(), "status": Tool.Lifecycle.DEPRECATED}
         ticket = contract_propose(
@@ -358,9 +472,11 @@ def _declared_gone(row: DeclaredTool, report: SyncReport) -> None:
                 "gone": "its server no longer declares it",
             },
             kind=ReviewTicket.Kind.RETIREMENT,
+            notify=False,
         )
         report.retired.append(tool.name)
     DeclaredTool.objects.filter(pk=row.pk).update(gone=True, ticket=ticket or row.ticket)
+    return ticket.pk if ticket is not None else None
 
 
 def _suggested(

@@ -7,6 +7,7 @@ filesystem transport under ``var/``: no server to install. ``DATABASE_URL`` and
 """
 
 import ipaddress
+import json
 import os
 from datetime import timedelta
 from pathlib import Path
@@ -436,10 +437,41 @@ OTLP_KEEP_ASSEMBLED = timedelta(seconds=env_value("OTLP_KEEP_ASSEMBLED_SECONDS",
 # MCP servers as sources (sources/): which HTTP addresses a server may have (origins with an
 # optional path, e.g. https://mcp.example.com/; none by default), and the bounds of one sync.
 MCP_URL_ALLOWLIST = env_value("MCP_URL_ALLOWLIST", env.list, [])
+
+
+def env_secret_destinations(name: str) -> dict[str, list[str]]:
+    """``{"MCP_VAR": ["https://host/path", ...], ...}``: where each secret may be sent."""
+    raw = os.environ.get(name, "").strip()
+    if not raw:
+        return {}
+    try:
+        value = json.loads(raw)
+    except ValueError as exc:
+        raise ImproperlyConfigured(f"{name}: not JSON: {exc}") from exc
+    if not isinstance(value, dict) or not all(
+        isinstance(addresses, list) and all(isinstance(a, str) and a for a in addresses)
+        for addresses in value.values()
+    ):
+        raise ImproperlyConfigured(
+            f'{name}: expected {{"MCP_VAR": ["https://host/path", ...]}}, a list of '
+            "addresses per environment variable"
+        )
+    return value
+
+
+# The addresses (as in MCP_URL_ALLOWLIST) each header secret may be sent to: a server's header
+# may name an environment variable only when the server's URL lies under one of them.
+MCP_SECRET_DESTINATIONS = env_secret_destinations("MCP_SECRET_DESTINATIONS")
 MCP_SYNC_TIMEOUT_SECONDS = env_value("MCP_SYNC_TIMEOUT_SECONDS", env.int, 30)
 MCP_MAX_TOOLS = env_value("MCP_MAX_TOOLS", env.int, 1_000)
 MCP_MAX_BYTES = env_value("MCP_MAX_BYTES", env.int, 8 * 1024 * 1024)
 MCP_SYNC_EVERY_MINUTES = env_value("MCP_SYNC_EVERY_MINUTES", env.int, 60)
+# What a person can review: characters of one description (a tool's or a parameter's) and of
+# all the texts of one tool together; a longer one is refused with its reason. And new tools
+# one sync proposes; the rest wait for the next sync.
+MCP_MAX_TEXT_CHARS = env_value("MCP_MAX_TEXT_CHARS", env.int, 8_000)
+MCP_MAX_TOOL_TEXT_CHARS = env_value("MCP_MAX_TOOL_TEXT_CHARS", env.int, 32_000)
+MCP_MAX_NEW_TOOLS_PER_SYNC = env_value("MCP_MAX_NEW_TOOLS_PER_SYNC", env.int, 20)
 
 # A tool whose statistics changed is re-inferred this long after the first change (one pending
 # refresh per tool; the hourly sweep catches any the broker lost).

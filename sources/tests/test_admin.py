@@ -18,6 +18,7 @@ from .test_sync import GREET, STANDIN
 @pytest.fixture
 def http_server(db, settings):
     settings.MCP_URL_ALLOWLIST = ["https://mcp.example.com/"]
+    settings.MCP_SECRET_DESTINATIONS = {"MCP_TOKEN": ["https://mcp.example.com/mcp"]}
     return mcp_server_add(
         name="remote", url="https://mcp.example.com/mcp", headers={"Authorization": "MCP_TOKEN"}
     )

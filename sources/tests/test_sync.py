@@ -1,6 +1,5 @@
 """Syncing MCP servers: real servers nobody here wrote, and a stand-in whose tools change."""
 
-import json
 import os
 import shutil
 import socket
@@ -50,18 +49,6 @@ def counts() -> dict[str, int]:
         "declared": DeclaredTool.objects.count(),
         "tools": Tool.objects.count(),
     }
-
-
-@pytest.fixture
-def tools_file(tmp_path):
-    path = tmp_path / "tools.json"
-
-    def write(value) -> Path:
-        path.write_text(json.dumps(value))
-        return path
-
-    write([GREET])
-    return write
 
 
 @pytest.fixture
@@ -178,7 +165,7 @@ def everything_over_sse():
 def test_it_proposes_every_tool_of_server_everything_over_streamable_http(
     db, settings, everything_over_http
 ):
-    settings.MCP_URL_ALLOWLIST = ["http://127.0.0.1"]
+    settings.MCP_URL_ALLOWLIST = [everything_over_http]
     server = mcp_server_add(name="remote", url=everything_over_http)
     declared = tools_list(transport="http", url=server.url, limits=Limits(30, 100, 10**7))
 
@@ -193,7 +180,8 @@ def test_it_proposes_every_tool_of_server_everything_over_streamable_http(
 def test_it_proposes_every_tool_of_server_everything_over_legacy_sse(
     db, settings, everything_over_sse
 ):
-    settings.MCP_URL_ALLOWLIST = ["http://127.0.0.1"]
+    # The legacy transport posts to another path the server names: its origin is allowed.
+    settings.MCP_URL_ALLOWLIST = [everything_over_sse.removesuffix("/sse")]
     server = mcp_server_add(name="legacy", url=everything_over_sse, legacy_sse=True)
     declared = tools_list(transport="sse", url=server.url, limits=Limits(30, 100, 10**7))
 
@@ -458,3 +446,31 @@ def test_a_tool_whose_new_definition_is_refused_is_not_retired(standin, tools_fi
     assert report.retired == [] and report.changed == []
     assert ReviewTicket.objects.filter(status=ReviewTicket.Status.OPEN).count() == 0
     assert not DeclaredTool.objects.get(name="greet").gone
+
+
+def test_a_sync_that_stops_halfway_is_recorded_as_failed(standin, tools_file, monkeypatch):
+    from sources import services
+
+    def broken(**kwargs):
+        raise RuntimeError("mail queue down")
+
+    monkeypatch.setattr(services, "reviewers_notify", broken)
+
+    with pytest.raises(RuntimeError):
+        mcp_server_sync(server=standin)
+
+    standin.refresh_from_db()
+    assert standin.last_sync_outcome == McpServer.Outcome.FAILED
+    assert standin.last_sync_error == "the sync stopped: RuntimeError: mail queue down"
+    assert standin.sync_started_at is None  # the next sync may run
+
+
+def test_headers_rewritten_into_no_object_fail_the_sync_with_their_reason(standin):
+    McpServer.objects.filter(pk=standin.pk).update(headers=["Authorization", "MCP_X"])
+    standin.refresh_from_db()
+
+    report = mcp_server_sync(server=standin)
+
+    assert report.outcome == McpServer.Outcome.FAILED
+    assert report.error == "headers: not an object of {header: ENV_VAR}; nothing was sent"
+    assert ReviewTicket.objects.count() == 0

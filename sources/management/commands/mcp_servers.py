@@ -38,7 +38,8 @@ class Command(BaseCommand):
         sync.add_argument(
             "--approve",
             action="store_true",
-            help="Trust on first use: publish tools seen for the first time (audited).",
+            help="Trust on first use: publish tools seen for the first time (audited), except "
+            "those with poisoning flags, which stay open for a reviewer.",
         )
 
     def handle(self, *args, **options) -> None:
@@ -116,11 +117,15 @@ class Command(BaseCommand):
                 continue
             self.stdout.write(
                 f"{server.name}: {report.declared} declared, {len(report.proposed)} proposed, "
-                f"{len(report.published)} published on first use, {len(report.changed)} "
+                f"{len(report.published)} published on first use, "
+                f"{len(report.flagged)} flagged and left open for a reviewer, "
+                f"{len(report.changed)} "
                 f"changed, {len(report.updated)} open tickets updated, {len(report.retired)} "
                 f"retirements proposed, {report.unchanged} unchanged, "
                 f"{len(report.refused)} refused"
             )
+            for name, codes in report.flagged.items():
+                self.stdout.write(f"  flagged {name} ({codes}): open for a reviewer, not published")
             for name, reason in report.refused.items():
                 self.stdout.write(f"  refused {name}: {reason}")
         if failed:

@@ -6,8 +6,10 @@ initializes a session and pages through ``tools/list`` under one deadline, and s
 with an error, takes too long, declares more tools than the cap or sends more bytes than the
 cap. The bytes are counted where they arrive: the SDK's HTTP client gets a transport that
 counts the response bodies, and stdio servers are read by the small transport below (the
-SDK's own buffers a line of any length before it parses it). A stdio server runs in a session
-of its own, so the whole process group is stopped afterwards, however it was started.
+SDK's own buffers a line of any length before it parses it). The tools come back as the JSON
+objects the server sent, not as the SDK's models, which drop keys they do not know. A stdio
+server runs in a session of its own, so the whole process group is stopped afterwards, however
+it was started.
 """
 
 from __future__ import annotations
@@ -29,11 +31,14 @@ from mcp.client.stdio import get_default_environment
 from mcp.client.streamable_http import streamable_http_client
 from mcp.shared.exceptions import MCPError
 from mcp.shared.message import SessionMessage
+from pydantic import TypeAdapter
 
 STDIO = "stdio"
 HTTP = "http"
 SSE = "sse"  # the legacy HTTP+SSE transport (MCP 2024-11-05)
 STOP_GRACE_SECONDS = 1.0
+# A result read as plain JSON: the pin is computed over each tool exactly as it was sent.
+RAW_RESULT: TypeAdapter[dict[str, Any]] = TypeAdapter(dict[str, Any])
 
 
 @dataclass(frozen=True)
@@ -70,7 +75,8 @@ def tools_list(
     headers: Mapping[str, str] | None = None,
     limits: Limits,
 ) -> list[dict[str, Any]]:
-    """Every tool the server declares, as ``tools/list`` gives it (camelCase keys)."""
+    """Every tool the server declares, each the JSON object exactly as ``tools/list`` sent it
+    (every key kept, also those no SDK model knows: the pin covers them)."""
     budget = _Budget(limits.max_bytes)
     try:
         return anyio.run(_list, transport, list(command), url, dict(headers or {}), limits, budget)
@@ -100,15 +106,19 @@ async def _list(
             cursor: str | None = None
             for _ in range(limits.max_tools + 1):  # a cursor that never ends is bounded too
                 params = mcp_types.PaginatedRequestParams(cursor=cursor) if cursor else None
-                result = await session.list_tools(params=params)
-                tools += [
-                    tool.model_dump(by_alias=True, exclude_none=True, mode="json")
-                    for tool in result.tools
-                ]
+                # The result as the server sent it: the SDK still checks it against the
+                # negotiated protocol's schema, but no model drops a key it does not know.
+                result = await session.send_request(
+                    mcp_types.ListToolsRequest(params=params), RAW_RESULT
+                )
+                listed = result.get("tools")
+                if not isinstance(listed, list):
+                    raise SyncFailed("the server's tools/list result has no list of tools")
+                tools += [tool if isinstance(tool, dict) else {} for tool in listed]
                 if len(tools) > limits.max_tools:
                     raise SyncFailed(f"the server declares more than {limits.max_tools:,} tools")
-                cursor = result.next_cursor
-                if not cursor:
+                cursor = result.get("nextCursor")
+                if not isinstance(cursor, str) or not cursor:
                     return tools
     raise SyncFailed(f"the server's tool list did not end after {limits.max_tools:,} pages")
 

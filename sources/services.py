@@ -24,13 +24,18 @@ from django_celery_beat.models import IntervalSchedule, PeriodicTask
 from learning.risk import arguments_of, prepare_labels, suggest_risk
 from learning.selectors import risk_labels
 from registry.contract import with_defaults
-from registry.models import Application, ContractVersion, RiskLevel, Tool
+from registry.models import Application, ContractVersion, RiskLevel, Tool, contract_hash
 from registry.selectors import registry_context
-from registry.services import tool_lock_or_create
+from registry.services import contract_version_definition_record, tool_lock_or_create
 from registry.validation import ContractInvalid, RegistryContext
-from reviews.diff import contract_diff
+from reviews.diff import contract_diff, widened_hints
 from reviews.models import AuditEntry, ReviewError, ReviewTicket
-from reviews.services import contract_propose, contract_publish, ticket_proposal_replace
+from reviews.services import (
+    WIDENED_HINT_RISK,
+    contract_propose,
+    contract_publish,
+    ticket_proposal_replace,
+)
 
 from . import client
 from .compat import compatibility
@@ -57,6 +62,7 @@ class SyncReport:
     updated: list[str] = field(default_factory=list)
     withdrawn: list[str] = field(default_factory=list)
     retired: list[str] = field(default_factory=list)
+    repinned: list[str] = field(default_factory=list)
     unchanged: int = 0
     refused: dict[str, str] = field(default_factory=dict)
 
@@ -284,16 +290,35 @@ def _declared_apply(
     base = approved.document() if approved is not None else None
     risk_evidence: dict[str, Any] = {}
     risk = (
-        approved.risk.name
+        _changed_risk(approved, declared, labelled, risks, risk_evidence)
         if approved is not None
         else _suggested(declared, labelled, risks, risk_evidence)
     )
     document = declared_document(declared, approved=base, risk=risk)
-    evidence = _evidence(server, declared, base, document, risk_evidence)
     open_ticket = row.ticket if row is not None and row.ticket is not None else None
+    if open_ticket is not None and open_ticket.status != ReviewTicket.Status.OPEN:
+        open_ticket = None
+    if (
+        approved is not None
+        and approved.definition is None
+        and contract_hash(approved.document()) == contract_hash(with_defaults(document))
+    ):
+        # Approved before versions kept their server's definition, and declared unchanged
+        # since: its pin is now taken over what the server sends, without a ticket.
+        contract_version_definition_record(version=approved, definition=declared.definition)
+        report.repinned.append(declared.name)
+        if open_ticket is None:
+            _declared_record(server, declared, row, tool, row.ticket if row else None)
+            return
+    evidence = _evidence(server, declared, base, document, risk_evidence)
     ticket: ReviewTicket | None
-    if open_ticket is not None and open_ticket.status == ReviewTicket.Status.OPEN:
-        ticket = ticket_proposal_replace(ticket=open_ticket, document=document, evidence=evidence)
+    if open_ticket is not None:
+        ticket = ticket_proposal_replace(
+            ticket=open_ticket,
+            document=document,
+            evidence=evidence,
+            definition=declared.definition,
+        )
         if ticket.status == ReviewTicket.Status.SUPERSEDED:
             report.withdrawn.append(declared.name)
         else:
@@ -306,6 +331,7 @@ def _declared_apply(
             context=context,
             evidence=evidence,
             kind=ReviewTicket.Kind.CHANGE,
+            definition=declared.definition,
         )
         ticket = proposed if proposed is not None else open_ticket
         if proposed is not None:
@@ -320,6 +346,7 @@ def _declared_apply(
             context=context,
             evidence=evidence,
             kind=ReviewTicket.Kind.NEW_TOOL,
+            definition=declared.definition,
         )
         if proposed is None:  # cannot happen without an approved version
             raise Refused("nothing to propose")
@@ -332,6 +359,16 @@ def _declared_apply(
         if row is None:
             for application in server.applications.filter(all_tools=False):
                 application.enabled_tools.add(tool)
+    _declared_record(server, declared, row, tool, ticket)
+
+
+def _declared_record(
+    server: McpServer,
+    declared: Declared,
+    row: DeclaredTool | None,
+    tool: Tool,
+    ticket: ReviewTicket | None,
+) -> None:
     if row is None:
         row = DeclaredTool(server=server, name=declared.local_name, tool=tool)
     row.definition_hash = declared.pin
@@ -383,6 +420,40 @@ def _suggested(
         evidence=suggestion.evidence,
     )
     return suggestion.risk if suggestion.risk in risks else "high"
+
+
+def _changed_risk(
+    approved: ContractVersion,
+    declared: Declared,
+    labelled: list[dict[str, Any]],
+    risks: set[str],
+    out: dict[str, Any],
+) -> str:
+    """The risk a declared change is proposed at: the approved one, raised to what the words
+    and hints of the new definition suggest when that is more than the approved definition's
+    suggest (the change itself moved toward danger), and to at least WIDENED_HINT_RISK when a
+    hint widens what the tool may do. Never lower: a reviewer lowers a risk, a server does not."""
+    ranks = dict(RiskLevel.objects.values_list("name", "rank"))
+    chosen = approved.risk.name
+    widened = widened_hints(approved.annotations, declared.declared["annotations"])
+    if widened and WIDENED_HINT_RISK in risks and ranks[WIDENED_HINT_RISK] > ranks[chosen]:
+        chosen = WIDENED_HINT_RISK
+    document = approved.document()
+    before = suggest_risk(
+        name=declared.name,
+        description=document["description"],
+        produces=[],
+        permissions=[],
+        labelled=labelled,
+        annotations=document.get("annotations"),
+        arguments=arguments_of(document),
+    )
+    suggested: dict[str, Any] = {}
+    after = _suggested(declared, labelled, risks, suggested)
+    if ranks.get(after, 0) > max(ranks.get(before.risk, 0), ranks[chosen]):
+        chosen = after
+        out.update(suggested)
+    return chosen
 
 
 def _evidence(

@@ -37,6 +37,9 @@ STDIO = "stdio"
 HTTP = "http"
 SSE = "sse"  # the legacy HTTP+SSE transport (MCP 2024-11-05)
 STOP_GRACE_SECONDS = 1.0
+STDERR_KEPT_BYTES = 4096  # of a stdio server's stderr, the end: enough for a traceback's last lines
+STDERR_LINES = 8
+STDERR_LINE_CHARS = 300
 # A result read as plain JSON: the pin is computed over each tool exactly as it was sent.
 RAW_RESULT: TypeAdapter[dict[str, Any]] = TypeAdapter(dict[str, Any])
 
@@ -67,25 +70,56 @@ class _Budget:
             raise SyncFailed(f"the server sent more than {self.limit:,} bytes")
 
 
+class _StderrTail:
+    """The last bytes a stdio server wrote to stderr: why it failed to start, as it says."""
+
+    def __init__(self, limit: int = STDERR_KEPT_BYTES) -> None:
+        self.limit = limit
+        self.kept = bytearray()
+
+    def add(self, chunk: bytes) -> None:
+        self.kept += chunk
+        del self.kept[: max(0, len(self.kept) - self.limit)]
+
+    def lines(self) -> list[str]:
+        text = self.kept.decode("utf-8", "replace")
+        lines = [line.rstrip()[:STDERR_LINE_CHARS] for line in text.splitlines() if line.strip()]
+        return lines[-STDERR_LINES:]
+
+
 def tools_list(
     *,
     transport: str,
     command: Sequence[str] = (),
     url: str = "",
     headers: Mapping[str, str] | None = None,
+    env: Mapping[str, str] | None = None,
     limits: Limits,
 ) -> list[dict[str, Any]]:
     """Every tool the server declares, each the JSON object exactly as ``tools/list`` sent it
-    (every key kept, also those no SDK model knows: the pin covers them)."""
+    (every key kept, also those no SDK model knows: the pin covers them). ``env`` adds
+    variables to a stdio server's environment. When a stdio server fails, the reason ends with
+    the last lines it wrote to stderr."""
     budget = _Budget(limits.max_bytes)
+    tail = _StderrTail()
     try:
-        return anyio.run(_list, transport, list(command), url, dict(headers or {}), limits, budget)
-    except SyncFailed:
-        raise
+        return anyio.run(
+            _list, transport, list(command), url, dict(headers or {}), dict(env or {}), limits,
+            budget, tail,
+        )  # fmt: skip
+    except SyncFailed as exc:
+        raise SyncFailed(_with_stderr(str(exc), tail)) from None
     except BaseException as exc:  # noqa: BLE001 - any failure of the server is a failed sync
         if isinstance(exc, KeyboardInterrupt | SystemExit):
             raise
-        raise SyncFailed(_reason(exc, budget, limits)) from None
+        raise SyncFailed(_with_stderr(_reason(exc, budget, limits), tail)) from None
+
+
+def _with_stderr(reason: str, tail: _StderrTail) -> str:
+    lines = tail.lines()
+    if not lines:
+        return reason
+    return reason + "\nThe server's stderr ended with:\n" + "\n".join(lines)
 
 
 async def _list(
@@ -93,13 +127,15 @@ async def _list(
     command: list[str],
     url: str,
     headers: dict[str, str],
+    env: dict[str, str],
     limits: Limits,
     budget: _Budget,
+    tail: _StderrTail,
 ) -> list[dict[str, Any]]:
     tools: list[dict[str, Any]] = []
     with anyio.fail_after(limits.timeout):
         async with (
-            _connect(transport, command, url, headers, limits, budget) as (read, write),
+            _connect(transport, command, url, headers, env, limits, budget, tail) as (read, write),
             ClientSession(read, write) as session,
         ):
             await session.initialize()
@@ -158,11 +194,13 @@ async def _connect(
     command: list[str],
     url: str,
     headers: dict[str, str],
+    env: dict[str, str],
     limits: Limits,
     budget: _Budget,
+    tail: _StderrTail,
 ) -> AsyncIterator[Any]:
     if transport == STDIO:
-        async with _stdio(command, budget) as streams:
+        async with _stdio(command, env, budget, tail) as streams:
             yield streams
     elif transport == HTTP:
         client = httpx2.AsyncClient(
@@ -232,13 +270,15 @@ class _CountedStream(httpx2.AsyncByteStream):
 
 
 @asynccontextmanager
-async def _stdio(command: list[str], budget: _Budget) -> AsyncIterator[Any]:
+async def _stdio(
+    command: list[str], env: dict[str, str], budget: _Budget, tail: _StderrTail
+) -> AsyncIterator[Any]:
     if not command:
         raise SyncFailed("no command to start the server with")
     process = await anyio.open_process(
         command,
-        env=get_default_environment(),
-        stderr=subprocess.DEVNULL,
+        env={**get_default_environment(), **env},
+        stderr=subprocess.PIPE,
         start_new_session=True,
     )
     incoming_writer, incoming = anyio.create_memory_object_stream[SessionMessage | Exception](0)
@@ -269,6 +309,12 @@ async def _stdio(command: list[str], budget: _Budget) -> AsyncIterator[Any]:
             ) from None
         return SessionMessage(parsed)
 
+    async def drain_stderr() -> None:
+        # Read all along, so a chatty server never blocks on a full pipe; only the tail is kept.
+        assert process.stderr is not None
+        async for chunk in process.stderr:
+            tail.add(chunk)
+
     async def write() -> None:
         assert process.stdin is not None
         async with outgoing_reader:
@@ -280,20 +326,25 @@ async def _stdio(command: list[str], budget: _Budget) -> AsyncIterator[Any]:
         async with anyio.create_task_group() as tasks:
             tasks.start_soon(read)
             tasks.start_soon(write)
+            tasks.start_soon(drain_stderr)
             try:
                 yield incoming, outgoing
             finally:
                 tasks.cancel_scope.cancel()
     finally:
         with anyio.CancelScope(shield=True):
-            await _stop(process)
+            await _stop(process, tail)
 
 
-async def _stop(process: anyio.abc.Process) -> None:
-    """Close stdin, give the server a moment, then stop its whole process group."""
+async def _stop(process: anyio.abc.Process, tail: _StderrTail) -> None:
+    """Close stdin, give the server a moment (keeping what it still writes to stderr), then
+    stop its whole process group."""
     if process.stdin is not None:
         await process.stdin.aclose()
     with anyio.move_on_after(STOP_GRACE_SECONDS):
+        if process.stderr is not None:
+            async for chunk in process.stderr:
+                tail.add(chunk)
         await process.wait()
     for sig in (signal.SIGTERM, signal.SIGKILL):
         try:

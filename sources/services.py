@@ -83,11 +83,12 @@ def mcp_server_add(
     url: str = "",
     legacy_sse: bool = False,
     headers: dict[str, str] | None = None,
+    env: dict[str, str] | None = None,
     applications: list[str] | None = None,
 ) -> McpServer:
     """A new server (stdio with ``command``, or streamable HTTP at ``url``, or the legacy
     HTTP+SSE transport with ``legacy_sse``) and its schedule. Only operators call this with a
-    command: the admin cannot set one."""
+    command or an environment (``env``: {NAME: ENV_VAR}): the admin cannot set them."""
     transport = McpServer.Transport.SSE if legacy_sse else McpServer.Transport.HTTP
     server = McpServer(
         name=name,
@@ -95,17 +96,71 @@ def mcp_server_add(
         command=list(command or []),
         url=url,
         headers=dict(headers or {}),
+        env=dict(env or {}),
     )
     server.full_clean()
-    wanted = list(applications or [])
-    found = list(Application.objects.filter(name__in=wanted))
-    missing = sorted(set(wanted) - {application.name for application in found})
-    if missing:
-        raise ValueError(f"unknown application(s): {', '.join(missing)}")
+    found = _applications(applications or [])
     server.save()
     server.applications.set(found)
     mcp_server_schedule(server=server)
     return server
+
+
+def _applications(wanted: list[str]) -> list[Application]:
+    found = list(Application.objects.filter(name__in=wanted))
+    missing = sorted(set(wanted) - {application.name for application in found})
+    if missing:
+        raise ValueError(f"unknown application(s): {', '.join(missing)}")
+    return found
+
+
+@transaction.atomic
+def mcp_server_edit(
+    *,
+    server: McpServer,
+    command: list[str] | None = None,
+    url: str | None = None,
+    legacy_sse: bool = False,
+    headers: dict[str, str] | None = None,
+    env: dict[str, str] | None = None,
+    applications: list[str] | None = None,
+    enabled: bool | None = None,
+) -> McpServer:
+    """Change what an operator set: each argument given replaces that setting (a new command
+    or URL switches the transport; a URL leaves no command or environment behind). Its tools
+    are judged again at the next sync, as any change of what the server declares."""
+    server = McpServer.objects.select_for_update().get(pk=server.pk)
+    if command is not None:
+        server.transport, server.command, server.url = McpServer.Transport.STDIO, command, ""
+    elif url is not None:
+        server.transport = McpServer.Transport.SSE if legacy_sse else McpServer.Transport.HTTP
+        server.command, server.url, server.env = [], url, {}
+    if headers is not None:
+        server.headers = headers
+    if env is not None:
+        server.env = env
+    if enabled is not None:
+        server.enabled = enabled
+    server.full_clean()
+    found = _applications(applications) if applications is not None else None
+    server.save()
+    if found is not None:
+        server.applications.set(found)
+    if server.schedule_id is not None:
+        PeriodicTask.objects.filter(pk=server.schedule_id).update(enabled=server.enabled)
+    return server
+
+
+@transaction.atomic
+def mcp_server_remove(*, server: McpServer) -> list[str]:
+    """Remove a server: each tool it declares gets a retirement proposal (reviewers decide,
+    as when a server stops declaring a tool), then the server, its record and its schedule
+    go. The tools, their versions and tickets stay. Returns the tools proposed for retirement."""
+    report = SyncReport(server=server.name)
+    for row in server.declared_tools.select_related("tool", "server").filter(gone=False):
+        _declared_gone(row, report)
+    server.delete()
+    return report.retired
 
 
 @transaction.atomic
@@ -147,6 +202,7 @@ def mcp_server_sync(
                 command=server.command,
                 url=server.url,
                 headers=_headers(server),
+                env=_env(server),
                 limits=client.Limits(
                     timeout=settings.MCP_SYNC_TIMEOUT_SECONDS,
                     max_tools=settings.MCP_MAX_TOOLS,
@@ -185,6 +241,16 @@ def _headers(server: McpServer) -> dict[str, str]:
                 f"header {header}: the environment variable {variable} is unset"
             )
         values[header] = value
+    return values
+
+
+def _env(server: McpServer) -> dict[str, str]:
+    values = {}
+    for name, variable in server.env.items():
+        value = os.environ.get(variable)
+        if value is None:
+            raise client.SyncFailed(f"env {name}: the environment variable {variable} is unset")
+        values[name] = value
     return values
 
 

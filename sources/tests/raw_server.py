@@ -2,15 +2,19 @@
 
 Run as ``python raw_server.py TOOLS.json``: ``tools/list`` answers with the file's list of
 tools byte for byte as the file holds them (keys no SDK model knows included, such as
-``annotations.category``), so a test can compare a pin with the hash of exactly what was sent.
+``annotations.category``), so a test can compare a pin with the hash of exactly what was sent;
+``${NAME}`` in the file is replaced by the server's environment variable NAME.
 Only what a listing needs is spoken: ``initialize``, ``ping`` and ``tools/list`` over stdio.
 """
 
 import json
+import os
+import re
 import sys
 from pathlib import Path
 
 TOOLS = Path(sys.argv[1])
+VARIABLE = re.compile(r"\$\{([A-Za-z_]\w*)\}")
 SERVER_INFO = {"name": "raw-stand-in", "version": "1.2.3"}
 
 
@@ -29,10 +33,9 @@ def answer(message: dict) -> dict | None:
         result = {}
     elif method == "tools/list":
         # The file's own text, not a re-serialisation of it.
-        text = '{"tools": ' + TOOLS.read_text() + "}"
-        return {
-            "raw": '{"jsonrpc": "2.0", "id": ' + json.dumps(ident) + ', "result": ' + text + "}"
-        }
+        listed = VARIABLE.sub(lambda match: os.environ.get(match[1], ""), TOOLS.read_text())
+        head = '{"jsonrpc": "2.0", "id": ' + json.dumps(ident)
+        return {"raw": head + ', "result": {"tools": ' + listed + "}}"}
     else:
         return {"jsonrpc": "2.0", "id": ident, "error": {"code": -32601, "message": "unknown"}}
     return {"jsonrpc": "2.0", "id": ident, "result": result}

@@ -87,6 +87,15 @@ class _StderrTail:
         return lines[-STDERR_LINES:]
 
 
+@dataclass(frozen=True)
+class Listing:
+    """What one listing read: the server's ``serverInfo`` (``name``, ``version``, as sent) and
+    its tools, each as sent."""
+
+    server_info: dict[str, Any]
+    tools: list[dict[str, Any]]
+
+
 def tools_list(
     *,
     transport: str,
@@ -96,6 +105,21 @@ def tools_list(
     env: Mapping[str, str] | None = None,
     limits: Limits,
 ) -> list[dict[str, Any]]:
+    """``server_listing``'s tools only."""
+    return server_listing(
+        transport=transport, command=command, url=url, headers=headers, env=env, limits=limits
+    ).tools
+
+
+def server_listing(
+    *,
+    transport: str,
+    command: Sequence[str] = (),
+    url: str = "",
+    headers: Mapping[str, str] | None = None,
+    env: Mapping[str, str] | None = None,
+    limits: Limits,
+) -> Listing:
     """Every tool the server declares, each the JSON object exactly as ``tools/list`` sent it
     (every key kept, also those no SDK model knows: the pin covers them). ``env`` adds
     variables to a stdio server's environment. When a stdio server fails, the reason ends with
@@ -131,14 +155,16 @@ async def _list(
     limits: Limits,
     budget: _Budget,
     tail: _StderrTail,
-) -> list[dict[str, Any]]:
+) -> Listing:
     tools: list[dict[str, Any]] = []
     with anyio.fail_after(limits.timeout):
         async with (
             _connect(transport, command, url, headers, env, limits, budget, tail) as (read, write),
             ClientSession(read, write) as session,
         ):
-            await session.initialize()
+            initialized = await session.initialize()
+            info = initialized.server_info
+            server_info = {"name": str(info.name)[:200], "version": str(info.version)[:100]}
             cursor: str | None = None
             for _ in range(limits.max_tools + 1):  # a cursor that never ends is bounded too
                 params = mcp_types.PaginatedRequestParams(cursor=cursor) if cursor else None
@@ -155,7 +181,7 @@ async def _list(
                     raise SyncFailed(f"the server declares more than {limits.max_tools:,} tools")
                 cursor = result.get("nextCursor")
                 if not isinstance(cursor, str) or not cursor:
-                    return tools
+                    return Listing(server_info=server_info, tools=tools)
     raise SyncFailed(f"the server's tool list did not end after {limits.max_tools:,} pages")
 
 

@@ -9,6 +9,7 @@ cannot be listed changes nothing but its own record.
 
 import json
 import os
+import shlex
 import time
 from dataclasses import asdict, dataclass, field
 from datetime import timedelta
@@ -63,6 +64,7 @@ class SyncReport:
     withdrawn: list[str] = field(default_factory=list)
     retired: list[str] = field(default_factory=list)
     repinned: list[str] = field(default_factory=list)
+    server_info: dict[str, str] = field(default_factory=dict)  # serverInfo, as the server said
     unchanged: int = 0
     refused: dict[str, str] = field(default_factory=dict)
 
@@ -197,7 +199,7 @@ def mcp_server_sync(
     report = SyncReport(server=server.name)
     try:
         try:
-            definitions = client.tools_list(
+            listing = client.server_listing(
                 transport=server.transport,
                 command=server.command,
                 url=server.url,
@@ -213,7 +215,8 @@ def mcp_server_sync(
             report.outcome = McpServer.Outcome.FAILED
             report.error = str(exc)
         else:
-            _apply(server, definitions, report, approve=approve, actor=actor)
+            report.server_info = listing.server_info
+            _apply(server, listing.tools, report, approve=approve, actor=actor)
     finally:
         _record(server, report, started)
     return report
@@ -376,7 +379,7 @@ def _declared_apply(
         if open_ticket is None:
             _declared_record(server, declared, row, tool, row.ticket if row else None)
             return
-    evidence = _evidence(server, declared, base, document, risk_evidence)
+    evidence = _evidence(server, report.server_info, declared, base, document, risk_evidence)
     ticket: ReviewTicket | None
     if open_ticket is not None:
         ticket = ticket_proposal_replace(
@@ -524,6 +527,7 @@ def _changed_risk(
 
 def _evidence(
     server: McpServer,
+    server_info: dict[str, str],
     declared: Declared,
     base: dict[str, Any] | None,
     document: dict[str, Any],
@@ -535,6 +539,9 @@ def _evidence(
     evidence: dict[str, Any] = {
         "source": "mcp",
         "server": server.name,
+        "server_info": dict(server_info),
+        # What the worker runs or reaches: a reviewer judges the package, not only the name.
+        "runs": shlex.join(server.command) if server.command else server.url,
         "declared_name": declared.local_name,
         "definition_hash": declared.pin,
         "poisoning": [

@@ -139,3 +139,22 @@ def test_the_admin_shows_how_its_tools_are_named(admin_client, db, tools):
     server = McpServer.objects.get(name="acme")
     page = admin_client.get(reverse("admin:sources_mcpserver_change", args=[server.pk]))
     assert "each is the contract &lt;server&gt;.&lt;tool&gt;." in page.content.decode()
+
+
+def test_a_ticket_names_its_server_what_it_calls_itself_and_what_runs(admin_client, db, tools):
+    run("add", "acme", "--stdio", stdio(tools))
+    run("add", "other", "--stdio", stdio(tools))
+    run("sync")
+    ticket = ReviewTicket.objects.get(tool__name="acme.lookup")
+    assert ticket.evidence["server_info"] == {"name": "raw-stand-in", "version": "1.2.3"}
+    assert ticket.evidence["runs"] == stdio(tools)
+
+    page = admin_client.get(reverse("admin:reviews_reviewticket_change", args=[ticket.pk]))
+    html = page.content.decode()
+    assert "<strong>raw-stand-in</strong> version <code>1.2.3</code>" in html
+    assert RAW_SERVER in html
+
+    listing = reverse("admin:reviews_reviewticket_changelist")
+    shown = admin_client.get(listing, {"server": "acme"}).content.decode()
+    assert "acme.lookup" in shown and "other.lookup" not in shown
+    assert "source server" in admin_client.get(listing).content.decode()

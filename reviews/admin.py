@@ -123,7 +123,8 @@ class SourceServerFilter(admin.SimpleListFilter):
         return [(name, name) for name in ticket_source_servers()]
 
     def queryset(self, request, queryset):
-        return tickets_from_source(queryset, self.value()) if self.value() else queryset
+        server = self.value()
+        return tickets_from_source(queryset, server) if server else queryset
 
 
 @admin.register(ReviewTicket)

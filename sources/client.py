@@ -31,7 +31,7 @@ from mcp.client.stdio import get_default_environment
 from mcp.client.streamable_http import streamable_http_client
 from mcp.shared.exceptions import MCPError
 from mcp.shared.message import SessionMessage
-from pydantic import TypeAdapter
+from pydantic import BaseModel, Field
 
 STDIO = "stdio"
 HTTP = "http"
@@ -40,8 +40,14 @@ STOP_GRACE_SECONDS = 1.0
 STDERR_KEPT_BYTES = 4096  # of a stdio server's stderr, the end: enough for a traceback's last lines
 STDERR_LINES = 8
 STDERR_LINE_CHARS = 300
-# A result read as plain JSON: the pin is computed over each tool exactly as it was sent.
-RAW_RESULT: TypeAdapter[dict[str, Any]] = TypeAdapter(dict[str, Any])
+
+
+class _RawTools(BaseModel):
+    """A ``tools/list`` result whose tools stay the JSON objects the server sent: the pin is
+    computed over each exactly as it was sent (the SDK's ``Tool`` drops keys it does not know)."""
+
+    tools: list[dict[str, Any]]
+    next_cursor: str | None = Field(default=None, alias="nextCursor")
 
 
 @dataclass(frozen=True)
@@ -171,16 +177,13 @@ async def _list(
                 # The result as the server sent it: the SDK still checks it against the
                 # negotiated protocol's schema, but no model drops a key it does not know.
                 result = await session.send_request(
-                    mcp_types.ListToolsRequest(params=params), RAW_RESULT
+                    mcp_types.ListToolsRequest(params=params), _RawTools
                 )
-                listed = result.get("tools")
-                if not isinstance(listed, list):
-                    raise SyncFailed("the server's tools/list result has no list of tools")
-                tools += [tool if isinstance(tool, dict) else {} for tool in listed]
+                tools += result.tools
                 if len(tools) > limits.max_tools:
                     raise SyncFailed(f"the server declares more than {limits.max_tools:,} tools")
-                cursor = result.get("nextCursor")
-                if not isinstance(cursor, str) or not cursor:
+                cursor = result.next_cursor
+                if not cursor:
                     return Listing(server_info=server_info, tools=tools)
     raise SyncFailed(f"the server's tool list did not end after {limits.max_tools:,} pages")
 

@@ -2,8 +2,8 @@
 
 Pure Python (no Django). ``declared_document`` maps one ``tools/list`` entry to the contract
 of ``<server>.<tool>`` (description, ``inputSchema`` → ``input_schema``, ``outputSchema`` →
-``output_schema``, the annotations kept verbatim, a top-level ``title`` kept as the annotations'
-``title`` when they carry none) together with the definition as the server sent it and its pin
+``output_schema``, the annotations kept verbatim and only when declared) together with the
+definition as the server sent it (its top-level ``title`` included) and its pin
 (``registry/pins.py``: the hash of that definition, every key kept), or refuses it with a
 reason. Everything a
 reviewer owns (requires, produces, risk, permissions, invariants...) comes from the approved
@@ -66,9 +66,6 @@ def declared_tool(server: str, definition: Mapping[str, Any]) -> Declared:
     if annotations is not None and not isinstance(annotations, Mapping):
         raise Refused("annotations: must be an object")
     annotations = dict(annotations or {})
-    title = definition.get("title")
-    if isinstance(title, str) and title and "title" not in annotations:
-        annotations["title"] = title
     declared: dict[str, Any] = {
         "description": description,
         "input_schema": dict(input_schema),
@@ -86,6 +83,16 @@ def declared_tool(server: str, definition: Mapping[str, Any]) -> Declared:
         declared=declared,
         definition=dict(definition),
     )
+
+
+def legacy_annotations(declared: Declared) -> dict[str, Any]:
+    """The annotations versions stored before definitions were kept hold for this declaration:
+    a top-level ``title`` was copied into them when they had none."""
+    annotations = dict(declared.declared["annotations"])
+    title = declared.definition.get("title")
+    if isinstance(title, str) and title and "title" not in annotations:
+        annotations["title"] = title
+    return annotations
 
 
 def declared_document(

@@ -40,7 +40,14 @@ from reviews.services import (
 
 from . import client
 from .compat import compatibility
-from .declared import Declared, Refused, declared_document, declared_tool, shown
+from .declared import (
+    Declared,
+    Refused,
+    declared_document,
+    declared_tool,
+    legacy_annotations,
+    shown,
+)
 from .models import DeclaredTool, McpServer
 
 SYNC_TASK = "sources.tasks.mcp_server_sync"
@@ -370,7 +377,7 @@ def _declared_apply(
     if (
         approved is not None
         and approved.definition is None
-        and contract_hash(approved.document()) == contract_hash(with_defaults(document))
+        and _unchanged(approved, document, declared)
     ):
         # Approved before versions kept their server's definition, and declared unchanged
         # since: its pin is now taken over what the server sends, without a ticket.
@@ -429,6 +436,14 @@ def _declared_apply(
             for application in server.applications.filter(all_tools=False):
                 application.enabled_tools.add(tool)
     _declared_record(server, declared, row, tool, ticket)
+
+
+def _unchanged(approved: ContractVersion, document: dict[str, Any], declared: Declared) -> bool:
+    """Whether ``document`` says what ``approved`` says, the way versions stored before
+    definitions were kept wrote a declaration's annotations counting as the same."""
+    stored = contract_hash(approved.document())
+    legacy = {**document, "annotations": legacy_annotations(declared)}
+    return stored in (contract_hash(with_defaults(document)), contract_hash(with_defaults(legacy)))
 
 
 def _declared_record(

@@ -91,8 +91,10 @@ def test_a_change_outside_the_contract_still_needs_a_review(raw, tools_file):
 def test_a_pin_stored_before_definitions_were_kept_is_recorded_at_the_next_sync(raw):
     mcp_server_sync(server=raw, approve=True)
     version = Tool.objects.get(name="chromedev.click").current_version
-    # What the migration leaves: no definition on the version, the last seen pin cleared.
-    type(version).objects.filter(pk=version.pk).update(definition=None)
+    # What the migration leaves: no definition on the version, the last seen pin cleared, and
+    # the annotations as syncs then stored them (the top-level title copied in).
+    legacy = {**version.annotations, "title": "Click"}
+    type(version).objects.filter(pk=version.pk).update(definition=None, annotations=legacy)
     DeclaredTool.objects.update(definition_hash="")
     tickets = ReviewTicket.objects.count()
 

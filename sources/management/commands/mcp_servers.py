@@ -112,8 +112,8 @@ class Command(BaseCommand):
         server = _server(options["name"])
         if options["legacy_sse"] and not options["url"]:
             raise CommandError("--legacy-sse goes with --url")
-        headers = {} if options["no_headers"] else None
-        env = {} if options["no_env"] else None
+        headers: dict[str, str] | None = {} if options["no_headers"] else None
+        env: dict[str, str] | None = {} if options["no_env"] else None
         with _refusals():
             server = mcp_server_edit(
                 server=server,

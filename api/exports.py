@@ -3,8 +3,9 @@
 OpenAI and Anthropic accept tool names matching ``^[a-zA-Z0-9_-]{1,64}$``. Registry names are
 dotted, contain no ``__`` and fit in 64 characters once each ``.`` becomes ``__`` (validation
 enforces both), so ``provider_name`` is a bijection and ``registry_name`` its inverse.
-MCP keeps the registry's names as they are, gives a contract's own MCP annotations back as
-they were declared, and carries each tool's pin (``registry/pins.py``) in ``_meta``.
+MCP keeps the registry's names as they are, gives back the MCP annotations a tool's definition
+declares exactly as declared (and none when it declares none), and carries each tool's pin
+(``registry/pins.py``) in ``_meta``.
 """
 
 from __future__ import annotations
@@ -17,8 +18,6 @@ from typing import Any
 from registry.pins import contract_pin
 
 PROVIDER_NAME = re.compile(r"^[a-zA-Z0-9_-]{1,64}$")
-WRITE_PERMISSIONS = {"write", "delete", "send", "payments", "admin"}
-OPEN_WORLD_PERMISSIONS = {"external_api", "read_web"}
 # OpenAI's strict subset ("Supported schemas" in its Structured Outputs guide): these keywords
 # pass through as they are (``additionalProperties`` only as false, ``format`` only as one of
 # STRICT_FORMATS).
@@ -110,39 +109,36 @@ def anthropic_tool(document: dict, *, mandate: str = "") -> dict:
 PIN_META_KEY = "tool-contract-registry/definitionHash"
 
 
-def mcp_tool(document: dict, *, mandate: str = "") -> dict:
-    tool = _mcp_tool(document, mandate=mandate)
-    if document.get("annotations"):
-        # Declared by the tool's MCP server: given back unchanged, never re-derived.
-        tool["annotations"] = copy.deepcopy(document["annotations"])
-        if isinstance(document["annotations"].get("title"), str):
-            tool["title"] = document["annotations"]["title"]
-    tool["_meta"] = {PIN_META_KEY: contract_pin(document)}
-    return tool
+def mcp_tool(
+    document: dict,
+    *,
+    mandate: str = "",
+    definition: dict | None = None,
+    pin: str | None = None,
+) -> dict:
+    """A tool in MCP's ``tools/list`` shape, saying only what was declared.
 
-
-def _mcp_tool(document: dict, *, mandate: str = "") -> dict:
-    permissions = set(document.get("permissions") or [])
-    read_only = not (permissions & WRITE_PERMISSIONS) and not document.get("produces_side_effects")
+    Annotations are hints their author claims: a tool carries the ones its approved definition
+    declares, verbatim (keys no specification names included), and none at all when it declares
+    none; nothing is derived from the contract, and no default is stated as a fact. With the
+    ``definition`` its MCP server sent, the annotations and ``title`` are that definition's;
+    ``pin`` is the approved pin (``registry/pins.py``), computed here when not given.
+    """
     tool: dict[str, Any] = {
         "name": document["name"],
         "description": llm_description(document, mandate),
         "inputSchema": copy.deepcopy(document["input_schema"]),
-        "annotations": {
-            "title": document["name"],
-            "readOnlyHint": read_only,
-            "destructiveHint": "delete" in permissions
-            or (not read_only and document.get("risk") == "high"),
-            # Reads can be repeated safely; a write is idempotent only if its contract says so.
-            "idempotentHint": read_only
-            or any(
-                entry.get("kind") == "unique_calls" for entry in document.get("invariants") or []
-            ),
-            "openWorldHint": bool(permissions & OPEN_WORLD_PERMISSIONS),
-        },
     }
     if document.get("output_schema"):
         tool["outputSchema"] = copy.deepcopy(document["output_schema"])
+    if definition is not None:
+        if isinstance(definition.get("title"), str):
+            tool["title"] = definition["title"]
+        if isinstance(definition.get("annotations"), dict):
+            tool["annotations"] = copy.deepcopy(definition["annotations"])
+    elif document.get("annotations"):
+        tool["annotations"] = copy.deepcopy(document["annotations"])
+    tool["_meta"] = {PIN_META_KEY: pin if pin is not None else contract_pin(document)}
     return tool
 
 

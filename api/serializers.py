@@ -223,7 +223,8 @@ class AnthropicTool(serializers.Serializer):
 
 
 class MCPAnnotations(serializers.Serializer):
-    # A contract's own annotations come back as its MCP server declared them: any may be absent.
+    # Exactly the annotations the tool's definition declares, keys of its server's own
+    # included; a tool that declares none has none.
     title = serializers.CharField(required=False)
     readOnlyHint = serializers.BooleanField(required=False)  # noqa: N815 - MCP's own spelling
     destructiveHint = serializers.BooleanField(required=False)  # noqa: N815
@@ -235,8 +236,9 @@ class MCPTool(serializers.Serializer):
     name = serializers.CharField()
     description = serializers.CharField()
     inputSchema = serializers.DictField()  # noqa: N815
+    title = serializers.CharField(required=False)
     outputSchema = serializers.DictField(required=False)  # noqa: N815
-    annotations = MCPAnnotations()
+    annotations = MCPAnnotations(required=False)
     _meta = serializers.DictField(
         help_text='"tool-contract-registry/definitionHash": the approved definition\'s pin.'
     )

@@ -168,9 +168,11 @@ class ExportView(ConditionalMixin, RuntimeView, generics.GenericAPIView):
     filterset_class = ContractFilter
     serializer_class = ContractSerializer
 
+    def versions(self) -> list[ContractVersion]:
+        return list(self.filter_queryset(self.visible().order_by("tool__name")))
+
     def documents(self) -> list[dict]:
-        versions = self.filter_queryset(self.visible().order_by("tool__name"))
-        return [version.document() for version in versions]
+        return [version.document() for version in self.versions()]
 
     def mandate(self) -> str:
         policy = self.policy()
@@ -259,7 +261,16 @@ class MCPExportView(ExportView):
 
     def read(self, request):
         mandate = self.mandate()
-        return Response({"tools": [exports.mcp_tool(d, mandate=mandate) for d in self.documents()]})
+        tools = [
+            exports.mcp_tool(
+                version.document(),
+                mandate=mandate,
+                definition=version.definition,
+                pin=version.definition_hash,
+            )
+            for version in self.versions()
+        ]
+        return Response({"tools": tools})
 
 
 @extend_schema(

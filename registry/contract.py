@@ -34,7 +34,8 @@ class Effect(TypedDict, total=False):
 
 
 class Annotations(TypedDict, total=False):
-    """MCP tool annotations, camelCase keys kept verbatim: claims of the tool's author."""
+    """MCP tool annotations, camelCase keys kept verbatim: claims of the tool's author. A
+    server may add keys of its own; they are kept as declared too."""
 
     title: str
     readOnlyHint: bool
@@ -118,6 +119,10 @@ COST_KEYS = frozenset(Cost.__annotations__)
 ANNOTATION_KEYS = frozenset(Annotations.__annotations__)
 ANNOTATION_HINTS = ANNOTATION_KEYS - {"title"}
 MAX_ANNOTATION_TITLE = 200
+# Keys beyond the specification's are a server's own (chrome-devtools' ``category``): kept as
+# declared, bounded like any other text a contract stores.
+MAX_ANNOTATION_KEY = 100
+MAX_ANNOTATIONS_CHARS = 10_000
 # Fields added after versions were stored: an empty one is left out of the content hash, so
 # the hashes of versions written before the field existed stay what they were.
 HASHED_ONLY_WHEN_SET = frozenset({"annotations"})

@@ -8,7 +8,7 @@ from django.db import models
 from django.db.models import F, Q
 
 from .contract import HASHED_ONLY_WHEN_SET, STORED_FIELDS
-from .pins import contract_pin
+from .pins import contract_pin, definition_hash
 from .validation import policy_errors
 
 TOOL_NAME_RE = r"^[A-Za-z][A-Za-z0-9_-]*(\.[A-Za-z0-9_-]+)*$"
@@ -177,6 +177,13 @@ class ContractVersion(models.Model):
         settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL
     )
     content_hash = models.CharField(max_length=64, editable=False)
+    definition = models.JSONField(
+        null=True,
+        blank=True,
+        editable=False,
+        help_text="The MCP tool definition this version was proposed from, exactly as its "
+        "server sent it in tools/list (every key kept); its hash is the pin.",
+    )
     created_at = models.DateTimeField(auto_now_add=True)
     approved_at = models.DateTimeField(null=True, blank=True, editable=False)
 
@@ -218,7 +225,10 @@ class ContractVersion(models.Model):
 
     @property
     def definition_hash(self) -> str:
-        """The pin: the hash of the MCP definition this version stands for (registry/pins.py)."""
+        """The pin (registry/pins.py): the hash of the definition its MCP server declared, or
+        of the one the registry serves for a contract no server declared."""
+        if self.definition is not None:
+            return definition_hash(self.definition)
         return contract_pin(self.document())
 
 

@@ -271,11 +271,14 @@ def contract_version_create(
     document: ContractDocument,
     author: User | None,
     source: str = ContractVersion.Source.MANUAL,
+    definition: dict[str, Any] | None = None,
 ) -> ContractVersion | None:
     """A new proposed version of a validated document, based on the tool's current version.
 
-    The tool is created if missing, and locked. None when the document equals the current
-    version (same content hash): nothing to propose.
+    ``definition`` is the MCP definition its server sent, when a server declared it; without
+    one, the version keeps its base's (a person's edit changes no server's declaration). The
+    tool is created if missing, and locked. None when the document and the definition equal
+    the current version's (same content hash, same pin): nothing to propose.
     """
     tool, _ = Tool.objects.get_or_create(name=document["name"])
     tool = tool_lock(tool_id=tool.pk)
@@ -292,8 +295,15 @@ def contract_version_create(
         lifecycle=fields["status"],
         **{name: fields[name] for name in ContractVersion.CONTRACT_FIELDS},
     )
+    if definition is None and base is not None:
+        definition = base.definition
+    version.definition = definition
     version.content_hash = version.compute_hash()
-    if base is not None and base.content_hash == version.content_hash:
+    if (
+        base is not None
+        and base.content_hash == version.content_hash
+        and base.definition_hash == version.definition_hash
+    ):
         return None
     version.save()
     return version
@@ -315,10 +325,14 @@ def contract_version_rebase(*, version: ContractVersion) -> ContractVersion:
 
 @transaction.atomic
 def contract_version_replace(
-    *, version: ContractVersion, document: ContractDocument
+    *,
+    version: ContractVersion,
+    document: ContractDocument,
+    definition: dict[str, Any] | None = None,
 ) -> ContractVersion:
-    """A proposal's content replaced: a new proposed version of ``document`` (same author and
-    source) on the tool's current version, and the old proposal superseded."""
+    """A proposal's content replaced: a new proposed version of ``document`` (same author,
+    source and, unless ``definition`` is given, declared definition) on the tool's current
+    version, and the old proposal superseded."""
     tool = tool_lock(tool_id=version.tool_id)
     if document["name"] != tool.name:
         raise PublishError(f"the new content names {document['name']}, not {tool.name}")
@@ -328,11 +342,30 @@ def contract_version_replace(
     if claimed != 1:
         raise PublishError("its version is no longer a proposal")
     replacement = contract_version_create(
-        document=document, author=version.author, source=version.source
+        document=document,
+        author=version.author,
+        source=version.source,
+        definition=definition if definition is not None else version.definition,
     )
     if replacement is None:
         raise PublishError("the new content equals the approved version")
     return replacement
+
+
+@transaction.atomic
+def contract_version_definition_record(
+    *, version: ContractVersion, definition: dict[str, Any]
+) -> bool:
+    """Record the MCP definition of a version stored before versions kept one, once: the
+    version's contract is unchanged, only its pin is now computed over what its server sends
+    (docs/operations.md, "Pins"). False when the version has a definition already."""
+    recorded = ContractVersion.objects.filter(pk=version.pk, definition__isnull=True).update(
+        definition=definition
+    )
+    if recorded:
+        version.definition = definition
+        revision_bump()  # the pin runtimes read has changed
+    return recorded == 1
 
 
 @transaction.atomic

@@ -8,6 +8,7 @@ form and an import of a thousand tools. Problems come back as ``{field: [reason,
 
 from __future__ import annotations
 
+import json
 import math
 import re
 from collections.abc import Iterable, Iterator, Mapping
@@ -20,12 +21,13 @@ from jsonschema.exceptions import SchemaError
 from . import invariants
 from .contract import (
     ANNOTATION_HINTS,
-    ANNOTATION_KEYS,
     COST_KEYS,
     KNOWN_KEYS,
     LIFECYCLES,
     LIMIT_KEYS,
+    MAX_ANNOTATION_KEY,
     MAX_ANNOTATION_TITLE,
+    MAX_ANNOTATIONS_CHARS,
     MERGE_RULES,
 )
 from .schema_limits import schema_limit_errors
@@ -308,20 +310,29 @@ def _external_refs(node: Any, path: str) -> Iterable[tuple[str, str]]:
 
 
 def annotation_errors(annotations: Any) -> list[str]:
-    """MCP's tool annotations only: the four hints as booleans and a short title."""
+    """MCP tool annotations, kept verbatim: the four hints must be booleans and the title short
+    text; keys the specification does not name (a server's own, such as ``category``) are kept
+    as declared, within a size bound."""
     if annotations is None:
         return []
     if not isinstance(annotations, Mapping):
         return ["must be an object of MCP tool annotations"]
     reasons = []
     for key, value in annotations.items():
-        if key not in ANNOTATION_KEYS:
+        if not isinstance(key, str) or len(key) > MAX_ANNOTATION_KEY:
             shown = key if len(str(key)) <= MAX_SHOWN_KEY else str(key)[: MAX_SHOWN_KEY - 3] + "..."
-            reasons.append(f"unknown key {shown!r}; allowed: {', '.join(sorted(ANNOTATION_KEYS))}")
+            reasons.append(f"key {shown!r} is longer than {MAX_ANNOTATION_KEY} characters")
         elif key in ANNOTATION_HINTS and not isinstance(value, bool):
             reasons.append(f"{key} must be true or false")
         elif key == "title" and (not isinstance(value, str) or len(value) > MAX_ANNOTATION_TITLE):
             reasons.append(f"title must be text of at most {MAX_ANNOTATION_TITLE} characters")
+    if not reasons:
+        try:
+            size = len(json.dumps(annotations, ensure_ascii=False))
+        except (TypeError, ValueError):
+            return ["must hold JSON values only"]
+        if size > MAX_ANNOTATIONS_CHARS:
+            reasons.append(f"must fit in {MAX_ANNOTATIONS_CHARS:,} characters of JSON")
     return reasons
 
 

@@ -25,8 +25,10 @@ from registry.models import Application, ContractVersion
 from .evidence import evidence_summary
 from .models import AuditEntry, Comment, ReviewError, ReviewTicket
 from .selectors import (
+    ticket_source_servers,
     tickets_awaiting_approval_by,
     tickets_awaiting_second_reviewer,
+    tickets_from_source,
     tickets_needing_rebase,
 )
 from .services import (
@@ -111,6 +113,20 @@ class AwaitingFilter(admin.SimpleListFilter):
         return queryset
 
 
+class SourceServerFilter(admin.SimpleListFilter):
+    """Tickets opened by one MCP server's declarations."""
+
+    title = "source server"
+    parameter_name = "server"
+
+    def lookups(self, request, model_admin):
+        return [(name, name) for name in ticket_source_servers()]
+
+    def queryset(self, request, queryset):
+        server = self.value()
+        return tickets_from_source(queryset, server) if server else queryset
+
+
 @admin.register(ReviewTicket)
 class ReviewTicketAdmin(admin.ModelAdmin):
     list_display = [
@@ -124,7 +140,14 @@ class ReviewTicketAdmin(admin.ModelAdmin):
         "created_at",
     ]
     list_display_links = ["ticket"]
-    list_filter = ["status", "kind", "proposed__risk", AwaitingFilter, AgeFilter]
+    list_filter = [
+        "status",
+        "kind",
+        "proposed__risk",
+        AwaitingFilter,
+        AgeFilter,
+        SourceServerFilter,
+    ]
     search_fields = ["tool__name", "proposer__username", "reason"]
     list_select_related = ["tool", "proposed__risk", "proposer"]
     actions = ["approve", "reject"]

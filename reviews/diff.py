@@ -239,6 +239,50 @@ def contract_diff(
     }
 
 
+# What a tool may do, read from its MCP annotations with the specification's defaults for an
+# absent hint (readOnlyHint false, destructiveHint true, openWorldHint true): the widest claim.
+# destructiveHint means something only for a tool that is not read-only.
+HINT_WIDENINGS = (
+    ("readOnlyHint", "it may now change its environment (read-only no longer claimed)"),
+    ("destructiveHint", "it may now destroy or overwrite (non-destructive no longer claimed)"),
+    ("openWorldHint", "it may now reach outside entities (a closed world no longer claimed)"),
+)
+
+
+def _may(annotations: Mapping[str, Any]) -> dict[str, bool]:
+    """Whether each hint allows the wider behaviour: change, destroy, reach the open world."""
+    read_only = annotations.get("readOnlyHint") is True
+    return {
+        "readOnlyHint": not read_only,
+        "destructiveHint": not read_only and annotations.get("destructiveHint") is not False,
+        "openWorldHint": annotations.get("openWorldHint") is not False,
+    }
+
+
+def widened_hints(base: Any, proposed: Any) -> list[LocatedFlag]:
+    """A flag for each hint whose change widens what the tool may do (read-only to not,
+    non-destructive to destructive, closed to open world; absent counts as the default)."""
+    before = _may(base if isinstance(base, Mapping) else {})
+    after = _may(proposed if isinstance(proposed, Mapping) else {})
+    old = base if isinstance(base, Mapping) else {}
+    new = proposed if isinstance(proposed, Mapping) else {}
+    return [
+        LocatedFlag(
+            code="hint_widened",
+            message=f"{hint}: {meaning}; the change is judged at the higher risk",
+            excerpt=f"{hint}: {_hint_text(old, hint)} → {_hint_text(new, hint)}",
+            field="annotations",
+            where=f"annotations.{hint}",
+        )
+        for hint, meaning in HINT_WIDENINGS
+        if after[hint] and not before[hint]
+    ]
+
+
+def _hint_text(annotations: Mapping[str, Any], hint: str) -> str:
+    return json.dumps(annotations[hint]) if hint in annotations else "absent"
+
+
 def has_poisoning(diff: ContractDiff | Mapping[str, Any]) -> bool:
     """True when the diff carries any poisoning flag: such a change needs a person."""
     return bool(diff.get("flags"))
@@ -341,8 +385,13 @@ def _field_diff(
         "kind": "value",
         "base": before,
         "proposed": after,
-        # A name a runtime chose (a shadow tool's) is read by the model like any text.
-        "flags": _new_text_flags(name, before, after, where=name, new_base=new_tool)
+        # A name a runtime chose (a shadow tool's) is read by the model like any text; its
+        # dots separate namespaces, so "chromedev.click" is a name, never a link.
+        "flags": [
+            flag
+            for flag in _new_text_flags(name, before, after, where=name, new_base=new_tool)
+            if flag["code"] != "url_added"
+        ]
         if kind == "name"
         else [],
     }
@@ -449,7 +498,10 @@ def _mapping_diff(
         "changed": changed,
         "within_noise": within_noise,
         # Effects' state variables and prompt_template_var are read by the model too.
-        "flags": _new_text_flags(name, before, after, where=name, new_base=new_tool),
+        "flags": [
+            *(widened_hints(before, after) if name == "annotations" and not new_tool else []),
+            *_new_text_flags(name, before, after, where=name, new_base=new_tool),
+        ],
     }
 
 

@@ -669,6 +669,10 @@ def _excerpt(text: str, start: int, end: int, hidden: set[int]) -> str:
     )
 
 
+# What a reviewer should know but that is no sign of an attack on its own: a link (documentation
+# and schema defaults carry them) and a long text. The other codes are alarms.
+INFORMATION_CODES = frozenset({"url_added", "excessive_length"})
+
 CODE_ORDER = (
     "invisible_character",
     "homoglyph",

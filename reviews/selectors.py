@@ -61,6 +61,21 @@ def tickets_awaiting_second_reviewer(
     )
 
 
+def ticket_source_servers() -> list[str]:
+    """The names of the sources (MCP servers) whose declarations opened tickets, as their
+    evidence names them."""
+    names = (
+        ReviewTicket.objects.filter(evidence__source="mcp")
+        .values_list("evidence__server", flat=True)
+        .distinct()
+    )
+    return sorted({name for name in names if isinstance(name, str)})
+
+
+def tickets_from_source(tickets: QuerySet[ReviewTicket], server: str) -> QuerySet[ReviewTicket]:
+    return tickets.filter(evidence__source="mcp", evidence__server=server)
+
+
 def tickets_needing_rebase(tickets: QuerySet[ReviewTicket] | None = None) -> QuerySet[ReviewTicket]:
     tickets = open_tickets() if tickets is None else tickets
     return tickets.filter(status=ReviewTicket.Status.OPEN, needs_rebase=True)

@@ -19,6 +19,7 @@ from django.utils import timezone
 
 from registry.contract import ContractDocument, proposal_of, with_defaults
 from registry.models import ContractVersion, RiskLevel, Tool, contract_hash
+from registry.pins import definition_hash
 from registry.services import (
     PublishError,
     applications_save,
@@ -35,7 +36,7 @@ from registry.services import (
 )
 from registry.validation import ContractInvalid, RegistryContext
 
-from .diff import ContractDiff, contract_diff, needs_person
+from .diff import ContractDiff, contract_diff, needs_person, widened_hints
 from .models import Approval, AuditEntry, Comment, ReviewError, ReviewTicket
 
 logger = logging.getLogger(__name__)
@@ -57,18 +58,19 @@ def contract_propose(
     fingerprint: str | None = None,
     kind: str | None = None,
     notify: bool = True,
+    definition: dict[str, Any] | None = None,
 ) -> ReviewTicket | None:
-    """Open a ticket proposing ``document``; None when it equals the approved contract.
-    ``notify=False``: the caller tells reviewers itself, in one digest (``reviewers_notify``)."""
+    """Open a ticket proposing ``document`` (with the MCP ``definition`` its server declared,
+    if any); None when it equals the approved contract. ``notify=False``: the caller tells
+    reviewers itself, in one digest (``reviewers_notify``)."""
     normalised = contract_validate(document=dict(document), context=context)
-    version = contract_version_create(document=normalised, author=author, source=source)
+    version = contract_version_create(
+        document=normalised, author=author, source=source, definition=definition
+    )
     if version is None:
         return None
     base = version.based_on
-    risk = version.risk
-    approvals_required = risk.approvals_required
-    if base is not None:
-        approvals_required = max(approvals_required, base.risk.approvals_required)
+    approvals_required = ticket_risk(base=base, proposed=version).approvals_required
     ticket = ReviewTicket.objects.create(
         tool=version.tool,
         base=base,
@@ -83,6 +85,20 @@ def contract_propose(
     if notify:
         transaction.on_commit(lambda: _notify_reviewers(ticket.pk))
     return ticket
+
+
+# The risk level a change that widens its tool's MCP hints is judged at, at least.
+WIDENED_HINT_RISK = "high"
+
+
+def ticket_risk(*, base: ContractVersion | None, proposed: ContractVersion) -> RiskLevel:
+    """The risk a ticket is judged at, and so the approvals it needs: the higher of the approved
+    and the proposed version's, and at least WIDENED_HINT_RISK when the proposal widens what
+    its annotations say the tool may do (``reviews.diff.widened_hints``)."""
+    candidates = [proposed.risk] if base is None else [proposed.risk, base.risk]
+    if base is not None and widened_hints(base.annotations, proposed.annotations):
+        candidates += RiskLevel.objects.filter(name=WIDENED_HINT_RISK)
+    return max(candidates, key=lambda risk: (risk.rank, risk.approvals_required))
 
 
 def ticket_diff(ticket: ReviewTicket) -> ContractDiff:
@@ -245,9 +261,7 @@ def review_rebase(*, ticket: ReviewTicket, actor: User | None) -> ReviewTicket:
     ticket.proposed = version
     ticket.needs_rebase = False
     if current is not None:
-        ticket.approvals_required = max(
-            version.risk.approvals_required, current.risk.approvals_required
-        )
+        ticket.approvals_required = ticket_risk(base=current, proposed=version).approvals_required
     ticket.save()
     audit_record(AuditEntry.Action.REBASED, actor=actor, ticket=ticket, version=version)
     return ticket
@@ -566,7 +580,11 @@ def new_tool_proposal_open_or_update(
 
 @transaction.atomic
 def ticket_proposal_replace(
-    *, ticket: ReviewTicket, document: dict[str, Any], evidence: dict[str, Any]
+    *,
+    ticket: ReviewTicket,
+    document: dict[str, Any],
+    evidence: dict[str, Any],
+    definition: dict[str, Any] | None = None,
 ) -> ReviewTicket:
     """An open ticket's proposal replaced by what its source now says: one ticket per change,
     however often the source changes again before a decision. Approvals given to the old
@@ -586,8 +604,10 @@ def ticket_proposal_replace(
     if ticket.status != ReviewTicket.Status.OPEN:
         raise ReviewError(f"Ticket #{ticket.pk} was already decided.")
     current = tool.current_version
-    if current is not None and contract_hash(current.document()) == contract_hash(
-        with_defaults(normalised)
+    if (
+        current is not None
+        and contract_hash(current.document()) == contract_hash(with_defaults(normalised))
+        and (definition is None or current.definition_hash == definition_hash(definition))
     ):
         ReviewTicket.objects.filter(pk=ticket.pk, status=ReviewTicket.Status.OPEN).update(
             status=ReviewTicket.Status.SUPERSEDED, evidence=evidence, decided_at=timezone.now()
@@ -598,15 +618,16 @@ def ticket_proposal_replace(
         audit_record(AuditEntry.Action.WITHDRAWN, actor=None, ticket=ticket, version=current)
         ticket.refresh_from_db()
         return ticket
-    version = contract_version_replace(version=ticket.proposed, document=normalised)
+    version = contract_version_replace(
+        version=ticket.proposed, document=normalised, definition=definition
+    )
     ticket.approvals.all().delete()  # they approved the old content
     ticket.proposed = version
     ticket.base = version.based_on
     ticket.needs_rebase = False
-    ticket.approvals_required = max(
-        version.risk.approvals_required,
-        version.based_on.risk.approvals_required if version.based_on else 1,
-    )
+    ticket.approvals_required = ticket_risk(
+        base=version.based_on, proposed=version
+    ).approvals_required
     ticket.evidence = evidence
     ticket.save()
     audit_record(AuditEntry.Action.PROPOSAL_UPDATED, actor=None, ticket=ticket, version=version)

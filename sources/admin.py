@@ -9,9 +9,12 @@ from functools import partial
 
 from django.contrib import admin, messages
 from django.db import models, transaction
+from django.utils.html import escape
 
 from .models import DeclaredTool, McpServer
 from .tasks import mcp_server_sync
+
+NAME_HELP = "The namespace of its tools: each is the contract <server>.<tool>."
 
 
 class DeclaredToolInline(admin.TabularInline):
@@ -79,6 +82,11 @@ class McpServerAdmin(admin.ModelAdmin):
     def get_readonly_fields(self, request, obj=None) -> tuple[str, ...]:
         # The name is its tools' namespace: set once, when an operator adds the server.
         return ("name", *self.readonly_fields) if obj is not None else self.readonly_fields
+
+    def get_form(self, request, obj=None, change=False, **kwargs):
+        # The admin renders help text as HTML: "<server>" would vanish as an unknown tag.
+        kwargs["help_texts"] = {"name": escape(NAME_HELP), **kwargs.get("help_texts", {})}
+        return super().get_form(request, obj, change, **kwargs)
 
     def delete_queryset(self, request, queryset) -> None:
         for server in queryset:

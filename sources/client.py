@@ -6,9 +6,11 @@ initializes a session and pages through ``tools/list`` under one deadline, and s
 with an error, takes too long, declares more tools than the cap or sends more bytes than the
 cap. The bytes are counted where they arrive: the SDK's HTTP client gets a transport that
 counts the response bodies, and stdio servers are read by the small transport below (the
-SDK's own buffers a line of any length before it parses it). A stdio server is started by
-``sources/launcher.py``, in a session of its own: the launcher's environment holds no secret,
-and as a subreaper it stops everything the server started when the listing ends.
+SDK's own buffers a line of any length before it parses it). The tools come back as the JSON
+objects the server sent, not as the SDK's models, which drop keys they do not know. A stdio
+server is started by ``sources/launcher.py``, in a session of its own: the launcher's
+environment holds no secret, and as a subreaper it stops everything the server started when the
+listing ends.
 """
 
 from __future__ import annotations
@@ -35,6 +37,7 @@ from mcp.client.stdio import get_default_environment
 from mcp.client.streamable_http import streamable_http_client
 from mcp.shared.exceptions import MCPError
 from mcp.shared.message import SessionMessage
+from pydantic import BaseModel, Field
 
 STDIO = "stdio"
 HTTP = "http"
@@ -86,6 +89,19 @@ def url_allowed(url: str, allowlist: Sequence[str]) -> bool:
     return False
 
 
+STDERR_KEPT_BYTES = 4096  # of a stdio server's stderr, the end: enough for a traceback's last lines
+STDERR_LINES = 8
+STDERR_LINE_CHARS = 300
+
+
+class _RawTools(BaseModel):
+    """A ``tools/list`` result whose tools stay the JSON objects the server sent: the pin is
+    computed over each exactly as it was sent (the SDK's ``Tool`` drops keys it does not know)."""
+
+    tools: list[dict[str, Any]]
+    next_cursor: str | None = Field(default=None, alias="nextCursor")
+
+
 @dataclass(frozen=True)
 class Limits:
     timeout: float  # seconds for the whole listing, connection included
@@ -119,16 +135,68 @@ class _Budget:
             raise SyncFailed(f"the server sent more than {self.limit:,} bytes")
 
 
+class _StderrTail:
+    """The last bytes a stdio server wrote to stderr: why it failed to start, as it says."""
+
+    def __init__(self, limit: int = STDERR_KEPT_BYTES) -> None:
+        self.limit = limit
+        self.kept = bytearray()
+
+    def add(self, chunk: bytes) -> None:
+        self.kept += chunk
+        del self.kept[: max(0, len(self.kept) - self.limit)]
+
+    def lines(self) -> list[str]:
+        text = self.kept.decode("utf-8", "replace")
+        lines = [line.rstrip()[:STDERR_LINE_CHARS] for line in text.splitlines() if line.strip()]
+        return lines[-STDERR_LINES:]
+
+
+@dataclass(frozen=True)
+class Listing:
+    """What one listing read: the server's ``serverInfo`` (``name``, ``version``, as sent) and
+    its tools, each as sent."""
+
+    server_info: dict[str, Any]
+    tools: list[dict[str, Any]]
+
+
 def tools_list(
     *,
     transport: str,
     command: Sequence[str] = (),
     url: str = "",
     headers: Mapping[str, str] | None = None,
+    env: Mapping[str, str] | None = None,
     limits: Limits,
     allowlist: Sequence[str] | None = None,
 ) -> list[dict[str, Any]]:
-    """Every tool the server declares, as ``tools/list`` gives it (camelCase keys).
+    """``server_listing``'s tools only."""
+    return server_listing(
+        transport=transport,
+        command=command,
+        url=url,
+        headers=headers,
+        env=env,
+        limits=limits,
+        allowlist=allowlist,
+    ).tools
+
+
+def server_listing(
+    *,
+    transport: str,
+    command: Sequence[str] = (),
+    url: str = "",
+    headers: Mapping[str, str] | None = None,
+    env: Mapping[str, str] | None = None,
+    limits: Limits,
+    allowlist: Sequence[str] | None = None,
+) -> Listing:
+    """Every tool the server declares, each the JSON object exactly as ``tools/list`` sent it
+    (every key kept, also those no SDK model knows: the pin covers them). ``env`` adds
+    variables to a stdio server's environment. When a stdio server fails, the reason ends with
+    the last lines it wrote to stderr.
 
     Over HTTP every request must go to an address under ``allowlist`` (by default the URL's
     origin), and no redirect is followed: a 3xx answer fails the listing, so the headers
@@ -138,14 +206,25 @@ def tools_list(
         origin = urlsplit(url)
         allowlist = [f"{origin.scheme}://{origin.netloc}"]
     budget = _Budget(limits.max_bytes, allowlist)
+    tail = _StderrTail()
     try:
-        return anyio.run(_list, transport, list(command), url, dict(headers or {}), limits, budget)
-    except SyncFailed:
-        raise
+        return anyio.run(
+            _list, transport, list(command), url, dict(headers or {}), dict(env or {}), limits,
+            budget, tail,
+        )  # fmt: skip
+    except SyncFailed as exc:
+        raise SyncFailed(_with_stderr(str(exc), tail)) from None
     except BaseException as exc:  # noqa: BLE001 - any failure of the server is a failed sync
         if isinstance(exc, KeyboardInterrupt | SystemExit):
             raise
-        raise SyncFailed(_reason(exc, budget, limits)) from None
+        raise SyncFailed(_with_stderr(_reason(exc, budget, limits), tail)) from None
+
+
+def _with_stderr(reason: str, tail: _StderrTail) -> str:
+    lines = tail.lines()
+    if not lines:
+        return reason
+    return reason + "\nThe server's stderr ended with:\n" + "\n".join(lines)
 
 
 async def _list(
@@ -153,29 +232,34 @@ async def _list(
     command: list[str],
     url: str,
     headers: dict[str, str],
+    env: dict[str, str],
     limits: Limits,
     budget: _Budget,
-) -> list[dict[str, Any]]:
+    tail: _StderrTail,
+) -> Listing:
     tools: list[dict[str, Any]] = []
     with anyio.fail_after(limits.timeout):
         async with (
-            _connect(transport, command, url, headers, limits, budget) as (read, write),
+            _connect(transport, command, url, headers, env, limits, budget, tail) as (read, write),
             ClientSession(read, write) as session,
         ):
-            await session.initialize()
+            initialized = await session.initialize()
+            info = initialized.server_info
+            server_info = {"name": str(info.name)[:200], "version": str(info.version)[:100]}
             cursor: str | None = None
             for _ in range(limits.max_tools + 1):  # a cursor that never ends is bounded too
                 params = mcp_types.PaginatedRequestParams(cursor=cursor) if cursor else None
-                result = await session.list_tools(params=params)
-                tools += [
-                    tool.model_dump(by_alias=True, exclude_none=True, mode="json")
-                    for tool in result.tools
-                ]
+                # The result as the server sent it: the SDK still checks it against the
+                # negotiated protocol's schema, but no model drops a key it does not know.
+                result = await session.send_request(
+                    mcp_types.ListToolsRequest(params=params), _RawTools
+                )
+                tools += result.tools
                 if len(tools) > limits.max_tools:
                     raise SyncFailed(f"the server declares more than {limits.max_tools:,} tools")
                 cursor = result.next_cursor
                 if not cursor:
-                    return tools
+                    return Listing(server_info=server_info, tools=tools)
     raise SyncFailed(f"the server's tool list did not end after {limits.max_tools:,} pages")
 
 
@@ -216,11 +300,13 @@ async def _connect(
     command: list[str],
     url: str,
     headers: dict[str, str],
+    env: dict[str, str],
     limits: Limits,
     budget: _Budget,
+    tail: _StderrTail,
 ) -> AsyncIterator[Any]:
     if transport == STDIO:
-        async with _stdio(command, budget) as streams:
+        async with _stdio(command, env, budget, tail) as streams:
             yield streams
     elif transport == HTTP:
         client = httpx2.AsyncClient(
@@ -318,7 +404,9 @@ def _not_readable() -> None:
 
 
 @asynccontextmanager
-async def _stdio(command: list[str], budget: _Budget) -> AsyncIterator[Any]:
+async def _stdio(
+    command: list[str], env: dict[str, str], budget: _Budget, tail: _StderrTail
+) -> AsyncIterator[Any]:
     if not command:
         raise SyncFailed("no command to start the server with")
     environment = get_default_environment()
@@ -332,8 +420,8 @@ async def _stdio(command: list[str], budget: _Budget) -> AsyncIterator[Any]:
     # one the server gets, and as a subreaper it stops whatever the server started.
     process = await anyio.open_process(
         [sys.executable, "-I", LAUNCHER, program, *command[1:]],
-        env=environment,
-        stderr=subprocess.DEVNULL,
+        env={**environment, **env},
+        stderr=subprocess.PIPE,
         start_new_session=True,
     )
     incoming_writer, incoming = anyio.create_memory_object_stream[SessionMessage | Exception](0)
@@ -364,6 +452,12 @@ async def _stdio(command: list[str], budget: _Budget) -> AsyncIterator[Any]:
             ) from None
         return SessionMessage(parsed)
 
+    async def drain_stderr() -> None:
+        # Read all along, so a chatty server never blocks on a full pipe; only the tail is kept.
+        assert process.stderr is not None
+        async for chunk in process.stderr:
+            tail.add(chunk)
+
     async def write() -> None:
         assert process.stdin is not None
         async with outgoing_reader:
@@ -375,22 +469,26 @@ async def _stdio(command: list[str], budget: _Budget) -> AsyncIterator[Any]:
         async with anyio.create_task_group() as tasks:
             tasks.start_soon(read)
             tasks.start_soon(write)
+            tasks.start_soon(drain_stderr)
             try:
                 yield incoming, outgoing
             finally:
                 tasks.cancel_scope.cancel()
     finally:
         with anyio.CancelScope(shield=True):
-            await _stop(process)
+            await _stop(process, tail)
 
 
-async def _stop(process: anyio.abc.Process) -> None:
-    """Close stdin and give the server a moment; then ask the launcher to stop (it kills
-    every process the server started, wherever they went), and only if it does not, kill
-    the whole process group."""
+async def _stop(process: anyio.abc.Process, tail: _StderrTail) -> None:
+    """Close stdin and give the server a moment (keeping what it still writes to stderr); then
+    ask the launcher to stop (it kills every process the server started, wherever they went),
+    and only if it does not, kill the whole process group."""
     if process.stdin is not None:
         await process.stdin.aclose()
     with anyio.move_on_after(STOP_GRACE_SECONDS):
+        if process.stderr is not None:
+            async for chunk in process.stderr:
+                tail.add(chunk)
         await process.wait()
     if process.returncode is None:
         try:

@@ -19,7 +19,8 @@ HEADER_NAME = re.compile(r"^[A-Za-z0-9!#$%&'*+.^_`|~-]{1,100}$")
 # be named, so a form cannot send SECRET_KEY or DATABASE_URL to a server, and each only where
 # MCP_SECRET_DESTINATIONS says (``McpServer.secret_refusal``).
 ENV_VAR_NAME = re.compile(r"^MCP_[A-Z0-9_]{1,100}$")
-MAX_HEADERS = 20
+MAX_HEADERS = 20  # and variables of a stdio server's environment
+ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]{0,100}$")
 
 
 class McpServer(models.Model):
@@ -60,6 +61,14 @@ class McpServer(models.Model):
         help_text="Request headers as {header: ENV_VAR}: each value is read from the worker's "
         "environment variable of that name (MCP_...) when syncing, never stored; a variable "
         "goes only to the addresses an operator bound it to (MCP_SECRET_DESTINATIONS).",
+    )
+    env = models.JSONField(
+        default=dict,
+        blank=True,
+        editable=False,
+        help_text="stdio: environment variables of the server as {NAME: ENV_VAR}: each value is "
+        "read from the worker's environment variable of that name (MCP_...) when syncing, "
+        "never stored; set only by operators (manage.py mcp_servers add --env).",
     )
     applications = models.ManyToManyField(
         Application,
@@ -136,6 +145,9 @@ class McpServer(models.Model):
                     )
             if "headers" not in errors and (refusal := self.secret_refusal()):
                 errors["headers"] = refusal
+        env_error = _env_error(self.env, stdio=self.transport == self.Transport.STDIO)
+        if env_error:
+            errors["env"] = env_error
         if errors:
             raise ValidationError(errors)
 
@@ -186,6 +198,22 @@ class McpServer(models.Model):
                 f"({taken}); a server takes a namespace of its own."
             )
         return ""
+
+
+def _env_error(env: object, *, stdio: bool) -> str:
+    if not isinstance(env, dict) or len(env) > MAX_HEADERS:
+        return f"Must be an object of at most {MAX_HEADERS} variables."
+    if env and not stdio:
+        return "Only a stdio server has an environment."
+    for name, variable in env.items():
+        if not ENV_NAME.fullmatch(name):
+            return f"{name[:100]!r} is not an environment variable name."
+        if not isinstance(variable, str) or not ENV_VAR_NAME.fullmatch(variable):
+            return (
+                f"{name}: the value names an environment variable starting with MCP_ "
+                "(capitals, digits, '_'), never the value itself."
+            )
+    return ""
 
 
 class DeclaredTool(models.Model):

@@ -10,6 +10,7 @@ cannot be listed changes nothing but its own record.
 import hashlib
 import json
 import os
+import shlex
 import time
 from dataclasses import asdict, dataclass, field, replace
 from datetime import timedelta
@@ -25,13 +26,15 @@ from django_celery_beat.models import IntervalSchedule, PeriodicTask
 from learning.risk import arguments_of, prepare_labels, suggest_risk
 from learning.selectors import risk_labels
 from registry.contract import with_defaults
-from registry.models import Application, ContractVersion, RiskLevel, Tool
+from registry.models import Application, ContractVersion, RiskLevel, Tool, contract_hash
 from registry.selectors import registry_context
-from registry.services import tool_lock, tool_lock_or_create
+from registry.services import contract_version_definition_record, tool_lock, tool_lock_or_create
 from registry.validation import ContractInvalid, RegistryContext
-from reviews.diff import contract_diff
+from reviews.diff import contract_diff, widened_hints
 from reviews.models import AuditEntry, ReviewError, ReviewTicket
+from reviews.poisoning import INFORMATION_CODES
 from reviews.services import (
+    WIDENED_HINT_RISK,
     contract_propose,
     contract_publish,
     reviewers_notify,
@@ -41,7 +44,14 @@ from reviews.services import (
 
 from . import client
 from .compat import compatibility
-from .declared import Declared, Refused, declared_document, declared_tool, shown
+from .declared import (
+    Declared,
+    Refused,
+    declared_document,
+    declared_tool,
+    legacy_annotations,
+    shown,
+)
 from .models import DeclaredTool, McpServer
 
 SYNC_TASK = "sources.tasks.mcp_server_sync"
@@ -67,6 +77,8 @@ class SyncReport:
     retired: list[str] = field(default_factory=list)
     # New tools past MCP_MAX_NEW_TOOLS_PER_SYNC: proposed by a later sync, not this one.
     deferred: list[str] = field(default_factory=list)
+    repinned: list[str] = field(default_factory=list)
+    server_info: dict[str, str] = field(default_factory=dict)  # serverInfo, as the server said
     unchanged: int = 0
     refused: dict[str, str] = field(default_factory=dict)
     # New tools --approve left open for a reviewer, with their poisoning flags' codes.
@@ -90,11 +102,12 @@ def mcp_server_add(
     url: str = "",
     legacy_sse: bool = False,
     headers: dict[str, str] | None = None,
+    env: dict[str, str] | None = None,
     applications: list[str] | None = None,
 ) -> McpServer:
     """A new server (stdio with ``command``, or streamable HTTP at ``url``, or the legacy
     HTTP+SSE transport with ``legacy_sse``) and its schedule. Only operators call this with a
-    command: the admin cannot set one."""
+    command or an environment (``env``: {NAME: ENV_VAR}): the admin cannot set them."""
     transport = McpServer.Transport.SSE if legacy_sse else McpServer.Transport.HTTP
     server = McpServer(
         name=name,
@@ -102,17 +115,71 @@ def mcp_server_add(
         command=list(command or []),
         url=url,
         headers=dict(headers or {}),
+        env=dict(env or {}),
     )
     server.full_clean()
-    wanted = list(applications or [])
-    found = list(Application.objects.filter(name__in=wanted))
-    missing = sorted(set(wanted) - {application.name for application in found})
-    if missing:
-        raise ValueError(f"unknown application(s): {', '.join(missing)}")
+    found = _applications(applications or [])
     server.save()
     server.applications.set(found)
     mcp_server_schedule(server=server)
     return server
+
+
+def _applications(wanted: list[str]) -> list[Application]:
+    found = list(Application.objects.filter(name__in=wanted))
+    missing = sorted(set(wanted) - {application.name for application in found})
+    if missing:
+        raise ValueError(f"unknown application(s): {', '.join(missing)}")
+    return found
+
+
+@transaction.atomic
+def mcp_server_edit(
+    *,
+    server: McpServer,
+    command: list[str] | None = None,
+    url: str | None = None,
+    legacy_sse: bool = False,
+    headers: dict[str, str] | None = None,
+    env: dict[str, str] | None = None,
+    applications: list[str] | None = None,
+    enabled: bool | None = None,
+) -> McpServer:
+    """Change what an operator set: each argument given replaces that setting (a new command
+    or URL switches the transport; a URL leaves no command or environment behind). Its tools
+    are judged again at the next sync, as any change of what the server declares."""
+    server = McpServer.objects.select_for_update().get(pk=server.pk)
+    if command is not None:
+        server.transport, server.command, server.url = McpServer.Transport.STDIO, command, ""
+    elif url is not None:
+        server.transport = McpServer.Transport.SSE if legacy_sse else McpServer.Transport.HTTP
+        server.command, server.url, server.env = [], url, {}
+    if headers is not None:
+        server.headers = headers
+    if env is not None:
+        server.env = env
+    if enabled is not None:
+        server.enabled = enabled
+    server.full_clean()
+    found = _applications(applications) if applications is not None else None
+    server.save()
+    if found is not None:
+        server.applications.set(found)
+    if server.schedule_id is not None:
+        PeriodicTask.objects.filter(pk=server.schedule_id).update(enabled=server.enabled)
+    return server
+
+
+@transaction.atomic
+def mcp_server_remove(*, server: McpServer) -> list[str]:
+    """Remove a server: each tool it declares gets a retirement proposal (reviewers decide,
+    as when a server stops declaring a tool), then the server, its record and its schedule
+    go. The tools, their versions and tickets stay. Returns the tools proposed for retirement."""
+    report = SyncReport(server=server.name)
+    for row in server.declared_tools.select_related("tool", "server").filter(gone=False):
+        _declared_gone(row, report)
+    server.delete()
+    return report.retired
 
 
 @transaction.atomic
@@ -149,11 +216,12 @@ def mcp_server_sync(
     report = SyncReport(server=server.name)
     try:
         try:
-            definitions = client.tools_list(
+            listing = client.server_listing(
                 transport=server.transport,
                 command=server.command,
                 url=server.url,
                 headers=_headers(server),
+                env=_env(server),
                 limits=client.Limits(
                     timeout=settings.MCP_SYNC_TIMEOUT_SECONDS,
                     max_tools=settings.MCP_MAX_TOOLS,
@@ -165,7 +233,8 @@ def mcp_server_sync(
             report.outcome = McpServer.Outcome.FAILED
             report.error = str(exc)
         else:
-            _apply(server, definitions, report, approve=approve, actor=actor)
+            report.server_info = listing.server_info
+            _apply(server, listing.tools, report, approve=approve, actor=actor)
     except Exception as exc:
         # The record must not say "ok" for a sync that stopped halfway (the task retries it).
         report.outcome = McpServer.Outcome.FAILED
@@ -210,6 +279,16 @@ def _headers(server: McpServer) -> dict[str, str]:
                 f"header {header}: the environment variable {variable} is unset"
             )
         values[header] = value
+    return values
+
+
+def _env(server: McpServer) -> dict[str, str]:
+    values = {}
+    for name, variable in server.env.items():
+        value = os.environ.get(variable)
+        if value is None:
+            raise client.SyncFailed(f"env {name}: the environment variable {variable} is unset")
+        values[name] = value
     return values
 
 
@@ -262,7 +341,12 @@ def _apply(
             report.refused[shown(name)] = str(exc)
             continue
         row = rows.get(declared.local_name)
-        if row is not None and row.declared_hash == _declared_hash(declared) and not row.gone:
+        if (
+            row is not None
+            and row.definition_hash == declared.pin
+            and row.declared_hash == _declared_hash(declared)
+            and not row.gone
+        ):
             report.unchanged += 1  # what the registry last saw: nothing to write
             continue
         if row is None:
@@ -376,19 +460,38 @@ def _declared_apply(
     base = approved.document() if approved is not None else None
     risk_evidence: dict[str, Any] = {}
     risk = (
-        approved.risk.name
+        _changed_risk(approved, declared, labelled, risks, risk_evidence)
         if approved is not None
         else _suggested(declared, labelled, risks, risk_evidence)
     )
     document = declared_document(declared, approved=base, risk=risk)
-    evidence = _evidence(server, declared, base, document, risk_evidence)
-    opened: int | None = None
     open_ticket = row.ticket if row is not None and row.ticket is not None else None
     if open_ticket is not None and open_ticket.tool_id != tool.pk:
         open_ticket = None  # a ticket of another tool is never this declaration's to change
+    if open_ticket is not None and open_ticket.status != ReviewTicket.Status.OPEN:
+        open_ticket = None
+    if (
+        approved is not None
+        and approved.definition is None
+        and _unchanged(approved, document, declared)
+    ):
+        # Approved before versions kept their server's definition, and declared unchanged
+        # since: its pin is now taken over what the server sends, without a ticket.
+        contract_version_definition_record(version=approved, definition=declared.definition)
+        report.repinned.append(declared.name)
+        if open_ticket is None:
+            _declared_record(server, declared, row, tool, row.ticket if row else None)
+            return None
+    opened: int | None = None
+    evidence = _evidence(server, report.server_info, declared, base, document, risk_evidence)
     ticket: ReviewTicket | None
-    if open_ticket is not None and open_ticket.status == ReviewTicket.Status.OPEN:
-        ticket = ticket_proposal_replace(ticket=open_ticket, document=document, evidence=evidence)
+    if open_ticket is not None:
+        ticket = ticket_proposal_replace(
+            ticket=open_ticket,
+            document=document,
+            evidence=evidence,
+            definition=declared.definition,
+        )
         if ticket.status == ReviewTicket.Status.SUPERSEDED:
             report.withdrawn.append(declared.name)
         else:
@@ -402,6 +505,7 @@ def _declared_apply(
             evidence=evidence,
             kind=ReviewTicket.Kind.CHANGE,
             notify=False,
+            definition=declared.definition,
         )
         ticket = proposed if proposed is not None else open_ticket
         if proposed is not None:
@@ -418,24 +522,45 @@ def _declared_apply(
             evidence=evidence,
             kind=ReviewTicket.Kind.NEW_TOOL,
             notify=False,
+            definition=declared.definition,
         )
         if proposed is None:  # cannot happen without an approved version
             raise Refused("nothing to propose")
         ticket = proposed
         opened = proposed.pk
-        if approve and not evidence["poisoning"]:
+        alarms = [flag for flag in evidence["poisoning"] if flag["code"] not in INFORMATION_CODES]
+        if approve and not alarms:
             contract_publish(ticket=ticket, actor=actor, action=AuditEntry.Action.TRUSTED)
             report.published.append(declared.name)
         elif approve:
             # Trust on first use covers what nobody flagged; a flagged tool waits for a person.
             report.flagged[declared.name] = ", ".join(
-                sorted({str(flag["code"]) for flag in evidence["poisoning"]})
+                sorted({str(flag["code"]) for flag in alarms})
             )
         else:
             report.proposed.append(declared.name)
         if row is None:
             for application in server.applications.filter(all_tools=False):
                 application.enabled_tools.add(tool)
+    _declared_record(server, declared, row, tool, ticket)
+    return opened if ticket is not None and ticket.status == ReviewTicket.Status.OPEN else None
+
+
+def _unchanged(approved: ContractVersion, document: dict[str, Any], declared: Declared) -> bool:
+    """Whether ``document`` says what ``approved`` says, the way versions stored before
+    definitions were kept wrote a declaration's annotations counting as the same."""
+    stored = contract_hash(approved.document())
+    legacy = {**document, "annotations": legacy_annotations(declared)}
+    return stored in (contract_hash(with_defaults(document)), contract_hash(with_defaults(legacy)))
+
+
+def _declared_record(
+    server: McpServer,
+    declared: Declared,
+    row: DeclaredTool | None,
+    tool: Tool,
+    ticket: ReviewTicket | None,
+) -> None:
     if row is None:
         row = DeclaredTool(server=server, name=declared.local_name, tool=tool)
     row.definition_hash = declared.pin
@@ -443,7 +568,6 @@ def _declared_apply(
     row.gone = False
     row.ticket = ticket
     row.save()
-    return opened if ticket is not None and ticket.status == ReviewTicket.Status.OPEN else None
 
 
 def _declared_gone(row: DeclaredTool, report: SyncReport) -> int | None:
@@ -501,8 +625,43 @@ def _suggested(
     return suggestion.risk if suggestion.risk in risks else "high"
 
 
+def _changed_risk(
+    approved: ContractVersion,
+    declared: Declared,
+    labelled: list[dict[str, Any]],
+    risks: set[str],
+    out: dict[str, Any],
+) -> str:
+    """The risk a declared change is proposed at: the approved one, raised to what the words
+    and hints of the new definition suggest when that is more than the approved definition's
+    suggest (the change itself moved toward danger), and to at least WIDENED_HINT_RISK when a
+    hint widens what the tool may do. Never lower: a reviewer lowers a risk, a server does not."""
+    ranks = dict(RiskLevel.objects.values_list("name", "rank"))
+    chosen = approved.risk.name
+    widened = widened_hints(approved.annotations, declared.declared["annotations"])
+    if widened and WIDENED_HINT_RISK in risks and ranks[WIDENED_HINT_RISK] > ranks[chosen]:
+        chosen = WIDENED_HINT_RISK
+    document = approved.document()
+    before = suggest_risk(
+        name=declared.name,
+        description=document["description"],
+        produces=[],
+        permissions=[],
+        labelled=labelled,
+        annotations=document.get("annotations"),
+        arguments=arguments_of(document),
+    )
+    suggested: dict[str, Any] = {}
+    after = _suggested(declared, labelled, risks, suggested)
+    if ranks.get(after, 0) > max(ranks.get(before.risk, 0), ranks[chosen]):
+        chosen = after
+        out.update(suggested)
+    return chosen
+
+
 def _evidence(
     server: McpServer,
+    server_info: dict[str, str],
     declared: Declared,
     base: dict[str, Any] | None,
     document: dict[str, Any],
@@ -514,6 +673,9 @@ def _evidence(
     evidence: dict[str, Any] = {
         "source": "mcp",
         "server": server.name,
+        "server_info": dict(server_info),
+        # What the worker runs or reaches: a reviewer judges the package, not only the name.
+        "runs": shlex.join(server.command) if server.command else server.url,
         "declared_name": declared.local_name,
         "definition_hash": declared.pin,
         "poisoning": [

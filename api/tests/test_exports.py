@@ -4,6 +4,7 @@ import pytest
 
 from api import exports
 from registry.models import Application, PlanningPolicy
+from reviews.services import registry_import
 from tests.helpers import contract
 
 pytestmark = pytest.mark.django_db
@@ -31,14 +32,29 @@ def test_anthropic_export_has_the_messages_api_shape(runtime):
 def test_mcp_export_is_a_tools_list_result(runtime):
     body = runtime.get("/api/v1/export/mcp/").json()
     assert set(body) == {"tools"}
-    by_name = {tool["name"]: tool for tool in body["tools"]}
-    delete = by_name["calendar.delete_event"]["annotations"]
-    assert delete["destructiveHint"] is True and delete["readOnlyHint"] is False
-    find = by_name["calendar.find_events"]["annotations"]
-    assert find["readOnlyHint"] is True and find["openWorldHint"] is False
-    assert by_name["weather.forecast"]["annotations"]["openWorldHint"] is True
     for tool in body["tools"]:
-        assert {"name", "description", "inputSchema", "annotations"} <= set(tool)
+        assert {"name", "description", "inputSchema", "_meta"} <= set(tool)
+
+
+def test_a_tool_that_declares_no_annotations_exports_none_in_any_shape(runtime):
+    # calendar.delete_event needs "delete" at high risk: still nothing is said for it.
+    mcp = {tool["name"]: tool for tool in runtime.get("/api/v1/export/mcp/").json()["tools"]}
+    assert "annotations" not in mcp["calendar.delete_event"]
+    assert all("annotations" not in tool and "title" not in tool for tool in mcp.values())
+    listed = {tool["name"]: tool for tool in runtime.get("/api/v1/tools/").json()["results"]}
+    assert listed["calendar.delete_event"]["annotations"] == {}
+    for path in ("/api/v1/export/openai/", "/api/v1/export/anthropic/"):
+        assert "Hint" not in runtime.get(path).content.decode()
+
+
+def test_a_tool_that_declares_annotations_exports_exactly_those_verbatim(runtime, registry):
+    declared = {"readOnlyHint": True, "category": "Navigation", "audience": ["ops"]}
+    registry_import(data=[contract(name="browser.list_pages", annotations=declared)], approve=True)
+    mcp = {tool["name"]: tool for tool in runtime.get("/api/v1/export/mcp/").json()["tools"]}
+    assert mcp["browser.list_pages"]["annotations"] == declared
+    assert "title" not in mcp["browser.list_pages"]
+    listed = {tool["name"]: tool for tool in runtime.get("/api/v1/tools/").json()["results"]}
+    assert listed["browser.list_pages"]["annotations"] == declared
 
 
 def test_exports_show_only_the_visible_set(restricted):

@@ -28,7 +28,8 @@ def test_it_keeps_mcp_annotations_verbatim(context):
         ([], "must be an object of MCP tool annotations"),
         ({"readOnlyHint": "yes"}, "readOnlyHint must be true or false"),
         ({"title": "x" * 201}, "title must be text of at most 200 characters"),
-        ({"x" * 500: True}, "unknown key '" + "x" * 61 + "...'"),
+        ({"x" * 500: True}, "key '" + "x" * 61 + "...' is longer than 100 characters"),
+        ({"category": "x" * 10_001}, "must fit in 10,000 characters of JSON"),
     ],
 )
 def test_it_refuses_what_is_not_an_mcp_annotation(context, annotations, reason):
@@ -44,26 +45,28 @@ def test_empty_annotations_leave_the_content_hash_of_older_versions_alone():
     )
 
 
-def test_the_pin_covers_what_a_model_reads_and_not_names_or_titles():
-    declared = {
-        "name": "get-time",
-        "title": "Get time",
-        "description": "Current time.",
-        "inputSchema": {"type": "object"},
-        "outputSchema": None,
-        "annotations": {"title": "Time", "readOnlyHint": True},
-        "_meta": {"x": 1},
-    }
-    same = {
+def test_it_keeps_a_servers_own_annotation_keys_verbatim(context):
+    hints = {"readOnlyHint": False, "category": "Input automation", "x-weight": [1, 2]}
+    document, errors = contract_check(contract(annotations=hints), context=context)
+    assert errors == {}
+    assert document["annotations"] == hints
+
+
+def test_a_contract_no_server_declared_is_pinned_as_the_definition_the_registry_serves():
+    document = {
         "name": "clock.get-time",
         "description": "Current time.",
         "input_schema": {"type": "object"},
         "annotations": {"readOnlyHint": True},
     }
-    assert definition_hash(declared) == contract_pin(same)
-    assert definition_hash({**declared, "description": "Current time!"}) != definition_hash(
-        declared
-    )
-    assert definition_hash({**declared, "annotations": {"readOnlyHint": False}}) != definition_hash(
-        declared
+    served = {
+        "name": "clock.get-time",
+        "description": "Current time.",
+        "inputSchema": {"type": "object"},
+        "annotations": {"readOnlyHint": True},
+    }
+    assert contract_pin(document) == definition_hash(served)
+    assert contract_pin({**document, "description": "Current time!"}) != contract_pin(document)
+    assert contract_pin({**document, "annotations": {}}) == definition_hash(
+        {key: value for key, value in served.items() if key != "annotations"}
     )

@@ -7,7 +7,7 @@ import json
 import pytest
 
 from registry.contract import FIELDS
-from reviews.diff import contract_diff, has_poisoning, text_rows, text_words
+from reviews.diff import contract_diff, has_poisoning, text_rows, text_words, widened_hints
 
 FIELD_ORDER = tuple(entry.name for entry in FIELDS)
 ZWSP = "\u200b"
@@ -600,3 +600,41 @@ def test_a_cost_figure_within_noise_is_listed_apart_from_the_changes():
     entry = field(contract_diff(base, proposed), "cost")
     assert [change["key"] for change in entry["changed"]] == ["latency_ms_p95"]
     assert [change["key"] for change in entry["within_noise"]] == ["latency_ms_p50"]
+
+
+@pytest.mark.parametrize(
+    ("base", "proposed", "widened"),
+    [
+        ({"readOnlyHint": True}, {"destructiveHint": True}, {"readOnlyHint", "destructiveHint"}),
+        (
+            {"readOnlyHint": True},
+            {"readOnlyHint": False, "destructiveHint": False},
+            {"readOnlyHint"},
+        ),
+        ({"destructiveHint": False}, {}, {"destructiveHint"}),
+        ({"openWorldHint": False}, {"openWorldHint": True}, {"openWorldHint"}),
+        ({}, {"readOnlyHint": True}, set()),  # narrows
+        ({}, {}, set()),  # absent is already the widest claim
+        ({"readOnlyHint": True, "destructiveHint": True}, {"readOnlyHint": True}, set()),
+    ],
+)
+def test_a_hint_widens_when_the_tool_may_now_do_more(base, proposed, widened):
+    flags = widened_hints(base, proposed)
+    assert {flag["where"].removeprefix("annotations.") for flag in flags} == widened
+    assert all(flag["code"] == "hint_widened" for flag in flags)
+
+
+@pytest.mark.parametrize("name", ["chromedev.click", "k8s.top", "docs.link"])
+def test_a_registry_name_ending_like_a_domain_is_never_flagged_as_a_link(name):
+    diff = contract_diff(None, contract(name=name))
+
+    name_entry = next(entry for entry in diff["fields"] if entry["field"] == "name")
+    assert name_entry["flags"] == []
+    assert not has_poisoning(diff)
+
+
+def test_a_name_spelling_an_instruction_is_still_flagged():
+    diff = contract_diff(None, contract(name="calendar.ignore_previous_instructions"))
+
+    name_entry = next(entry for entry in diff["fields"] if entry["field"] == "name")
+    assert [flag["code"] for flag in name_entry["flags"]] == ["instruction_to_model"]

@@ -1,40 +1,133 @@
-"""The pin check docs/api.md shows a gateway computes the registry's pin of every live tool."""
+"""The pin check of docs/api.md, run as a gateway would: mcp 2.x, mcp 1.x and raw JSON agree
+with the registry's pins on real servers and on one declaring annotation keys of its own."""
 
+import hashlib
+import json
+import os
 import re
+import shutil
+import struct
+import subprocess
 import sys
 from pathlib import Path
 
-import mcp_types
+import pytest
 
-from registry.pins import definition_hash
-from sources.client import Limits, tools_list
+from registry.models import Tool
+from registry.pins import canonical_json, definition_hash
+from registry.tests.test_pins import APPENDIX_B
+from sources.services import mcp_server_add, mcp_server_sync
 
-API_MD = Path(__file__).resolve().parents[2] / "docs" / "api.md"
+ROOT = Path(__file__).resolve().parents[2]
+API_MD = ROOT / "docs" / "api.md"
+RAW_SERVER = Path(__file__).with_name("raw_server.py")
+EVERYTHING = (
+    ROOT / "tests/mcp_servers/node_modules/@modelcontextprotocol/server-everything/dist/index.js"
+)
+# A virtualenv holding mcp 1.x only, built by .ci/run.
+MCP1_PYTHON = ROOT / "var" / "mcp1" / "bin" / "python"
+# Extra annotation keys (chrome-devtools' "category", a vendor's own), null, numbers written
+# in forms JCS rewrites, a non-BMP key: what an SDK model or a naive serialiser gets wrong.
+OWN_KEYS = """[
+ {"name": "click", "title": "Click", "description": "Clicks on the provided element.",
+  "inputSchema": {"type": "object", "properties": {"uid": {"type": "string"}},
+                  "required": ["uid"]},
+  "annotations": {"category": "Input automation", "readOnlyHint": false,
+                  "x-cost": {"weight": 1.50, "big": 1E21, "tiny": 1e-7}},
+  "outputSchema": null, "_meta": {"vendor/\\ud83d\\ude00": "\\u00e9", "\\uff61": 1}},
+ {"name": "list_pages", "description": "Get a list of pages open in the browser.",
+  "inputSchema": {"type": "object"}, "annotations": {"readOnlyHint": true,
+  "category": "Navigation automation"}}
+]"""
+DRIVER = """
+import anyio, json, sys
+from mcp import ClientSession
+from mcp.client.stdio import StdioServerParameters, stdio_client
 
 
-def documented_pin():
-    text = API_MD.read_text()
-    block = re.search(r"```python synopsis\n(import hashlib.*?)\n\n\napproved", text, re.S)
-    assert block, "the pin recipe is no longer in docs/api.md"
-    namespace: dict = {}
-    exec(block.group(1), namespace)  # noqa: S102 - our own documentation
-    return namespace["pin"]
+async def main():
+    command = json.loads(sys.argv[1])
+    server = StdioServerParameters(command=command[0], args=command[1:])
+    async with stdio_client(server) as (read, write), ClientSession(read, write) as session:
+        await session.initialize()
+        print(json.dumps({tool["name"]: pin(tool) for tool in await listed_tools(session)}))
 
 
-def test_the_documented_recipe_gives_the_registrys_pin_for_live_tools():
-    pin = documented_pin()
-    listed = tools_list(
-        transport="stdio",
-        command=[sys.executable, "-m", "mcp_server_time"],
-        limits=Limits(30, 100, 10**6),
+anyio.run(main)
+"""
+
+
+def documented(form: str) -> str:
+    blocks = dict(
+        re.findall(r"```python synopsis\n# pin: (.*?)\n(.*?)```", API_MD.read_text(), re.S)
     )
-    extra = {
-        "name": "titled",
-        "title": "Titled",
-        "description": "Has titles and null output.",
-        "inputSchema": {"type": "object"},
-        "annotations": {"title": "T", "destructiveHint": True},
+    assert form in blocks, f"the pin recipe ({form}) is no longer in docs/api.md"
+    return blocks[form]
+
+
+def recipe_pins(python: str, form: str, command: list[str]) -> dict[str, str]:
+    script = documented("canonical JSON") + documented(form) + DRIVER
+    done = subprocess.run(
+        [python, "-c", script, json.dumps(command)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        cwd="/",  # nothing of the project on the path: the recipe stands alone
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    return json.loads(done.stdout.strip().splitlines()[-1])
+
+
+def test_the_documented_canonical_form_writes_the_rfcs_numbers():
+    namespace: dict = {}
+    exec(documented("canonical JSON"), namespace)  # noqa: S102 - our own documentation
+    for ieee, expected in APPENDIX_B:
+        assert namespace["number"](struct.unpack(">d", bytes.fromhex(ieee))[0]) == expected
+    value = json.loads(OWN_KEYS)
+    assert namespace["canonical"](value).encode() == canonical_json(value)
+
+
+def servers(tmp_path) -> dict[str, list[str]]:
+    tools = tmp_path / "tools.json"
+    tools.write_text(OWN_KEYS)
+    found = {
+        "clock": [sys.executable, "-m", "mcp_server_time"],
+        "chromedev": [sys.executable, str(RAW_SERVER), str(tools)],
     }
-    for definition in [*listed, extra]:
-        tool = mcp_types.Tool.model_validate(definition)
-        assert pin(tool) == definition_hash(definition)
+    if shutil.which("node") and EVERYTHING.exists():
+        found["everything"] = ["node", str(EVERYTHING), "stdio"]
+    elif os.environ.get("CI"):
+        pytest.fail("node or @modelcontextprotocol/server-everything is missing in CI")
+    return found
+
+
+@pytest.mark.django_db
+@pytest.mark.parametrize("sdk", ["mcp 2.x", "mcp 1.x"])
+def test_the_documented_check_agrees_with_the_registrys_pins_and_the_raw_json(tmp_path, sdk):
+    python = sys.executable if sdk == "mcp 2.x" else str(MCP1_PYTHON)
+    if sdk == "mcp 1.x" and not MCP1_PYTHON.exists():
+        if os.environ.get("CI"):
+            pytest.fail(f"no {MCP1_PYTHON}: .ci/run builds it")
+        pytest.skip(
+            f"no {MCP1_PYTHON}: python3 -m venv var/mcp1 && var/mcp1/bin/pip install 'mcp>=1.20,<2'"
+        )
+    for name, command in servers(tmp_path).items():
+        server = mcp_server_add(name=name, command=command)
+        report = mcp_server_sync(server=server, approve=True)
+        assert report.outcome == "ok", (report.error, report.refused)
+
+        pins = recipe_pins(python, sdk, command)
+
+        registry = {
+            tool.name.removeprefix(f"{name}."): tool.versions.latest("number").definition_hash
+            for tool in Tool.objects.filter(name__startswith=f"{name}.")
+        }
+        assert pins == registry and len(pins) >= 2, name
+    raw = {tool["name"]: tool for tool in json.loads(OWN_KEYS)}
+    for local, tool in raw.items():
+        expected = hashlib.sha256(canonical_json(tool)).hexdigest()
+        assert definition_hash(tool) == expected
+        assert Tool.objects.get(name=f"chromedev.{local}").current_version.definition == tool
+    assert recipe_pins(python, sdk, servers(tmp_path)["chromedev"]) == {
+        local: hashlib.sha256(canonical_json(tool)).hexdigest() for local, tool in raw.items()
+    }

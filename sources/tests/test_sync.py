@@ -74,10 +74,8 @@ def assert_proposed_as_declared(server: McpServer, declared: list[dict]) -> None
         assert version.description == tool["description"]
         assert version.input_schema == tool["inputSchema"]
         assert version.output_schema == tool.get("outputSchema")
-        expected = dict(tool.get("annotations") or {})
-        if "title" in tool and "title" not in expected:
-            expected["title"] = tool["title"]
-        assert version.annotations == expected
+        assert version.annotations == (tool.get("annotations") or {})  # only as declared
+        assert version.definition == tool
         assert ticket.evidence["definition_hash"] == version.definition_hash
         assert ticket.evidence["risk"]["suggested"] == version.risk.name
         assert ticket.evidence["risk_evidence"]  # "Why this risk" on the ticket page

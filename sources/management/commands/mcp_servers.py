@@ -1,12 +1,20 @@
-"""mcp_servers add | list | sync: MCP servers as sources of declared tools."""
+"""mcp_servers add | edit | remove | list | sync: MCP servers as sources of declared tools."""
 
 import shlex
+from collections.abc import Iterator
+from contextlib import contextmanager
 
 from django.core.exceptions import ValidationError
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
 from sources.models import McpServer
-from sources.services import SyncBusy, mcp_server_add, mcp_server_sync
+from sources.services import (
+    SyncBusy,
+    mcp_server_add,
+    mcp_server_edit,
+    mcp_server_remove,
+    mcp_server_sync,
+)
 
 
 class Command(BaseCommand):
@@ -31,7 +39,35 @@ class Command(BaseCommand):
             metavar="NAME=ENV_VAR",
             help="A request header whose value is read from an MCP_... environment variable.",
         )
+        add.add_argument(
+            "--env",
+            action="append",
+            default=[],
+            metavar="NAME=ENV_VAR",
+            help="With --stdio: the server's variable NAME, its value read from an MCP_... "
+            "environment variable of the worker at each sync (never stored).",
+        )
         add.add_argument("--application", action="append", default=[], metavar="APP")
+        edit = commands.add_parser(
+            "edit", help="Change a server: each option given replaces that setting."
+        )
+        edit.add_argument("name")
+        where = edit.add_mutually_exclusive_group()
+        where.add_argument("--stdio", metavar='"COMMAND ARGS..."')
+        where.add_argument("--url")
+        edit.add_argument("--legacy-sse", action="store_true")
+        edit.add_argument("--header", action="append", metavar="NAME=ENV_VAR")
+        edit.add_argument("--no-headers", action="store_true", help="Send no headers.")
+        edit.add_argument("--env", action="append", metavar="NAME=ENV_VAR")
+        edit.add_argument("--no-env", action="store_true", help="Pass no variables.")
+        edit.add_argument("--application", action="append", metavar="APP")
+        enabled = edit.add_mutually_exclusive_group()
+        enabled.add_argument("--enable", action="store_true")
+        enabled.add_argument("--disable", action="store_true")
+        remove = commands.add_parser(
+            "remove", help="Remove a server; its tools are proposed for retirement."
+        )
+        remove.add_argument("name")
         commands.add_parser("list", help="Each server with its last sync.")
         sync = commands.add_parser("sync", help="List the servers' tools and propose changes.")
         sync.add_argument("names", nargs="*", metavar="NAME", help="Default: every enabled one.")
@@ -43,40 +79,61 @@ class Command(BaseCommand):
         )
 
     def handle(self, *args, **options) -> None:
-        {"add": self.add, "list": self.list, "sync": self.sync}[options["action"]](options)
+        actions = {
+            "add": self.add,
+            "edit": self.edit,
+            "remove": self.remove,
+            "list": self.list,
+            "sync": self.sync,
+        }
+        actions[options["action"]](options)
 
     def add(self, options: dict) -> None:
-        headers = {}
-        for item in options["header"]:
-            header, sep, variable = item.partition("=")
-            if not sep:
-                raise CommandError(f"--header {item!r}: expected NAME=ENV_VAR")
-            headers[header.strip()] = variable.strip()
         if options["legacy_sse"] and not options["url"]:
             raise CommandError("--legacy-sse goes with --url")
-        try:
-            command = shlex.split(options["stdio"]) if options["stdio"] else None
-        except ValueError as exc:
-            raise CommandError(f"--stdio: {exc}") from None
-        try:
+        with _refusals():
             server = mcp_server_add(
                 name=options["name"],
-                command=command,
+                command=_command(options["stdio"]),
                 url=options["url"] or "",
                 legacy_sse=options["legacy_sse"],
-                headers=headers,
+                headers=_pairs("--header", options["header"]),
+                env=_pairs("--env", options["env"]),
                 applications=options["application"],
             )
-        except ValidationError as exc:
-            lines = [f"{field}: {'; '.join(errors)}" for field, errors in exc.message_dict.items()]
-            raise CommandError("\n".join(lines)) from None
-        except ValueError as exc:
-            raise CommandError(str(exc)) from None
+        # An IntervalSchedule reads "every 60 minutes".
         self.stdout.write(
             f"Added {server.name} ({server.get_transport_display()}); "
-            f"synced every {server.schedule.interval} by beat."
+            f"synced {server.schedule.interval} by beat."
             if server.schedule and server.schedule.interval
             else f"Added {server.name}."
+        )
+
+    def edit(self, options: dict) -> None:
+        server = _server(options["name"])
+        if options["legacy_sse"] and not options["url"]:
+            raise CommandError("--legacy-sse goes with --url")
+        headers: dict[str, str] | None = {} if options["no_headers"] else None
+        env: dict[str, str] | None = {} if options["no_env"] else None
+        with _refusals():
+            server = mcp_server_edit(
+                server=server,
+                command=_command(options["stdio"]),
+                url=options["url"],
+                legacy_sse=options["legacy_sse"],
+                headers=_pairs("--header", options["header"]) if options["header"] else headers,
+                env=_pairs("--env", options["env"]) if options["env"] else env,
+                applications=options["application"],
+                enabled=True if options["enable"] else False if options["disable"] else None,
+            )
+        self.stdout.write(f"Changed {server.name}; its tools are judged again at the next sync.")
+
+    def remove(self, options: dict) -> None:
+        server = _server(options["name"])
+        retired = mcp_server_remove(server=server)
+        self.stdout.write(
+            f"Removed {server.name}; {len(retired)} tool(s) proposed for retirement"
+            + (f": {', '.join(retired)}" if retired else ".")
         )
 
     def list(self, options: dict) -> None:
@@ -130,3 +187,38 @@ class Command(BaseCommand):
                 self.stdout.write(f"  refused {name}: {reason}")
         if failed:
             raise CommandError("some servers could not be synced")
+
+
+def _server(name: str) -> McpServer:
+    try:
+        return McpServer.objects.get(name=name)
+    except McpServer.DoesNotExist:
+        raise CommandError(f"unknown MCP server: {name}") from None
+
+
+def _command(text: str | None) -> list[str] | None:
+    try:
+        return shlex.split(text) if text else None
+    except ValueError as exc:
+        raise CommandError(f"--stdio: {exc}") from None
+
+
+def _pairs(option: str, items: list[str]) -> dict[str, str]:
+    pairs = {}
+    for item in items:
+        name, sep, variable = item.partition("=")
+        if not sep:
+            raise CommandError(f"{option} {item!r}: expected NAME=ENV_VAR")
+        pairs[name.strip()] = variable.strip()
+    return pairs
+
+
+@contextmanager
+def _refusals() -> Iterator[None]:
+    try:
+        yield
+    except ValidationError as exc:
+        lines = [f"{field}: {'; '.join(errors)}" for field, errors in exc.message_dict.items()]
+        raise CommandError("\n".join(lines)) from None
+    except ValueError as exc:
+        raise CommandError(str(exc)) from None

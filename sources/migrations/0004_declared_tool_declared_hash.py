@@ -8,7 +8,7 @@ from django.db import migrations, models
 class Migration(migrations.Migration):
 
     dependencies = [
-        ('sources', '0001_mcp_servers'),
+        ('sources', '0003_mcp_server_env'),
     ]
 
     operations = [

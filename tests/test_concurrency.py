@@ -10,7 +10,7 @@ from django.db import close_old_connections, connection
 
 from registry.models import ContractVersion, Tool
 from reviews.models import AuditEntry, ReviewError, ReviewTicket
-from reviews.services import review_approve
+from reviews.services import ProposalSeen, review_approve
 from reviews.tests.factories import approved_tool, change_ticket
 
 pytestmark = [
@@ -62,8 +62,10 @@ def test_two_reviewers_approving_at_once_publish_once(
     approved_tool()
     ticket = change_ticket(proposer)
     outcomes = run_together(
-        lambda: review_approve(ticket=ticket, reviewer=reviewer),
-        lambda: review_approve(ticket=ticket, reviewer=second_reviewer),
+        lambda: review_approve(ticket=ticket, reviewer=reviewer, seen=ProposalSeen.of(ticket)),
+        lambda: review_approve(
+            ticket=ticket, reviewer=second_reviewer, seen=ProposalSeen.of(ticket)
+        ),
     )
     published = [o for o in outcomes if isinstance(o, ContractVersion)]
     refused = [o for o in outcomes if isinstance(o, ReviewError)]
@@ -80,8 +82,10 @@ def test_racing_tickets_of_one_tool_leave_one_approved_version(
     first = change_ticket(proposer, description="First rewording of the description.")
     second = change_ticket(proposer, description="Second rewording of the description.")
     outcomes = run_together(
-        lambda: review_approve(ticket=first, reviewer=reviewer),
-        lambda: review_approve(ticket=second, reviewer=second_reviewer),
+        lambda: review_approve(ticket=first, reviewer=reviewer, seen=ProposalSeen.of(first)),
+        lambda: review_approve(
+            ticket=second, reviewer=second_reviewer, seen=ProposalSeen.of(second)
+        ),
     )
     published = [o for o in outcomes if isinstance(o, ContractVersion)]
     assert len(published) == 1, outcomes
@@ -101,7 +105,7 @@ def test_many_reviewers_on_many_tickets_publish_each_at_most_once(
         approved_tool(name=name)
     tickets = [change_ticket(proposer, name=name) for name in names]
     calls = [
-        (lambda t=ticket, r=reviewer: review_approve(ticket=t, reviewer=r))
+        (lambda t=ticket, r=reviewer: review_approve(ticket=t, reviewer=r, seen=ProposalSeen.of(t)))
         for ticket in tickets
         for reviewer in reviewers[:4]
     ]
@@ -121,7 +125,11 @@ def test_reviewers_racing_on_sibling_tickets_never_deadlock(
     tickets = [change_ticket(proposer, description=f"Sibling proposal {n}.") for n in range(4)]
     outcomes = run_together(
         *[
-            (lambda t=ticket, r=reviewer: review_approve(ticket=t, reviewer=r))
+            (
+                lambda t=ticket, r=reviewer: review_approve(
+                    ticket=t, reviewer=r, seen=ProposalSeen.of(t)
+                )
+            )
             for ticket in tickets
             for reviewer in reviewers
         ]

@@ -165,7 +165,7 @@ def test_strict_mode_refuses_objects_nested_deeper_than_openai_allows():
 
 
 def test_strict_export_keeps_a_refused_tool_as_not_strict_and_says_why(runtime, reviewer, proposer):
-    from reviews.services import contract_propose, review_approve
+    from reviews.services import ProposalSeen, contract_propose, review_approve
 
     schema = {
         "type": "object",
@@ -173,7 +173,7 @@ def test_strict_export_keeps_a_refused_tool_as_not_strict_and_says_why(runtime, 
         "patternProperties": {"^x": {"type": "string"}},
     }
     ticket = contract_propose(document=contract(input_schema=schema), author=proposer)
-    review_approve(ticket=ticket, reviewer=reviewer)
+    review_approve(ticket=ticket, reviewer=reviewer, seen=ProposalSeen.of(ticket))
     from django.core.cache import cache
 
     cache.clear()

@@ -14,10 +14,10 @@ from reviews.models import ReviewTicket
 
 from .declared import SERVER_NAME
 
-HEADER_NAME = re.compile(r"^[A-Za-z0-9!#$%&'*+.^_`|~-]{1,100}$")
+HEADER_NAME = re.compile(r"^[A-Za-z0-9!#$%&'*+.^_`|~-]{1,100}\Z")
 # Header values come from the worker's environment; only variables meant for MCP servers may
 # be named, so a form cannot send SECRET_KEY or DATABASE_URL to a server.
-ENV_VAR_NAME = re.compile(r"^MCP_[A-Z0-9_]{1,100}$")
+ENV_VAR_NAME = re.compile(r"^MCP_[A-Z0-9_]{1,100}\Z")
 MAX_HEADERS = 20
 
 
@@ -143,9 +143,9 @@ class McpServer(models.Model):
             errors["headers"] = f"Must be an object of at most {MAX_HEADERS} headers."
         else:
             for header, variable in self.headers.items():
-                if not HEADER_NAME.match(header):
+                if not HEADER_NAME.fullmatch(header):
                     errors["headers"] = f"{header[:100]!r} is not a header name."
-                elif not isinstance(variable, str) or not ENV_VAR_NAME.match(variable):
+                elif not isinstance(variable, str) or not ENV_VAR_NAME.fullmatch(variable):
                     errors["headers"] = (
                         f"{header}: the value names an environment variable starting with MCP_ "
                         "(capitals, digits, '_'), never the value itself."

@@ -7,7 +7,7 @@ from registry.models import Application, PlanningPolicy
 from tests.helpers import contract
 
 pytestmark = pytest.mark.django_db
-PROVIDER_NAME = re.compile(r"^[a-zA-Z0-9_-]{1,64}$")
+PROVIDER_NAME = re.compile(r"[a-zA-Z0-9_-]{1,64}")
 
 
 def test_openai_export_has_the_function_shape(runtime):
@@ -16,7 +16,7 @@ def test_openai_export_has_the_function_shape(runtime):
     for tool in tools:
         assert set(tool) == {"type", "function"} and tool["type"] == "function"
         assert set(tool["function"]) == {"name", "description", "parameters"}
-        assert PROVIDER_NAME.match(tool["function"]["name"])
+        assert PROVIDER_NAME.fullmatch(tool["function"]["name"])
         assert tool["function"]["parameters"]["type"] == "object"
     assert "calendar__find_events" in [tool["function"]["name"] for tool in tools]
 
@@ -25,7 +25,7 @@ def test_anthropic_export_has_the_messages_api_shape(runtime):
     tools = runtime.get("/api/v1/export/anthropic/").json()
     for tool in tools:
         assert set(tool) == {"name", "description", "input_schema"}
-        assert PROVIDER_NAME.match(tool["name"])
+        assert PROVIDER_NAME.fullmatch(tool["name"])
 
 
 def test_mcp_export_is_a_tools_list_result(runtime):

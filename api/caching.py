@@ -3,7 +3,8 @@
 The registry revision moves whenever anything a runtime can see changes, so a tag made of
 (revision, caller, normalised URL) names the exact body. A matching ``If-None-Match`` is answered
 304 right after authentication, before any contract row is read, and a body rendered once is
-kept in the shared cache under its tag and served again without the database.
+kept in the shared cache under its tag and the origin it was asked at (``body_key``), and served
+again without the database.
 
 Views using ``ConditionalMixin`` implement ``read()``; ``get()`` is the mixin's.
 """
@@ -69,6 +70,16 @@ def etag_of(*, revision: int, caller: str, path: str, params: list[tuple[str, st
     return '"' + hashlib.sha256(key.encode()).hexdigest()[:32] + '"'
 
 
+def body_key(*, etag: str, request: Request) -> str:
+    """Where a rendered body is kept: its tag and the origin (scheme and host) it was asked at.
+
+    A page carries absolute ``next``/``previous`` links built from the request, so the same URL
+    under another allowed host (or over HTTPS) is another body; the tag stays the same, since a
+    client compares it only for the URL it fetched."""
+    origin = hashlib.sha256(f"{request.scheme}://{request.get_host()}".encode()).hexdigest()[:16]
+    return f"registry:response:{etag}:{origin}"
+
+
 def conditional_headers(response: HttpResponseBase, *, etag: str, cache_seconds: int) -> None:
     """The ETag and Cache-Control of a read's 200 or 304 (the fast read path's too)."""
     response["ETag"] = etag
@@ -90,6 +101,7 @@ class ConditionalMixin:
 
     cache_seconds = 5
     etag_value: str | None = None
+    body_key = ""
     query_parameters: tuple[str, ...] = ()
 
     def caller(self, request: Request) -> str:
@@ -114,7 +126,8 @@ class ConditionalMixin:
         sent = [tag.strip() for tag in request.headers.get("If-None-Match", "").split(",")]
         if self.etag_value in sent:
             return Response(status=status.HTTP_304_NOT_MODIFIED)
-        cached = cache.get(f"registry:response:{self.etag_value}")
+        self.body_key = body_key(etag=self.etag_value, request=request)
+        cached = cache.get(self.body_key)
         if cached is not None:
             return HttpResponse(cached, content_type="application/json")
         return self.read(request, *args, **kwargs)
@@ -138,7 +151,7 @@ class ConditionalMixin:
         return response
 
     def _remember(self, response: HttpResponse) -> HttpResponse:
-        cache.set(f"registry:response:{self.etag_value}", response.content, RESPONSE_CACHE_SECONDS)
+        cache.set(self.body_key, response.content, RESPONSE_CACHE_SECONDS)
         return response
 
 

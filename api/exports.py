@@ -2,7 +2,8 @@
 
 OpenAI and Anthropic accept tool names matching ``^[a-zA-Z0-9_-]{1,64}$``. Registry names are
 dotted, contain no ``__`` and fit in 64 characters once each ``.`` becomes ``__`` (validation
-enforces both), so ``provider_name`` is a bijection and ``registry_name`` its inverse.
+enforces both), and no two tools share an export name (``Tool.export_name`` is unique), so
+``provider_name`` (``registry.validation.export_name``) is one-to-one over the registry.
 MCP keeps the registry's names as they are, gives back the MCP annotations a tool's definition
 declares exactly as declared (and none when it declares none), and carries each tool's pin
 (``registry/pins.py``) in ``_meta``.
@@ -16,8 +17,9 @@ import re
 from typing import Any
 
 from registry.pins import contract_pin
+from registry.validation import export_name
 
-PROVIDER_NAME = re.compile(r"^[a-zA-Z0-9_-]{1,64}$")
+PROVIDER_NAME = re.compile(r"^[a-zA-Z0-9_-]{1,64}\Z")
 # OpenAI's strict subset ("Supported schemas" in its Structured Outputs guide): these keywords
 # pass through as they are (``additionalProperties`` only as false, ``format`` only as one of
 # STRICT_FORMATS).
@@ -47,10 +49,12 @@ STRICT_MAX_ENUM_VALUES = 1_000
 
 
 def provider_name(name: str) -> str:
-    return name.replace(".", "__")
+    return export_name(name)
 
 
 def registry_name(name: str) -> str:
+    """The inverse of ``provider_name`` for names with no ``_`` beside a ``.``; in general the
+    registry's ``Tool.export_name`` says which tool an export name is."""
     return name.replace("__", ".")
 
 

@@ -197,7 +197,7 @@ class PlanResponse(serializers.Serializer):
 
 
 class OpenAIFunction(serializers.Serializer):
-    name = serializers.RegexField(r"^[a-zA-Z0-9_-]{1,64}$")
+    name = serializers.RegexField(r"^[a-zA-Z0-9_-]{1,64}\Z")
     description = serializers.CharField()
     parameters = serializers.DictField()
     strict = serializers.BooleanField(required=False)
@@ -210,14 +210,14 @@ class OpenAITool(serializers.Serializer):
 
 class OpenAIResponsesTool(serializers.Serializer):
     type = serializers.ChoiceField(choices=["function"])
-    name = serializers.RegexField(r"^[a-zA-Z0-9_-]{1,64}$")
+    name = serializers.RegexField(r"^[a-zA-Z0-9_-]{1,64}\Z")
     description = serializers.CharField()
     parameters = serializers.DictField()
     strict = serializers.BooleanField()
 
 
 class AnthropicTool(serializers.Serializer):
-    name = serializers.RegexField(r"^[a-zA-Z0-9_-]{1,64}$")
+    name = serializers.RegexField(r"^[a-zA-Z0-9_-]{1,64}\Z")
     description = serializers.CharField()
     input_schema = serializers.DictField()
 

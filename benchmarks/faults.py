@@ -399,7 +399,7 @@ def scenario_reviewers() -> None:
 
     from registry.models import ContractVersion, Tool
     from reviews.models import ReviewError, ReviewTicket
-    from reviews.services import contract_propose, review_approve, review_reject
+    from reviews.services import ProposalSeen, contract_propose, review_approve, review_reject
 
     print("4. concurrent reviewers")
     users = get_user_model()
@@ -421,9 +421,18 @@ def scenario_reviewers() -> None:
         try:
             if approve:
                 return (
-                    "published" if review_approve(ticket=ticket, reviewer=reviewer) else "approved"
+                    "published"
+                    if review_approve(
+                        ticket=ticket, reviewer=reviewer, seen=ProposalSeen.of(ticket)
+                    )
+                    else "approved"
                 )
-            review_reject(ticket=ticket, reviewer=reviewer, reason="Racing rejection.")
+            review_reject(
+                ticket=ticket,
+                reviewer=reviewer,
+                reason="Racing rejection.",
+                seen=ProposalSeen.of(ticket),
+            )
             return "rejected"
         except ReviewError:
             return "refused"

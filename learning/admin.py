@@ -114,7 +114,10 @@ class DayFilter(admin.SimpleListFilter):
         except ValueError:
             return queryset.none()
         start = datetime.combine(day, time.min, tzinfo=UTC)
-        return queryset.filter(occurred_at__gte=start, occurred_at__lt=start + timedelta(days=1))
+        queryset = queryset.filter(occurred_at__gte=start)
+        if day == date.max:  # the next day is past what a date holds: the day has no end
+            return queryset
+        return queryset.filter(occurred_at__lt=start + timedelta(days=1))
 
 
 @admin.register(Trace)

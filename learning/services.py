@@ -446,7 +446,7 @@ def _proposal(document: dict[str, Any], evidence: dict[str, Any]) -> dict[str, A
     for key in ("requires", "produces"):
         known = [name for name in document.get(key, []) if context.canonical(name)]
         unknown = sorted(set(document.get(key, [])) - set(known))
-        usable = [name for name in unknown if VARIABLE_NAME.match(name) and len(name) <= 100]
+        usable = [name for name in unknown if VARIABLE_NAME.fullmatch(name) and len(name) <= 100]
         if usable:
             evidence.setdefault("unknown_variables", {})[key] = usable
         if len(usable) < len(unknown):

@@ -9,17 +9,14 @@ from django.db.models import F, Q
 
 from .contract import HASHED_ONLY_WHEN_SET, STORED_FIELDS
 from .pins import contract_pin, definition_hash
-from .validation import policy_errors
-
-TOOL_NAME_RE = r"^[A-Za-z][A-Za-z0-9_-]*(\.[A-Za-z0-9_-]+)*$"
-VARIABLE_NAME_RE = r"^[A-Za-z_][A-Za-z0-9_.-]*$"
+from .validation import TOOL_NAME, VARIABLE_NAME, export_name, policy_errors
 
 
 class StateVariable(models.Model):
     """One word of the task-state vocabulary; inference and filtering speak canonical names."""
 
     name = models.CharField(
-        max_length=100, unique=True, validators=[RegexValidator(VARIABLE_NAME_RE)]
+        max_length=100, unique=True, validators=[RegexValidator(VARIABLE_NAME.pattern)]
     )
     description = models.TextField(blank=True)
     aliases = models.JSONField(
@@ -102,7 +99,13 @@ class Tool(models.Model):
         ACTIVE = "active"
         DEPRECATED = "deprecated"
 
-    name = models.CharField(max_length=200, unique=True, validators=[RegexValidator(TOOL_NAME_RE)])
+    name = models.CharField(
+        max_length=200, unique=True, validators=[RegexValidator(TOOL_NAME.pattern)]
+    )
+    # The function name the exports give the tool (``export_name``), unique so that two names
+    # a model would receive as one (``aa_.y`` and ``aa._y``) can never both exist, however
+    # they arrive. Set from ``name`` on every save.
+    export_name = models.CharField(max_length=200, unique=True, editable=False)
     owner = models.CharField(max_length=200, blank=True)
     lifecycle = models.CharField(max_length=20, choices=Lifecycle.choices, default=Lifecycle.ACTIVE)
     current_version = models.OneToOneField(
@@ -120,6 +123,13 @@ class Tool(models.Model):
 
     def __str__(self) -> str:
         return self.name
+
+    def save(self, *args, **kwargs) -> None:
+        self.export_name = export_name(self.name)
+        update_fields = kwargs.get("update_fields")
+        if update_fields is not None and "name" in update_fields:
+            kwargs["update_fields"] = {*update_fields, "export_name"}
+        super().save(*args, **kwargs)
 
     @property
     def domain(self) -> str:

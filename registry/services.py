@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from django.contrib.auth.models import User
-from django.db import transaction
+from django.db import IntegrityError, transaction
 from django.db.models import Max
 from django.utils import timezone
 
@@ -33,6 +33,8 @@ from .validation import (
     ContractInvalid,
     RegistryContext,
     contract_check,
+    export_clash,
+    export_name,
     policy_errors,
 )
 
@@ -90,7 +92,7 @@ def registry_file_check(*, data: Any) -> RegistryFile:
             problems.append(f"{where}: name: required")
             continue
         name = variable["name"]
-        if not VARIABLE_NAME.match(name):
+        if not VARIABLE_NAME.fullmatch(name):
             problems.append(f"{where} ({name}): name: not a valid variable name")
         aliases = variable.get("aliases", [])
         if not isinstance(aliases, list) or not all(isinstance(a, str) and a for a in aliases):
@@ -231,8 +233,26 @@ def tool_lock(*, tool_id: int) -> Tool:
 def tool_lock_or_create(*, name: str) -> Tool:
     """The tool row of ``name`` (created without a version if missing), locked like
     ``tool_lock``: two workers proposing the same new tool queue here."""
-    tool, _ = Tool.objects.get_or_create(name=name)
-    return tool_lock(tool_id=tool.pk)
+    return tool_lock(tool_id=_tool_get_or_create(name).pk)
+
+
+def _tool_get_or_create(name: str) -> Tool:
+    """The tool named ``name``, created if missing. Validation refuses a name exporting as
+    another tool's; a tool created meanwhile by another transaction is refused here, by the
+    unique export name, in the same words."""
+    try:
+        tool, _ = Tool.objects.get_or_create(name=name)
+    except IntegrityError:
+        other = (
+            Tool.objects.filter(export_name=export_name(name))
+            .exclude(name=name)
+            .values_list("name", flat=True)
+            .first()
+        )
+        if other is None:
+            raise
+        raise ContractInvalid(name, {"name": [export_clash(name, other)]}) from None
+    return tool
 
 
 @transaction.atomic
@@ -247,7 +267,7 @@ def state_variables_add(*, names: Iterable[str], description: str) -> dict[str, 
     for name in names:
         canonical = context.canonical(name)
         if canonical is None:
-            if not VARIABLE_NAME.match(name) or len(name) > MAX_VARIABLE_NAME:
+            if not VARIABLE_NAME.fullmatch(name) or len(name) > MAX_VARIABLE_NAME:
                 continue
             variable = StateVariable(name=name, description=description)
             variable.full_clean()
@@ -280,8 +300,7 @@ def contract_version_create(
     tool is created if missing, and locked. None when the document and the definition equal
     the current version's (same content hash, same pin): nothing to propose.
     """
-    tool, _ = Tool.objects.get_or_create(name=document["name"])
-    tool = tool_lock(tool_id=tool.pk)
+    tool = tool_lock(tool_id=_tool_get_or_create(document["name"]).pk)
     base = tool.current_version
     fields = with_defaults(document)
     version = ContractVersion(

@@ -32,8 +32,25 @@ from .contract import (
 )
 from .schema_limits import schema_limit_errors
 
-VARIABLE_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_.-]*$")
-TOOL_NAME = re.compile(r"^[A-Za-z][A-Za-z0-9_-]*(\.[A-Za-z0-9_-]+)*$")
+# Names are checked whole: ``fullmatch``, and ``\Z`` rather than ``$`` (which also matches
+# before a final newline) for validators that search, such as Django's RegexValidator.
+VARIABLE_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_.-]*\Z")
+TOOL_NAME = re.compile(r"^[A-Za-z][A-Za-z0-9_-]*(\.[A-Za-z0-9_-]+)*\Z")
+
+
+def export_name(name: str) -> str:
+    """The function name LLM SDKs get for a tool (``^[a-zA-Z0-9_-]{1,64}$``): each ``.`` sent
+    as ``__``. Two registry names may map to one (``aa_.y`` and ``aa._y``), so it is unique
+    among tools (``Tool.export_name``) and checked with the name."""
+    return name.replace(".", "__")
+
+
+def export_clash(name: str, other: str) -> str:
+    return (
+        f"exports as {export_name(name)!r}, the function name of the tool {other!r}: "
+        "a model could not tell the two apart"
+    )
+
 
 Errors = dict[str, list[str]]
 
@@ -46,11 +63,26 @@ class RegistryContext:
     permissions: set[str] = field(default_factory=set)
     tools: set[str] = field(default_factory=set)
     dependencies: dict[str, list[str]] = field(default_factory=dict)  # tool -> its dependencies
+    # Export name -> tools, rebuilt when ``tools`` grew (``tool_exporting_as``).
+    _exports: dict[str, list[str]] = field(
+        default_factory=dict, init=False, repr=False, compare=False
+    )
+    _exports_of: int = field(default=-1, init=False, repr=False, compare=False)
 
     def canonical(self, name: str) -> str | None:
         if name in self.variables:
             return name
         return self.aliases.get(name)
+
+    def tool_exporting_as(self, name: str) -> str | None:
+        """Another tool whose export name is ``name``'s, if any."""
+        if len(self.tools) != self._exports_of:  # tools only grow while a file is checked
+            self._exports = {}
+            for tool in sorted(self.tools):
+                self._exports.setdefault(export_name(tool), []).append(tool)
+            self._exports_of = len(self.tools)
+        others = [tool for tool in self._exports.get(export_name(name), []) if tool != name]
+        return others[0] if others else None
 
 
 class ContractInvalid(Exception):
@@ -88,11 +120,13 @@ def contract_check(document: Any, *, context: RegistryContext) -> tuple[dict, Er
         add(key, "unknown field")
 
     name = doc.get("name")
-    if not isinstance(name, str) or not TOOL_NAME.match(name):
+    if not isinstance(name, str) or not TOOL_NAME.fullmatch(name):
         add("name", "must be a dotted name of letters, digits, '_' and '-'")
-    elif "__" in name or len(name.replace(".", "__")) > 64:
+    elif "__" in name or len(export_name(name)) > 64:
         # LLM SDKs take ^[a-zA-Z0-9_-]{1,64}$; '.' is sent as '__', so this keeps names reversible.
         add("name", "must not contain '__' and must fit in 64 characters with each '.' as '__'")
+    elif (other := context.tool_exporting_as(name)) is not None:
+        add("name", export_clash(name, other))
     description = doc.get("description")
     if not isinstance(description, str) or not description.strip():
         add("description", "must be non-empty text")

@@ -23,7 +23,7 @@ from registry.json_display import json_text
 from registry.models import Application, ContractVersion
 
 from .evidence import evidence_summary
-from .models import AuditEntry, Comment, ReviewError, ReviewTicket
+from .models import AuditEntry, Comment, ProposalChanged, ReviewError, ReviewTicket
 from .selectors import (
     ticket_source_servers,
     tickets_awaiting_approval_by,
@@ -32,6 +32,7 @@ from .selectors import (
     tickets_needing_rebase,
 )
 from .services import (
+    ProposalSeen,
     contract_propose,
     is_reviewer,
     review_approve,
@@ -73,6 +74,43 @@ def approvals_text(*, status: str, given: int, required: int, source: str) -> st
             return "published automatically"
         return "published without review"
     return f"{given}/{required}"
+
+
+SEEN_FIELD = "seen"
+NAMES_NO_PROPOSAL = (
+    "this page did not name the proposal you decided on: nothing was decided. "
+    "Open the ticket and decide on what it shows."
+)
+
+
+def seen_value(ticket: ReviewTicket) -> str:
+    """What a page that shows ``ticket`` posts back with a decision: ticket, version, hash."""
+    return f"{ticket.pk}:{ticket.proposed_id}:{ticket.proposed.content_hash}"
+
+
+def seen_proposals(values: list[str]) -> dict[int, ProposalSeen]:
+    """The proposals a decision names, by ticket id; malformed values name nothing."""
+    seen = {}
+    for value in values:
+        parts = value.split(":")
+        if len(parts) != 3 or not (parts[0].isdecimal() and parts[1].isdecimal()):
+            continue
+        digest = parts[2]
+        if len(digest) != 64 or digest.strip("0123456789abcdef"):
+            continue
+        seen[int(parts[0])] = ProposalSeen(version_id=int(parts[1]), content_hash=digest)
+    return seen
+
+
+def _named(seen: ProposalSeen | None) -> ProposalSeen:
+    if seen is None:
+        raise ReviewError(NAMES_NO_PROPOSAL[0].upper() + NAMES_NO_PROPOSAL[1:])
+    return seen
+
+
+def proposal_changed_text(exc: ProposalChanged) -> str:
+    url = reverse("admin:reviews_reviewticket_change", args=[exc.ticket_id])
+    return format_html('{} <a href="{}">Open ticket #{}</a>.', str(exc), url, exc.ticket_id)
 
 
 class RejectForm(forms.Form):
@@ -134,6 +172,7 @@ class ReviewTicketAdmin(admin.ModelAdmin):
         "kind",
         "status",
         "risk",
+        "proposal",
         "approval_count",
         "rebase_state",
         "proposer",
@@ -202,6 +241,20 @@ class ReviewTicketAdmin(admin.ModelAdmin):
     def risk(self, obj: ReviewTicket) -> str:
         return obj.proposed.risk.name
 
+    @admin.display(description="proposal")
+    def proposal(self, obj: ReviewTicket) -> str:
+        """The version and hash a bulk decision on this row is about, shown and posted back
+        with the list's actions, so the decision never reaches a proposal replaced since."""
+        return format_html(
+            '<span class="nowrap" title="{}">v{} · {}</span>'
+            '<input type="hidden" name="{}" value="{}">',
+            obj.proposed.content_hash,
+            obj.proposed.number,
+            obj.proposed.content_hash[:8],
+            SEEN_FIELD,
+            seen_value(obj),
+        )
+
     @admin.display(description="approvals", ordering="approval_total")
     def approval_count(self, obj: ReviewTicket) -> str:
         return approvals_text(
@@ -219,10 +272,19 @@ class ReviewTicketAdmin(admin.ModelAdmin):
 
     @admin.action(description="Approve selected tickets", permissions=["review"])
     def approve(self, request, queryset):
+        """Each ticket is approved only as the list showed it: a row's proposal (version and
+        hash) is posted with the action, and a ticket whose proposal was replaced since, or
+        that the page did not show (selected across pages), is refused, not approved."""
+        seen = seen_proposals(request.POST.getlist(SEEN_FIELD))
         published = recorded = 0
         for ticket in queryset.select_related("proposed"):
             try:
-                version = review_approve(ticket=ticket, reviewer=request.user)
+                if ticket.pk not in seen:
+                    raise ReviewError(f"Ticket #{ticket.pk}: {NAMES_NO_PROPOSAL}")
+                version = review_approve(ticket=ticket, reviewer=request.user, seen=seen[ticket.pk])
+            except ProposalChanged as exc:
+                self.message_user(request, proposal_changed_text(exc), messages.ERROR)
+                continue
             except ReviewError as exc:
                 self.message_user(request, f"#{ticket.pk}: {exc}", messages.ERROR)
                 continue
@@ -240,14 +302,23 @@ class ReviewTicketAdmin(admin.ModelAdmin):
     @admin.action(description="Reject selected tickets (asks for a reason)", permissions=["review"])
     def reject(self, request, queryset):
         form = RejectForm(request.POST if "reason" in request.POST else None)
+        seen_values = request.POST.getlist(SEEN_FIELD)
+        seen = seen_proposals(seen_values)
         if form.is_bound and form.is_valid():
             rejected = 0
-            for ticket in queryset:
+            for ticket in queryset.select_related("proposed"):
                 try:
+                    if ticket.pk not in seen:
+                        raise ReviewError(f"Ticket #{ticket.pk}: {NAMES_NO_PROPOSAL}")
                     review_reject(
-                        ticket=ticket, reviewer=request.user, reason=form.cleaned_data["reason"]
+                        ticket=ticket,
+                        reviewer=request.user,
+                        reason=form.cleaned_data["reason"],
+                        seen=seen[ticket.pk],
                     )
                     rejected += 1
+                except ProposalChanged as exc:
+                    self.message_user(request, proposal_changed_text(exc), messages.ERROR)
                 except ReviewError as exc:
                     self.message_user(request, f"#{ticket.pk}: {exc}", messages.ERROR)
             if rejected:
@@ -260,6 +331,8 @@ class ReviewTicketAdmin(admin.ModelAdmin):
                 **self.admin_site.each_context(request),
                 "title": "Reject tickets",
                 "tickets": queryset,
+                "seen_values": seen_values,
+                "seen_field": SEEN_FIELD,
                 "form": form,
                 "opts": self.model._meta,
                 "action_checkbox_name": helpers.ACTION_CHECKBOX_NAME,
@@ -281,9 +354,10 @@ class ReviewTicketAdmin(admin.ModelAdmin):
             raise PermissionDenied
         ticket = get_object_or_404(ReviewTicket, pk=pk)
         decision = request.POST.get("decision")
+        seen = seen_proposals(request.POST.getlist(SEEN_FIELD)).get(ticket.pk)
         try:
             if decision == "approve":
-                version = review_approve(ticket=ticket, reviewer=request.user)
+                version = review_approve(ticket=ticket, reviewer=request.user, seen=_named(seen))
                 text = (
                     f"Published {ticket.tool.name} v{version.number}."
                     if version
@@ -291,7 +365,10 @@ class ReviewTicketAdmin(admin.ModelAdmin):
                 )
             elif decision == "reject":
                 review_reject(
-                    ticket=ticket, reviewer=request.user, reason=request.POST.get("reason", "")
+                    ticket=ticket,
+                    reviewer=request.user,
+                    reason=request.POST.get("reason", ""),
+                    seen=_named(seen),
                 )
                 text = "Rejected."
             elif decision == "rebase":
@@ -304,6 +381,9 @@ class ReviewTicketAdmin(admin.ModelAdmin):
                 text = "Comment added."
             else:
                 raise ReviewError("Unknown decision.")
+        except ProposalChanged as exc:
+            # The redirect below shows the ticket as it is now: the new diff.
+            self.message_user(request, str(exc), messages.ERROR)
         except ReviewError as exc:
             self.message_user(request, str(exc), messages.ERROR)
         else:
@@ -335,6 +415,8 @@ class ReviewTicketAdmin(admin.ModelAdmin):
                 source=ticket.proposed.source,
             ),
             "can_decide": self.has_review_permission(request),
+            "seen_field": SEEN_FIELD,
+            "seen_value": seen_value(ticket),
             "decide_url": reverse("admin:reviews_reviewticket_decide", args=[ticket.pk]),
             "show_save": False,
             "show_save_and_continue": False,

@@ -9,6 +9,14 @@ class ReviewError(Exception):
     """A decision that cannot be taken; the message is shown to the reviewer as it is."""
 
 
+class ProposalChanged(ReviewError):
+    """A decision about a proposal the ticket no longer holds: a source replaced it since."""
+
+    def __init__(self, message: str, *, ticket_id: int) -> None:
+        super().__init__(message)
+        self.ticket_id = ticket_id
+
+
 class ReviewTicket(models.Model):
     class Kind(models.TextChoices):
         NEW_TOOL = "new_tool", "New tool"

@@ -37,7 +37,7 @@ from registry.services import (
 from registry.validation import ContractInvalid, RegistryContext
 
 from .diff import ContractDiff, contract_diff, needs_person, widened_hints
-from .models import Approval, AuditEntry, Comment, ReviewError, ReviewTicket
+from .models import Approval, AuditEntry, Comment, ProposalChanged, ReviewError, ReviewTicket
 
 logger = logging.getLogger(__name__)
 REVIEWERS_GROUP = "Reviewers"
@@ -107,17 +107,50 @@ def ticket_diff(ticket: ReviewTicket) -> ContractDiff:
     return contract_diff(base, ticket.proposed.document(), risk_rank=ranks)
 
 
+@dataclass(frozen=True)
+class ProposalSeen:
+    """The proposal a decision is about, as the page the reviewer decided on showed it: its
+    version and content hash. A source may replace an open ticket's proposal at any moment
+    (``ticket_proposal_replace``), so a decision names what it decides on."""
+
+    version_id: int
+    content_hash: str
+
+    @classmethod
+    def of(cls, ticket: ReviewTicket) -> "ProposalSeen":
+        """What ``ticket`` (as read, perhaps some time ago) proposes."""
+        return cls(version_id=ticket.proposed_id, content_hash=ticket.proposed.content_hash)
+
+
+def _check_seen(ticket: ReviewTicket, seen: ProposalSeen) -> None:
+    """Refuse a decision about another proposal than the ticket's; ``ticket`` is locked."""
+    proposed = ticket.proposed
+    if proposed.pk != seen.version_id or proposed.content_hash != seen.content_hash:
+        raise ProposalChanged(
+            f"The proposal of ticket #{ticket.pk} changed after you saw it (it is now "
+            f"v{proposed.number}): nothing was decided. Review the new diff.",
+            ticket_id=ticket.pk,
+        )
+
+
 @transaction.atomic
-def review_approve(*, ticket: ReviewTicket, reviewer: User) -> ContractVersion | None:
-    """Record one approval; publish when the ticket has enough. Returns the published version."""
+def review_approve(
+    *, ticket: ReviewTicket, reviewer: User, seen: ProposalSeen
+) -> ContractVersion | None:
+    """Record one approval of the proposal ``seen``; publish when the ticket has enough.
+    Returns the published version. Raises ProposalChanged (nothing written) when the ticket
+    proposes something else now."""
     if not is_reviewer(reviewer):
         raise ReviewError("Only members of the Reviewers group may approve.")
     # Locks are always taken tool first, then tickets: publishing marks the tool's other open
     # tickets, so taking a ticket first would deadlock against a reviewer of a sibling ticket.
+    # Replacing a proposal takes the same locks, so the proposal checked here is the one
+    # approved and published below.
     tool_lock(tool_id=ticket.tool_id)
-    ticket = ReviewTicket.objects.select_for_update().get(pk=ticket.pk)
+    ticket = ReviewTicket.objects.select_for_update().select_related("proposed").get(pk=ticket.pk)
     if ticket.status != ReviewTicket.Status.OPEN:
         raise ReviewError(f"Ticket #{ticket.pk} was already decided ({ticket.status}).")
+    _check_seen(ticket, seen)
     if reviewer.pk in (ticket.proposer_id, ticket.proposed.author_id):
         raise ReviewError("You proposed this change: another reviewer must approve it.")
     if ticket.needs_rebase:
@@ -190,8 +223,12 @@ def contract_publish(
 ) -> ContractVersion:
     """Make the ticket's proposal the approved, current version, all or nothing."""
     tool = tool_lock(tool_id=ticket.tool_id)
+    # Claimed only while it still proposes the version its caller read and checked.
     claimed = ReviewTicket.objects.filter(
-        pk=ticket.pk, status=ReviewTicket.Status.OPEN, needs_rebase=False
+        pk=ticket.pk,
+        status=ReviewTicket.Status.OPEN,
+        needs_rebase=False,
+        proposed_id=ticket.proposed_id,
     ).update(status=ReviewTicket.Status.APPROVED, decided_by=actor, decided_at=timezone.now())
     if claimed != 1:
         raise ReviewError(f"Ticket #{ticket.pk} can no longer be published.")
@@ -217,13 +254,24 @@ def contract_publish(
 
 
 @transaction.atomic
-def review_reject(*, ticket: ReviewTicket, reviewer: User, reason: str) -> ReviewTicket:
+def review_reject(
+    *, ticket: ReviewTicket, reviewer: User, reason: str, seen: ProposalSeen
+) -> ReviewTicket:
+    """Reject the proposal ``seen`` with a reason. A reason written about one text is never
+    recorded against another: raises ProposalChanged when the ticket proposes something else
+    now."""
     if not is_reviewer(reviewer):
         raise ReviewError("Only members of the Reviewers group may reject.")
     if not reason.strip():
         raise ReviewError("Say why the change is rejected.")
     tool_lock(tool_id=ticket.tool_id)  # tool first, always
-    claimed = ReviewTicket.objects.filter(pk=ticket.pk, status=ReviewTicket.Status.OPEN).update(
+    current = ReviewTicket.objects.select_related("proposed").get(pk=ticket.pk)
+    if current.status == ReviewTicket.Status.OPEN:
+        _check_seen(current, seen)
+    # The tool lock serialises replacing the proposal; the claim names it all the same.
+    claimed = ReviewTicket.objects.filter(
+        pk=ticket.pk, status=ReviewTicket.Status.OPEN, proposed_id=seen.version_id
+    ).update(
         status=ReviewTicket.Status.REJECTED,
         decided_by=reviewer,
         decided_at=timezone.now(),
@@ -232,7 +280,7 @@ def review_reject(*, ticket: ReviewTicket, reviewer: User, reason: str) -> Revie
     if claimed != 1:
         raise ReviewError(f"Ticket #{ticket.pk} was already decided.")
     ContractVersion.objects.filter(
-        pk=ticket.proposed_id, status=ContractVersion.Status.PROPOSED
+        pk=seen.version_id, status=ContractVersion.Status.PROPOSED
     ).update(status=ContractVersion.Status.REJECTED)
     ticket.refresh_from_db()
     audit_record(

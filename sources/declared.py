@@ -22,8 +22,10 @@ from registry.pins import NotCanonical, definition_hash
 
 # What the server owns in a contract; every other field is the reviewers'.
 DECLARED_FIELDS = ("description", "input_schema", "output_schema", "annotations")
-SERVER_NAME = re.compile(r"^[A-Za-z][A-Za-z0-9_-]{0,39}$")
-TOOL_NAME = re.compile(r"^[A-Za-z0-9_-]+(\.[A-Za-z0-9_-]+)*$")
+# Whole names: ``\Z``, not ``$`` (which matches before a final newline), since Django's
+# RegexValidator searches; the code here uses ``fullmatch``.
+SERVER_NAME = re.compile(r"^[A-Za-z][A-Za-z0-9_-]{0,39}\Z")
+TOOL_NAME = re.compile(r"^[A-Za-z0-9_-]+(\.[A-Za-z0-9_-]+)*\Z")
 MAX_SHOWN_NAME = 64
 
 
@@ -51,7 +53,7 @@ def shown(name: Any) -> str:
 def declared_tool(server: str, definition: Mapping[str, Any]) -> Declared:
     """The declared part of one ``tools/list`` entry, or ``Refused`` saying why."""
     local_name = definition.get("name")
-    if not isinstance(local_name, str) or not TOOL_NAME.match(local_name) or "__" in local_name:
+    if not isinstance(local_name, str) or not TOOL_NAME.fullmatch(local_name) or "__" in local_name:
         raise Refused(
             f"name {shown(local_name)!r}: the registry takes letters, digits, '_', '-' and "
             "single dots ('__' is kept for provider names)"

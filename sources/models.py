@@ -14,13 +14,13 @@ from reviews.models import ReviewTicket
 from .client import url_allowed
 from .declared import SERVER_NAME
 
-HEADER_NAME = re.compile(r"^[A-Za-z0-9!#$%&'*+.^_`|~-]{1,100}$")
+HEADER_NAME = re.compile(r"^[A-Za-z0-9!#$%&'*+.^_`|~-]{1,100}\Z")
 # Header values come from the worker's environment; only variables meant for MCP servers may
 # be named, so a form cannot send SECRET_KEY or DATABASE_URL to a server, and each only where
 # MCP_SECRET_DESTINATIONS says (``McpServer.secret_refusal``).
-ENV_VAR_NAME = re.compile(r"^MCP_[A-Z0-9_]{1,100}$")
+ENV_VAR_NAME = re.compile(r"^MCP_[A-Z0-9_]{1,100}\Z")
 MAX_HEADERS = 20  # and variables of a stdio server's environment
-ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]{0,100}$")
+ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]{0,100}\Z")
 
 
 class McpServer(models.Model):

@@ -9,6 +9,8 @@ from django.urls import reverse
 from django.utils import timezone
 
 from learning.models import Trace
+from registry.models import Application
+from tests.helpers import client_for
 
 pytestmark = pytest.mark.django_db
 
@@ -21,6 +23,7 @@ HOSTILE_VALUES = [
     "%FF",
     "99999",
     "9999-12-31",
+    "9999-12-30",
     "99999-01-01",
     "0001-01-01",
     "0",
@@ -82,8 +85,30 @@ def hostile_queries(model_admin, superuser) -> list[dict[str, str]]:
     return queries
 
 
+@pytest.fixture
+def lived_in(registry, proposer):
+    """Rows behind every list filter: a filter with no choices is left out of the list, and
+    its values never parsed (the trace list's day filter answered 500 only once a day had
+    traces)."""
+    from learning.ingest import traces_ingest
+    from reviews.tests.factories import change_ticket
+
+    client_for("assistant")
+    application = Application.objects.get(name="assistant")
+    calls = [
+        {"trace_id": f"run-{n}", "step": 1, "tool": "calendar.find_events",
+         "args": {"event_query": "sync"}, "status": "success", "duration_ms": 80,
+         "occurred_at": timezone.now().isoformat()}
+        for n in range(3)
+    ]  # fmt: skip
+    traces_ingest(items=enumerate(calls), application=application)
+    change_ticket(proposer)
+
+
 @pytest.mark.parametrize("model", [model for model, _ in registered()], ids=lambda m: m._meta.label)
-def test_every_changelist_survives_hostile_search_and_filters(admin_client, admin_user, model):
+def test_every_changelist_survives_hostile_search_and_filters(
+    admin_client, admin_user, lived_in, model
+):
     model_admin = admin.site._registry[model]
     url = changelist_url(model)
     admin_client.raise_request_exception = False
@@ -126,3 +151,16 @@ def test_a_run_nested_900_levels_deep_opens_in_the_admin(admin_client):
     assert "level899" in body and "bottom" in body
     listing = admin_client.get(reverse("admin:learning_trace_changelist") + "?trace_id=deep-run")
     assert listing.status_code == 200 and "deep-run" in listing.content.decode()
+
+
+def test_the_trace_list_filters_the_last_day_a_date_holds(admin_client, lived_in):
+    """The day filter is live (its day has traces) and answers a list for the last day."""
+    url = changelist_url(Trace)
+    page = admin_client.get(url).content.decode()
+    assert f"?day={timezone.now().date().isoformat()}" in page  # the filter is shown
+    for value in ("9999-12-31", "0001-01-01", "2026-02-30", "99999-01-01", "today"):
+        response = admin_client.get(f"{url}?day={value}")
+        assert response.status_code == 200, value
+        assert "run-0" not in response.content.decode(), value
+    today = admin_client.get(f"{url}?day={timezone.now().date().isoformat()}").content.decode()
+    assert "run-0" in today

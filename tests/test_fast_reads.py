@@ -34,7 +34,7 @@ from registry.models import Application
 from registry.revision import CACHE_KEY as REVISION_CACHE_KEY
 from registry.revision import CACHE_SECONDS as REVISION_CACHE_SECONDS
 from registry.revision import revision_current, revision_stored
-from reviews.services import contract_propose, review_approve
+from reviews.services import ProposalSeen, contract_propose, review_approve
 from tests.helpers import contract, database_fails
 from tests.redis_server import needs_redis_server, redis_server
 
@@ -89,7 +89,7 @@ def both(name: str = "assistant", scopes=("contracts:read",)) -> tuple[APIClient
 def publish(proposer, reviewer, django_capture_on_commit_callbacks, **changes) -> None:
     with django_capture_on_commit_callbacks(execute=True):
         ticket = contract_propose(document=contract(**changes), author=proposer)
-        review_approve(ticket=ticket, reviewer=reviewer)
+        review_approve(ticket=ticket, reviewer=reviewer, seen=ProposalSeen.of(ticket))
 
 
 def same(fast_response, django_response) -> None:

@@ -47,3 +47,20 @@ def test_strict_is_known_to_the_openai_export_only(runtime):
     anthropic = runtime.get("/api/v1/export/anthropic/", {"strict": "true"})
     assert anthropic.status_code == 400
     assert "unknown parameter(s): strict" in anthropic.json()["error"]["fields"]["query"][0]
+
+
+def test_a_page_asked_under_another_host_gets_its_own_links(runtime, settings):
+    settings.ALLOWED_HOSTS = ["api.example.com", "registry.internal"]
+    first = runtime.get("/api/v1/tools/", {"page_size": "1"}, HTTP_HOST="api.example.com")
+    second = runtime.get("/api/v1/tools/", {"page_size": "1"}, HTTP_HOST="registry.internal")
+    third = runtime.get(
+        "/api/v1/tools/", {"page_size": "1"}, HTTP_HOST="registry.internal", secure=True
+    )
+    assert first.status_code == second.status_code == third.status_code == 200
+    assert first.json()["next"] == "http://api.example.com/api/v1/tools/?page=2&page_size=1"
+    assert second.json()["next"] == "http://registry.internal/api/v1/tools/?page=2&page_size=1"
+    assert third.json()["next"] == "https://registry.internal/api/v1/tools/?page=2&page_size=1"
+    # Each body is served again from the cache, to its own host.
+    again = runtime.get("/api/v1/tools/", {"page_size": "1"}, HTTP_HOST="api.example.com")
+    assert again.json()["next"] == first.json()["next"]
+    assert cached_bodies() >= 3

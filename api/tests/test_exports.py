@@ -8,7 +8,7 @@ from reviews.services import registry_import
 from tests.helpers import contract
 
 pytestmark = pytest.mark.django_db
-PROVIDER_NAME = re.compile(r"^[a-zA-Z0-9_-]{1,64}$")
+PROVIDER_NAME = re.compile(r"[a-zA-Z0-9_-]{1,64}")
 
 
 def test_openai_export_has_the_function_shape(runtime):
@@ -17,7 +17,7 @@ def test_openai_export_has_the_function_shape(runtime):
     for tool in tools:
         assert set(tool) == {"type", "function"} and tool["type"] == "function"
         assert set(tool["function"]) == {"name", "description", "parameters"}
-        assert PROVIDER_NAME.match(tool["function"]["name"])
+        assert PROVIDER_NAME.fullmatch(tool["function"]["name"])
         assert tool["function"]["parameters"]["type"] == "object"
     assert "calendar__find_events" in [tool["function"]["name"] for tool in tools]
 
@@ -26,7 +26,7 @@ def test_anthropic_export_has_the_messages_api_shape(runtime):
     tools = runtime.get("/api/v1/export/anthropic/").json()
     for tool in tools:
         assert set(tool) == {"name", "description", "input_schema"}
-        assert PROVIDER_NAME.match(tool["name"])
+        assert PROVIDER_NAME.fullmatch(tool["name"])
 
 
 def test_mcp_export_is_a_tools_list_result(runtime):
@@ -181,7 +181,7 @@ def test_strict_mode_refuses_objects_nested_deeper_than_openai_allows():
 
 
 def test_strict_export_keeps_a_refused_tool_as_not_strict_and_says_why(runtime, reviewer, proposer):
-    from reviews.services import contract_propose, review_approve
+    from reviews.services import ProposalSeen, contract_propose, review_approve
 
     schema = {
         "type": "object",
@@ -189,7 +189,7 @@ def test_strict_export_keeps_a_refused_tool_as_not_strict_and_says_why(runtime, 
         "patternProperties": {"^x": {"type": "string"}},
     }
     ticket = contract_propose(document=contract(input_schema=schema), author=proposer)
-    review_approve(ticket=ticket, reviewer=reviewer)
+    review_approve(ticket=ticket, reviewer=reviewer, seen=ProposalSeen.of(ticket))
     from django.core.cache import cache
 
     cache.clear()

@@ -3,7 +3,7 @@ from django.utils import timezone
 from rest_framework.test import APIClient
 
 from api.models import RuntimeToken
-from reviews.services import contract_propose, review_approve
+from reviews.services import ProposalSeen, contract_propose, review_approve
 from tests.helpers import client_for, contract
 
 pytestmark = pytest.mark.django_db
@@ -121,7 +121,7 @@ def test_it_answers_304_to_a_matching_etag_and_a_new_etag_after_publishing(
     again = runtime.get("/api/v1/tools/calendar.find_events/", HTTP_IF_NONE_MATCH=etag)
     assert again.status_code == 304
     ticket = contract_propose(document=contract(description="Better words."), author=proposer)
-    review_approve(ticket=ticket, reviewer=reviewer)
+    review_approve(ticket=ticket, reviewer=reviewer, seen=ProposalSeen.of(ticket))
     from django.core.cache import cache
 
     cache.clear()
@@ -154,7 +154,7 @@ def test_a_warm_list_page_costs_at_most_four_queries(restricted, django_assert_m
 
 def test_versions_lists_the_approved_history(runtime, proposer, reviewer):
     ticket = contract_propose(document=contract(description="Second wording."), author=proposer)
-    review_approve(ticket=ticket, reviewer=reviewer)
+    review_approve(ticket=ticket, reviewer=reviewer, seen=ProposalSeen.of(ticket))
     body = runtime.get("/api/v1/tools/calendar.find_events/versions/").json()
     assert [item["version"] for item in body] == [2, 1]
 
@@ -164,7 +164,7 @@ def test_revision_moves_when_a_contract_is_published(runtime, proposer, reviewer
 
     before = runtime.get("/api/v1/revision/").json()["revision"]
     ticket = contract_propose(document=contract(description="Third wording."), author=proposer)
-    review_approve(ticket=ticket, reviewer=reviewer)
+    review_approve(ticket=ticket, reviewer=reviewer, seen=ProposalSeen.of(ticket))
     cache.clear()
     assert runtime.get("/api/v1/revision/").json()["revision"] == before + 1
 
@@ -251,6 +251,6 @@ def test_a_process_keeps_the_revision_briefly_and_forgets_it_when_it_publishes(
     assert revision_current() == seen  # within the bound: the local copy answers
     with django_capture_on_commit_callbacks(execute=True):
         ticket = contract_propose(document=contract(description="Newer words."), author=proposer)
-        review_approve(ticket=ticket, reviewer=reviewer)
+        review_approve(ticket=ticket, reviewer=reviewer, seen=ProposalSeen.of(ticket))
     assert revision_current() == seen + 101  # this process published: it forgot its copy
     revision_forget()

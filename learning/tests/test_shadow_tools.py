@@ -8,7 +8,7 @@ from learning.models import InferredContract
 from learning.services import SHADOW_DESCRIPTION, tool_refresh
 from registry.models import Application, ContractVersion, RiskLevel, StateVariable, Tool
 from reviews.models import AuditEntry, ReviewTicket
-from reviews.services import registry_import, review_approve, review_reject
+from reviews.services import ProposalSeen, registry_import, review_approve, review_reject
 from tests.helpers import contract
 
 pytestmark = pytest.mark.django_db
@@ -96,7 +96,7 @@ def test_new_traces_update_the_open_proposal(assistant, reviewer):
     ingest(lookups(30, run="a"), assistant)
     tool_refresh(tool_name=SHADOW)
     ticket = proposals().get()
-    review_approve(ticket=ticket, reviewer=reviewer)
+    review_approve(ticket=ticket, reviewer=reviewer, seen=ProposalSeen.of(ticket))
     first_version = ticket.proposed
 
     # More of the same: the evidence moves, the contract does not.
@@ -126,7 +126,7 @@ def test_approving_the_proposal_adds_the_variables_to_the_vocabulary(assistant, 
     tool_refresh(tool_name=SHADOW)
     ticket = proposals().get()
 
-    published = review_approve(ticket=ticket, reviewer=reviewer)
+    published = review_approve(ticket=ticket, reviewer=reviewer, seen=ProposalSeen.of(ticket))
 
     assert published is not None and published.status == "approved"
     assert published.requires == ["customer_email"] and published.produces == ["account_id"]
@@ -145,7 +145,13 @@ def test_approving_the_proposal_adds_the_variables_to_the_vocabulary(assistant, 
 def test_a_rejected_proposal_is_not_opened_again(assistant, reviewer):
     ingest(lookups(30, run="a"), assistant)
     tool_refresh(tool_name=SHADOW)
-    review_reject(ticket=proposals().get(), reviewer=reviewer, reason="Not a tool we allow.")
+    ticket = proposals().get()
+    review_reject(
+        ticket=ticket,
+        reviewer=reviewer,
+        reason="Not a tool we allow.",
+        seen=ProposalSeen.of(ticket),
+    )
 
     ingest(lookups(60, run="b", extra_args={"include_contacts": True}), assistant)
     tool_refresh(tool_name=SHADOW)

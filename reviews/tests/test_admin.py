@@ -7,8 +7,9 @@ from django.forms.models import model_to_dict
 from django.urls import reverse
 
 from registry.models import ContractVersion, RiskLevel, Tool
+from reviews.admin import seen_value
 from reviews.models import AuditEntry, ReviewTicket
-from reviews.services import review_approve
+from reviews.services import ProposalSeen, review_approve
 from reviews.tests.factories import approved_tool, change_ticket
 
 pytestmark = pytest.mark.django_db
@@ -97,7 +98,8 @@ def test_an_unchanged_proposal_opens_no_ticket(client, published, proposer):
 
 
 def test_a_superseded_version_cannot_be_proposed_from(client, published, proposer, reviewer):
-    review_approve(ticket=change_ticket(proposer), reviewer=reviewer)
+    ticket = change_ticket(proposer)
+    review_approve(ticket=ticket, reviewer=reviewer, seen=ProposalSeen.of(ticket))
     client.force_login(proposer)
     old = ContractVersion.objects.get(tool=published, number=1)
     url = reverse("admin:registry_contractversion_propose", args=[old.pk])
@@ -113,7 +115,8 @@ def test_the_add_page_leads_to_the_proposal_of_a_new_tool(client, published, pro
 
 
 def test_a_superseded_version_is_read_only(client, published, proposer, reviewer):
-    review_approve(ticket=change_ticket(proposer), reviewer=reviewer)
+    ticket = change_ticket(proposer)
+    review_approve(ticket=ticket, reviewer=reviewer, seen=ProposalSeen.of(ticket))
     client.force_login(proposer)
     old = ContractVersion.objects.get(tool=published, number=1)
     page = client.get(reverse("admin:registry_contractversion_change", args=[old.pk]))
@@ -135,7 +138,7 @@ def test_the_approve_action_publishes(client, published, proposer, reviewer):
     client.force_login(reviewer)
     response = client.post(
         reverse("admin:reviews_reviewticket_changelist"),
-        {"action": "approve", "_selected_action": [ticket.pk]},
+        {"action": "approve", "_selected_action": [ticket.pk], "seen": seen_value(ticket)},
         follow=True,
     )
     assert "Published 1 contract(s)." in response.content.decode()
@@ -148,7 +151,7 @@ def test_the_approve_action_explains_a_refusal(client, published, proposer):
     client.force_login(proposer)
     response = client.post(
         reverse("admin:reviews_reviewticket_changelist"),
-        {"action": "approve", "_selected_action": [ticket.pk]},
+        {"action": "approve", "_selected_action": [ticket.pk], "seen": seen_value(ticket)},
         follow=True,
     )
     assert response.status_code == 200
@@ -159,11 +162,17 @@ def test_the_reject_action_asks_for_a_reason(client, published, proposer, review
     ticket = change_ticket(proposer)
     client.force_login(reviewer)
     url = reverse("admin:reviews_reviewticket_changelist")
-    page = client.post(url, {"action": "reject", "_selected_action": [ticket.pk]})
-    assert 'name="reason"' in page.content.decode()
+    seen = seen_value(ticket)
+    page = client.post(url, {"action": "reject", "_selected_action": [ticket.pk], "seen": seen})
+    html = page.content.decode()
+    assert 'name="reason"' in html
+    assert f'name="seen" value="{seen}"' in html  # carried to the decision
     ticket.refresh_from_db()
     assert ticket.status == "open"
-    client.post(url, {"action": "reject", "_selected_action": [ticket.pk], "reason": "Too vague."})
+    client.post(
+        url,
+        {"action": "reject", "_selected_action": [ticket.pk], "reason": "Too vague.", "seen": seen},
+    )
     ticket.refresh_from_db()
     assert ticket.status == "rejected" and ticket.reason == "Too vague."
 
@@ -232,7 +241,7 @@ def stale_ticket(proposer, reviewer) -> ReviewTicket:
     """An open ticket whose base was superseded by another publication: it needs a rebase."""
     stale = change_ticket(proposer, description="One wording.")
     sibling = change_ticket(proposer, description="Another wording.")
-    review_approve(ticket=sibling, reviewer=reviewer)
+    review_approve(ticket=sibling, reviewer=reviewer, seen=ProposalSeen.of(sibling))
     stale.refresh_from_db()
     assert stale.needs_rebase
     return stale
@@ -361,3 +370,48 @@ def test_the_contract_form_shows_every_field_of_the_document_once():
     fieldsets = ContractVersionAdmin(ContractVersion, admin.site).get_fieldsets(None)
     shown = [name for _, options in fieldsets for name in options["fields"]]
     assert sorted(shown) == sorted({*ContractForm.Meta.fields, "tool_name"})
+
+
+@pytest.mark.parametrize(
+    "seen",
+    [None, "garbage", "{pk}:{version}:" + "0" * 63, "{pk}:{version}:" + "Z" * 64],
+    ids=["none", "garbage", "short-hash", "not-hex"],
+)
+def test_the_approve_action_refuses_tickets_whose_proposal_the_list_did_not_show(
+    client, published, proposer, reviewer, seen
+):
+    """Selecting across pages approves no row the reviewer was not shown; a malformed value
+    names nothing."""
+    ticket = change_ticket(proposer)
+    client.force_login(reviewer)
+    data = {"action": "approve", "_selected_action": [ticket.pk], "select_across": "1"}
+    if seen is not None:
+        data["seen"] = seen.format(pk=ticket.pk, version=ticket.proposed_id)
+    response = client.post(reverse("admin:reviews_reviewticket_changelist"), data, follow=True)
+    assert response.status_code == 200
+    assert "did not name the proposal you decided on" in response.content.decode()
+    ticket.refresh_from_db()
+    assert ticket.status == "open" and not ticket.approvals.exists()
+
+
+def test_a_decision_without_the_proposal_it_is_about_decides_nothing(
+    client, published, proposer, reviewer
+):
+    ticket = change_ticket(proposer)
+    client.force_login(reviewer)
+    decide = reverse("admin:reviews_reviewticket_decide", args=[ticket.pk])
+    for decision in ({"decision": "approve"}, {"decision": "reject", "reason": "No."}):
+        response = client.post(decide, decision, follow=True)
+        assert "did not name the proposal you decided on" in response.content.decode()
+    ticket.refresh_from_db()
+    assert ticket.status == "open" and not ticket.approvals.exists()
+
+
+def test_the_ticket_list_shows_and_posts_each_proposal_it_lists(
+    client, published, proposer, reviewer
+):
+    ticket = change_ticket(proposer)
+    client.force_login(reviewer)
+    html = client.get(reverse("admin:reviews_reviewticket_changelist")).content.decode()
+    assert f"v2 · {ticket.proposed.content_hash[:8]}" in html
+    assert f'name="seen" value="{seen_value(ticket)}"' in html

@@ -11,7 +11,7 @@ from django_celery_beat.models import PeriodicTask
 
 from registry.models import Application, Tool
 from reviews.models import ReviewTicket
-from reviews.services import review_approve
+from reviews.services import ProposalSeen, review_approve
 from sources.models import McpServer
 from sources.services import SyncBusy, mcp_server_sync
 
@@ -125,7 +125,7 @@ def test_reviewers_read_the_tickets_and_approving_a_retirement_deprecates_the_to
     desk = admin_client.get(reverse("admin:index")).content.decode()
     assert "desk-mcp-failures" not in desk
 
-    review_approve(ticket=retirement, reviewer=reviewer)
+    review_approve(ticket=retirement, reviewer=reviewer, seen=ProposalSeen.of(retirement))
     tool = Tool.objects.get(name="acme.greet")
     assert tool.lifecycle == Tool.Lifecycle.DEPRECATED
     assert tool.current_version == retirement.proposed

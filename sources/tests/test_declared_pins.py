@@ -10,7 +10,7 @@ import pytest
 from registry.models import RiskLevel, Tool
 from registry.pins import canonical_json
 from reviews.models import ReviewTicket
-from reviews.services import review_approve
+from reviews.services import ProposalSeen, review_approve
 from sources.models import DeclaredTool
 from sources.services import mcp_server_add, mcp_server_sync
 
@@ -132,8 +132,13 @@ def test_a_hint_flip_to_destructive_raises_the_ticket_and_is_flagged(
         "annotations.readOnlyHint",
         "annotations.destructiveHint",
     }
-    assert review_approve(ticket=change, reviewer=reviewer) is None  # one is not enough
-    assert review_approve(ticket=change, reviewer=second_reviewer) is not None
+    assert (
+        review_approve(ticket=change, reviewer=reviewer, seen=ProposalSeen.of(change)) is None
+    )  # one is not enough
+    assert (
+        review_approve(ticket=change, reviewer=second_reviewer, seen=ProposalSeen.of(change))
+        is not None
+    )
     assert Tool.objects.get(name="chromedev.list_pages").current_version.risk == high
 
 

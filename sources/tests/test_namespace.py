@@ -10,7 +10,7 @@ from django.urls import reverse
 
 from registry.models import Tool
 from reviews.models import ReviewError, ReviewTicket
-from reviews.services import review_approve, ticket_proposal_replace
+from reviews.services import ProposalSeen, review_approve, ticket_proposal_replace
 from sources.models import McpServer
 from sources.services import mcp_server_add, mcp_server_sync
 
@@ -83,8 +83,8 @@ def test_a_server_renamed_behind_the_model_still_writes_only_its_own_tools(
 
     (ticket,) = ReviewTicket.objects.filter(status=ReviewTicket.Status.OPEN)
     assert ticket.tool.name == "acme.find_events"
-    if review_approve(ticket=ticket, reviewer=reviewer) is None:
-        review_approve(ticket=ticket, reviewer=second_reviewer)
+    if review_approve(ticket=ticket, reviewer=reviewer, seen=ProposalSeen.of(ticket)) is None:
+        review_approve(ticket=ticket, reviewer=second_reviewer, seen=ProposalSeen.of(ticket))
     published = Tool.objects.get(name="acme.find_events").current_version
     assert published.description == SWAPPED + " Now."
     assert calendar_state() == before

@@ -4,7 +4,10 @@ Run as ``python standin_server.py DEFINITIONS.json``: every ``tools/list`` answe
 tools in the JSON file as it is at that moment (a list of MCP tool definitions). Special files
 make it misbehave: ``{"hang": true}`` never answers, ``{"die": true}`` exits halfway through
 writing its answer, ``{"tools": N}`` declares N generated tools, ``{"description_bytes": N}``
-answers with one tool whose description has N bytes. Written with the SDK's low-level server.
+answers with one tool whose description has N bytes. A call of any tool appends
+``{"tool", "arguments", "pid"}`` as a line to ``DEFINITIONS.calls`` and answers with its
+arguments as structured content (``{"echo": ...}``); ``DEFINITIONS.pid`` holds the process id.
+Written with the SDK's low-level server.
 """
 
 import json
@@ -65,8 +68,21 @@ async def _tools() -> list[types.Tool]:
     return [types.Tool.model_validate(tool) for tool in spec]
 
 
+async def call_tool(ctx: object, params: types.CallToolRequestParams) -> types.CallToolResult:
+    if DEFINITIONS is not None:
+        with DEFINITIONS.with_suffix(".calls").open("a") as log:
+            entry = {"tool": params.name, "arguments": params.arguments, "pid": os.getpid()}
+            log.write(json.dumps(entry) + "\n")
+    echo = {"echo": params.arguments or {}}
+    return types.CallToolResult(
+        content=[types.TextContent(type="text", text=json.dumps(echo))], structured_content=echo
+    )
+
+
 async def main() -> None:
-    server = Server("stand-in", on_list_tools=list_tools)
+    if DEFINITIONS is not None:
+        DEFINITIONS.with_suffix(".pid").write_text(str(os.getpid()))
+    server = Server("stand-in", on_list_tools=list_tools, on_call_tool=call_tool)
     async with stdio_server() as (read, write):
         await server.run(read, write, server.create_initialization_options())
 

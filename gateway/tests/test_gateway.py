@@ -21,6 +21,7 @@ from gateway.server import META_KEY
 from learning.models import Trace
 from registry.models import Application, Tool
 from reviews.models import ReviewTicket
+from reviews.services import contract_propose, contract_publish
 from sources.services import mcp_server_add, mcp_server_sync
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -58,10 +59,12 @@ def database_env() -> dict[str, str]:
     return {"DATABASE_URL": url}
 
 
-@pytest.fixture
-def gateway_url():
-    """A gateway process on a free port; its URL. Pins are verified on every call, and syncs
-    it queues run at once in its own process."""
+@pytest.fixture(scope="module")
+def gateway_url(django_db_setup):
+    """A gateway process on a free port, shared by the module's tests; its URL. Pins are
+    verified on every call, and syncs it queues run at once in its own process. Each test's
+    applications, tokens and servers are new rows (ids are never reused), so nothing the
+    process keeps from one test answers another."""
     env = {
         **os.environ,
         **database_env(),
@@ -279,3 +282,54 @@ def test_it_restarts_an_upstream_that_died(gateway_url, token, tools_file):
     assert again.structured_content == {"echo": {"who": "Cy"}}
     pids = {call["pid"] for call in calls_of(tools_file) if call["arguments"]["who"] == "Cy"}
     assert pids and pid not in pids
+
+
+def test_it_forwards_the_arguments_an_invariant_corrects_and_says_so(
+    gateway_url, token, tools_file
+):
+    greet = Tool.objects.get(name="acme.greet")
+    document = greet.current_version.document()
+    document["invariants"] = [
+        {
+            "id": "formal-greeting",
+            "rule": "Greet formally.",
+            "kind": "requires_arg_when",
+            "params": {"when": "who", "arg": "tone", "value": "formal"},
+            "action": "correct",
+        }
+    ]
+    ticket = contract_propose(document=document, author=None)
+    contract_publish(ticket=ticket, actor=None)
+
+    async def call(client):
+        listed = {tool.name: tool for tool in (await client.list_tools()).tools}
+        return listed["acme.greet"], await client.call_tool("acme.greet", {"who": "Ada"})
+
+    listed, result = session(gateway_url, token, call)
+    assert "Rules:\n- Greet formally." in listed.description
+    assert not result.is_error
+    assert [c["arguments"] for c in calls_of(tools_file)] == [{"who": "Ada", "tone": "formal"}]
+    meta = result.meta[META_KEY]
+    assert meta["corrected"] == [{"invariant": "formal-greeting", "rule": "Greet formally."}]
+    assert meta["arguments"] == {"who": "Ada", "tone": "formal"}
+
+
+def test_it_calls_a_real_server_nobody_here_wrote(gateway_url):
+    server = mcp_server_add(name="clock", command=[sys.executable, "-m", "mcp_server_time"])
+    mcp_server_sync(server=server, approve=True)
+    Application.objects.create(name="planner", all_tools=True, all_permissions=True)
+    _, raw = runtime_token_create(
+        application_name="planner", scopes=["tools:call"], name="", expires_at=None
+    )
+
+    async def call(client):
+        names = sorted(tool.name for tool in (await client.list_tools()).tools)
+        result = await client.call_tool("clock.get_current_time", {"timezone": "Europe/Oslo"})
+        return names, result
+
+    names, result = session(gateway_url, raw, call)
+    assert "clock.get_current_time" in names
+    assert not result.is_error, result.content
+    assert "Europe/Oslo" in result.content[0].text
+    trace = wait_for(lambda: Trace.objects.filter(tool_name="clock.get_current_time").first())
+    assert trace is not None and trace.application.name == "planner"

@@ -3,7 +3,9 @@ HTTP, and real upstreams (a stand-in whose tools a test rewrites, mcp-server-tim
 
 import json
 import os
+import shutil
 import signal
+import socket
 import subprocess
 import sys
 import time
@@ -333,3 +335,64 @@ def test_it_calls_a_real_server_nobody_here_wrote(gateway_url):
     assert "Europe/Oslo" in result.content[0].text
     trace = wait_for(lambda: Trace.objects.filter(tool_name="clock.get_current_time").first())
     assert trace is not None and trace.application.name == "planner"
+
+
+EVERYTHING = (
+    ROOT / "tests/mcp_servers/node_modules/@modelcontextprotocol/server-everything/dist/index.js"
+)
+
+
+@pytest.fixture
+def everything_over_http():
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    process = subprocess.Popen(
+        ["node", str(EVERYTHING), "streamableHttp"],
+        env={**os.environ, "PORT": str(port)},
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    assert wait_for(lambda: _listening(port)), "server-everything did not start"
+    yield f"http://127.0.0.1:{port}/mcp"
+    process.terminate()
+    process.wait(10)
+
+
+def _listening(port: int) -> bool:
+    try:
+        socket.create_connection(("127.0.0.1", port), timeout=0.2).close()
+        return True
+    except OSError:
+        return False
+
+
+@pytest.mark.skipif(
+    shutil.which("node") is None or not EVERYTHING.exists(),
+    reason="node or @modelcontextprotocol/server-everything is missing: run make mcp-servers",
+)
+def test_it_calls_server_everything_over_stdio_and_over_streamable_http(
+    gateway_url, settings, everything_over_http
+):
+    settings.MCP_URL_ALLOWLIST = [everything_over_http]
+    local = mcp_server_add(name="everything", command=["node", str(EVERYTHING), "stdio"])
+    remote = mcp_server_add(name="remote", url=everything_over_http)
+    for server in (local, remote):
+        report = mcp_server_sync(server=server, approve=True)
+        assert f"{server.name}.echo" in report.published, report
+    Application.objects.create(name="tester", all_tools=True, all_permissions=True)
+    _, raw = runtime_token_create(
+        application_name="tester", scopes=["tools:call"], name="", expires_at=None
+    )
+
+    async def calls(client):
+        return [
+            await client.call_tool(f"{name}.echo", {"message": f"hi {name}"})
+            for name in ("everything", "remote")
+        ]
+
+    for name, result in zip(
+        ("everything", "remote"), session(gateway_url, raw, calls), strict=True
+    ):
+        assert not result.is_error, result.content
+        assert f"hi {name}" in result.content[0].text

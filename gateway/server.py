@@ -70,6 +70,7 @@ class Gateway:
     recorder: Recorder
     pool: UpstreamPool | None = None
     calls: dict[str, int] = field(default_factory=dict)
+    in_flight: dict[int, int] = field(default_factory=dict)  # forwarded calls per application
 
     def count(self, outcome: str) -> None:
         self.calls[outcome] = self.calls.get(outcome, 0) + 1
@@ -119,7 +120,9 @@ def build_app() -> Starlette:
         ctx: ServerRequestContext[Any], params: types.PaginatedRequestParams | None
     ) -> types.ListToolsResult:
         caller = _caller(ctx)
-        catalog = await sync_to_async(selectors.catalog_for)(caller.application_id)
+        catalog = await sync_to_async(selectors.catalog_for, thread_sensitive=False)(
+            caller.application_id
+        )
         return types.ListToolsResult(
             tools=[types.Tool.model_validate(tool.listed) for tool in catalog.tools.values()]
         )
@@ -142,7 +145,9 @@ def build_app() -> Starlette:
     async def mcp_endpoint(scope: Scope, receive: Receive, send: Send) -> None:
         request = Request(scope)
         raw = _bearer(request)
-        check = await sync_to_async(selectors.token_check)(raw) if raw else None
+        check = (
+            await sync_to_async(selectors.token_check, thread_sensitive=False)(raw) if raw else None
+        )
         if check is None or check.application_id is None:
             problem = check.problem if check is not None else ""
             await _unauthorized(request, problem)(scope, receive, send)
@@ -275,7 +280,9 @@ async def _call(
 ) -> types.CallToolResult:
     started = time.monotonic()
     occurred_at = _now()
-    catalog, step, state = await sync_to_async(_prepare)(caller)
+    # Reads of a cached catalog and the cache: any thread will do, so calls never queue
+    # behind one another on Django's one thread for synchronous code.
+    catalog, step, state = await sync_to_async(_prepare, thread_sensitive=False)(caller)
     args = dict(arguments or {})
     meta: dict[str, Any] = {"traceId": caller.trace_id, "step": step}
 
@@ -365,6 +372,18 @@ async def _call(
             "reviewers approve the new definition.",
             checked.args,
         )
+    # Fairness: past its share an application's call is refused at once rather than queued, so
+    # one application's slow upstream or flood never holds another's calls.
+    limit = settings.MCP_GATEWAY_APPLICATION_CONCURRENCY
+    if gateway.in_flight.get(caller.application_id, 0) >= limit:
+        return refuse(
+            "concurrency",
+            "",
+            f"this application already has {limit} calls in flight in this gateway process "
+            "(MCP_GATEWAY_APPLICATION_CONCURRENCY); wait for one to finish and call again.",
+            checked.args,
+        )
+    gateway.in_flight[caller.application_id] = gateway.in_flight.get(caller.application_id, 0) + 1
     try:
         result, _ = await upstream.call(
             tool.local_name,
@@ -374,6 +393,8 @@ async def _call(
         )
     except UpstreamFailed as exc:
         return failed(str(exc), checked.args)
+    finally:
+        gateway.in_flight[caller.application_id] -= 1
     output = _output(result)
     output_schema = tool.document.get("output_schema")
     if output_schema and result.structured_content is not None and not result.is_error:
@@ -388,7 +409,7 @@ async def _call(
     error_text = _text(result) if result.is_error else ""
     record(status, args=checked.args, output=output, error=error_text)
     if not result.is_error:
-        await sync_to_async(services.session_call_add)(
+        await sync_to_async(services.session_call_add, thread_sensitive=False)(
             caller.session_key,
             tool=name,
             args=checked.args,

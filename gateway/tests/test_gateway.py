@@ -396,3 +396,25 @@ def test_it_calls_server_everything_over_stdio_and_over_streamable_http(
     ):
         assert not result.is_error, result.content
         assert f"hi {name}" in result.content[0].text
+
+
+def test_it_cancels_a_call_past_its_contracts_timeout_and_serves_the_next(
+    gateway_url, token, tools_file
+):
+    greet = Tool.objects.get(name="acme.greet")
+    document = greet.current_version.document()
+    document["resource_limits"] = {"timeout_ms": 500}
+    contract_publish(ticket=contract_propose(document=document, author=None), actor=None)
+
+    async def calls(client):
+        slow = await client.call_tool("acme.greet", {"who": "Ada", "sleep_ms": 5000})
+        quick = await client.call_tool("acme.greet", {"who": "Bob"})
+        return slow, quick
+
+    slow, quick = session(gateway_url, token, calls)
+    assert slow.is_error
+    assert "did not answer within 500 ms" in slow.content[0].text
+    assert not quick.is_error
+    assert quick.structured_content == {"echo": {"who": "Bob"}}
+    error = wait_for(lambda: Trace.objects.filter(status="error").first())
+    assert error is not None and "500 ms" in error.error

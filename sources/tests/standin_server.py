@@ -6,7 +6,8 @@ make it misbehave: ``{"hang": true}`` never answers, ``{"die": true}`` exits hal
 writing its answer, ``{"tools": N}`` declares N generated tools, ``{"description_bytes": N}``
 answers with one tool whose description has N bytes. A call of any tool appends
 ``{"tool", "arguments", "pid"}`` as a line to ``DEFINITIONS.calls`` and answers with its
-arguments as structured content (``{"echo": ...}``); ``DEFINITIONS.pid`` holds the process id.
+arguments as structured content (``{"echo": ...}``), after ``sleep_ms`` milliseconds when the
+arguments say so; ``DEFINITIONS.pid`` holds the process id.
 Written with the SDK's low-level server.
 """
 
@@ -73,6 +74,9 @@ async def call_tool(ctx: object, params: types.CallToolRequestParams) -> types.C
         with DEFINITIONS.with_suffix(".calls").open("a") as log:
             entry = {"tool": params.name, "arguments": params.arguments, "pid": os.getpid()}
             log.write(json.dumps(entry) + "\n")
+    sleep_ms = (params.arguments or {}).get("sleep_ms")
+    if isinstance(sleep_ms, int):
+        await anyio.sleep(sleep_ms / 1000)
     echo = {"echo": params.arguments or {}}
     return types.CallToolResult(
         content=[types.TextContent(type="text", text=json.dumps(echo))], structured_content=echo

@@ -418,3 +418,33 @@ def test_it_cancels_a_call_past_its_contracts_timeout_and_serves_the_next(
     assert quick.structured_content == {"echo": {"who": "Bob"}}
     error = wait_for(lambda: Trace.objects.filter(status="error").first())
     assert error is not None and "500 ms" in error.error
+
+
+def test_the_openai_agents_sdk_lists_and_calls_tools_through_the_gateway(
+    gateway_url, token, tools_file
+):
+    from agents import Agent, RunContextWrapper
+    from agents.mcp import MCPServerStreamableHttp, MCPUtil
+
+    async def main():
+        registry = MCPServerStreamableHttp(
+            params={"url": gateway_url, "headers": {"Authorization": f"Bearer {token}"}},
+            cache_tools_list=True,
+            # The first call starts the stand-in behind the gateway: more than the default 5 s
+            # on a busy machine.
+            client_session_timeout_seconds=60,
+        )
+        async with registry:
+            agent = Agent(name="assistant", mcp_servers=[registry])
+            context = RunContextWrapper(context=None)
+            tools = await agent.get_all_tools(context)
+            listed = {tool.name: tool for tool in await registry.list_tools(context, agent)}
+            output = await MCPUtil.invoke_mcp_tool(
+                registry, listed["acme.greet"], context, json.dumps({"who": "Ada"})
+            )
+            return [tool.name for tool in tools], output
+
+    names, output = anyio.run(main)
+    assert len(names) == 2 and any("greet" in name for name in names)
+    assert "Ada" in str(output)
+    assert [c["arguments"] for c in calls_of(tools_file)] == [{"who": "Ada"}]

@@ -54,4 +54,8 @@ class Command(BaseCommand):
             self.stdout.write(line)
             self.stdout.flush()
 
-        _Server(config, say).run()
+        try:
+            _Server(config, say).run()
+        except KeyboardInterrupt:
+            # uvicorn shuts down gracefully on SIGINT, then raises the signal again: done.
+            pass

@@ -13,7 +13,9 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from django.conf import settings
+from rest_framework.exceptions import Throttled
 
+from api.auth import bearer_failure_record, bearer_failures_check
 from api.exports import mcp_tool
 from api.models import RuntimeToken
 from registry.models import Application
@@ -59,24 +61,33 @@ class Catalog:
 @dataclass(frozen=True)
 class TokenCheck:
     application_id: int | None
-    problem: str = ""  # "invalid_token" or "insufficient_scope" when no application
+    problem: str = ""  # "invalid_token", "insufficient_scope" or "throttled" when no application
+    retry_after: int = 0
 
 
 _tokens: dict[str, tuple[float, int, TokenCheck]] = {}
 _catalogs: dict[tuple[int, int], Catalog] = {}
 
 
-def token_check(raw: str) -> TokenCheck:
-    """The application a ``tools:call`` token selects, or why it selects none."""
+def token_check(raw: str, *, address: str) -> TokenCheck:
+    """The application a ``tools:call`` token selects, or why it selects none. An address that
+    keeps sending bad tokens is throttled as on the API (``api.auth``), before any lookup."""
     digest = RuntimeToken.hash(raw)
     revision = revision_current()
     cached = _tokens.get(digest)
     now = time.monotonic()
     if cached is not None and cached[0] > now and cached[1] == revision:
+        if cached[2].problem == "invalid_token":
+            bearer_failure_record(address)
         return cached[2]
+    try:
+        bearer_failures_check(address)
+    except Throttled as exc:
+        return TokenCheck(None, "throttled", int(getattr(exc, "wait", None) or 1))
     token = RuntimeToken.objects.filter(token_hash=digest).first()
     if token is None or not token.is_usable:
         check = TokenCheck(None, "invalid_token")
+        bearer_failure_record(address)
     elif RuntimeToken.Scope.TOOLS_CALL not in token.scopes:
         check = TokenCheck(None, "insufficient_scope")
     else:

@@ -145,9 +145,19 @@ def build_app() -> Starlette:
     async def mcp_endpoint(scope: Scope, receive: Receive, send: Send) -> None:
         request = Request(scope)
         raw = _bearer(request)
-        check = (
-            await sync_to_async(selectors.token_check, thread_sensitive=False)(raw) if raw else None
-        )
+        address = request.client.host if request.client else ""
+        check = None
+        if raw:
+            check = await sync_to_async(selectors.token_check, thread_sensitive=False)(
+                raw, address=address
+            )
+        if check is not None and check.problem == "throttled":
+            await JSONResponse(
+                {"error": "throttled", "detail": "Too many failed authentications."},
+                429,
+                headers={"Retry-After": str(check.retry_after)},
+            )(scope, receive, send)
+            return
         if check is None or check.application_id is None:
             problem = check.problem if check is not None else ""
             await _unauthorized(request, problem)(scope, receive, send)

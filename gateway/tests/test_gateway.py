@@ -73,6 +73,7 @@ def gateway_url(django_db_setup):
         "DJANGO_SETTINGS_MODULE": "config.settings.test",
         "MCP_GATEWAY_VERIFY_SECONDS": "0",
         "MCP_GATEWAY_POOL_SIZE": "1",
+        "MCP_GATEWAY_APPLICATION_CONCURRENCY": "2",
         "MCP_GATEWAY_TRACE_FLUSH_SECONDS": "0.2",
         "CELERY_TASK_ALWAYS_EAGER": "true",
         "PYTHONUNBUFFERED": "1",
@@ -448,3 +449,25 @@ def test_the_openai_agents_sdk_lists_and_calls_tools_through_the_gateway(
     assert len(names) == 2 and any("greet" in name for name in names)
     assert "Ada" in str(output)
     assert [c["arguments"] for c in calls_of(tools_file)] == [{"who": "Ada"}]
+
+
+def test_it_refuses_at_once_a_call_past_the_applications_concurrency(
+    gateway_url, token, tools_file
+):
+    async def calls(client):
+        results = {}
+
+        async def call(who: str) -> None:
+            results[who] = await client.call_tool("acme.greet", {"who": who, "sleep_ms": 3000})
+
+        async with anyio.create_task_group() as tasks:
+            for who in ("Ada", "Bob", "Cy"):
+                tasks.start_soon(call, who)
+        return results
+
+    results = session(gateway_url, token, calls)
+    refused = [who for who, result in results.items() if result.is_error]
+    assert len(refused) == 1, {who: r.content for who, r in results.items()}
+    assert "Refused (concurrency)" in results[refused[0]].content[0].text
+    forwarded = sorted(call["arguments"]["who"] for call in calls_of(tools_file))
+    assert forwarded == sorted(set(results) - set(refused))

@@ -1,9 +1,11 @@
 """Two gateway processes serve one MCP session: each request of the session goes to the other
-process, and the session's steps, traces and state come out as if one process served it all.
-The processes share a throwaway Redis as their cache, as they share one in production."""
+process (in turn from the client, then through deploy/nginx.conf's round robin), and the
+session's steps, traces and state come out as if one process served it all. The processes
+share a throwaway Redis as their cache, as they share one in production."""
 
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -21,9 +23,10 @@ from api.services import runtime_token_create
 from learning.models import Trace
 from registry.models import Application
 from sources.services import mcp_server_add, mcp_server_sync
-from tests.redis_server import needs_redis_server, redis_server
+from tests.redis_server import free_port, needs_redis_server, redis_server
 
 ROOT = Path(__file__).resolve().parent.parent
+NGINX = shutil.which("nginx") or "/usr/sbin/nginx"
 STANDIN = str(ROOT / "sources/tests/standin_server.py")
 GREET = {
     "name": "greet",
@@ -103,7 +106,70 @@ def two_gateways():
                     process.kill()
 
 
-def test_two_gateway_processes_serve_one_session(two_gateways, tmp_path):
+@pytest.fixture
+def nginx_in_front_of(tmp_path):
+    """deploy/nginx.conf on a free port, its gateway upstream the given ports; its base URL."""
+    started = []
+
+    def start(ports: list[int]) -> str:
+        port = free_port()
+        servers = "".join(f"server 127.0.0.1:{p};\n        " for p in ports)
+        text = (
+            (ROOT / "deploy/nginx.conf")
+            .read_text()
+            .replace("listen 80;", f"listen 127.0.0.1:{port};")
+            .replace("server 127.0.0.1:8001;", servers)
+            .replace("pid /run/nginx-registry.pid;", f"pid {tmp_path}/nginx.pid;")
+            .replace("worker_processes auto;", "worker_processes 1;")
+        )
+        config = tmp_path / "nginx.conf"
+        config.write_text(text)
+        process = subprocess.Popen(
+            [NGINX, "-c", str(config), "-p", str(tmp_path), "-e", str(tmp_path / "error.log"),
+             "-g", "daemon off;"],
+        )  # fmt: skip
+        started.append(process)
+        deadline = time.monotonic() + 10
+        while True:
+            try:
+                httpx2.get(f"http://127.0.0.1:{port}/.well-known/oauth-protected-resource")
+                return f"http://127.0.0.1:{port}"
+            except httpx2.ConnectError:
+                assert process.poll() is None and time.monotonic() < deadline, "nginx did not start"
+                time.sleep(0.1)
+
+    yield start
+    for process in started:
+        process.terminate()
+        process.wait(10)
+
+
+def session_through(url: str, token: str, transport: httpx2.AsyncBaseTransport | None = None):
+    async def main():
+        async with (
+            httpx2.AsyncClient(
+                headers={"Authorization": f"Bearer {token}"}, transport=transport, timeout=30
+            ) as http,
+            streamable_http_client(url, http_client=http) as (read, write),
+            ClientSession(read, write) as client,
+        ):
+            await client.initialize()
+            names = [tool.name for tool in (await client.list_tools()).tools]
+            results = [await client.call_tool("acme.greet", {"who": w}) for w in "abcd"]
+            return names, results
+
+    return anyio.run(main)
+
+
+def served(ports: list[int]) -> list[int]:
+    return [
+        httpx2.get(f"http://127.0.0.1:{port}/healthz").json()["calls"].get("success", 0)
+        for port in ports
+    ]
+
+
+def approved_greet(tmp_path) -> str:
+    """The stand-in's greet approved for a new application; a tools:call token of it."""
     tools = tmp_path / "tools.json"
     tools.write_text(json.dumps([GREET]))
     server = mcp_server_add(name="acme", command=[sys.executable, STANDIN, str(tools)])
@@ -112,24 +178,16 @@ def test_two_gateway_processes_serve_one_session(two_gateways, tmp_path):
     _, token = runtime_token_create(
         application_name="assistant", scopes=["tools:call"], name="", expires_at=None
     )
-    transport = Alternating(two_gateways)
+    return token
 
-    async def main():
-        async with (
-            httpx2.AsyncClient(
-                headers={"Authorization": f"Bearer {token}"}, transport=transport, timeout=30
-            ) as http,
-            streamable_http_client(
-                f"http://127.0.0.1:{two_gateways[0]}/mcp/", http_client=http
-            ) as (read, write),
-            ClientSession(read, write) as client,
-        ):
-            await client.initialize()
-            names = [tool.name for tool in (await client.list_tools()).tools]
-            results = [await client.call_tool("acme.greet", {"who": w}) for w in "abcd"]
-            return names, results
 
-    names, results = anyio.run(main)
+@pytest.mark.skipif(not Path(NGINX).exists(), reason="nginx is not installed")
+def test_two_gateway_processes_behind_nginx_serve_one_session(
+    two_gateways, nginx_in_front_of, tmp_path
+):
+    token = approved_greet(tmp_path)
+    base = nginx_in_front_of(two_gateways)
+    names, results = session_through(f"{base}/mcp/", token)
     assert names == ["acme.greet"]
     assert [result.structured_content for result in results] == [
         {"echo": {"who": w}} for w in "abcd"
@@ -137,11 +195,26 @@ def test_two_gateway_processes_serve_one_session(two_gateways, tmp_path):
     metas = [result.meta["tool-contract-registry/gateway"] for result in results]
     assert [meta["step"] for meta in metas] == [0, 1, 2, 3]
     assert len({meta["traceId"] for meta in metas}) == 1
-    served = [
-        httpx2.get(f"http://127.0.0.1:{port}/healthz").json()["calls"].get("success", 0)
-        for port in two_gateways
+    counts = served(two_gateways)
+    assert sum(counts) == 4 and min(counts) >= 1, counts
+    unauthorized = httpx2.post(f"{base}/mcp/", json={"jsonrpc": "2.0", "id": 1, "method": "ping"})
+    assert unauthorized.status_code == 401
+    assert f'resource_metadata="{base}/.well-known/' in unauthorized.headers["www-authenticate"]
+
+
+def test_two_gateway_processes_serve_one_session(two_gateways, tmp_path):
+    token = approved_greet(tmp_path)
+    url = f"http://127.0.0.1:{two_gateways[0]}/mcp/"
+    names, results = session_through(url, token, transport=Alternating(two_gateways))
+    assert names == ["acme.greet"]
+    assert [result.structured_content for result in results] == [
+        {"echo": {"who": w}} for w in "abcd"
     ]
-    assert sum(served) == 4 and min(served) >= 1, served
+    metas = [result.meta["tool-contract-registry/gateway"] for result in results]
+    assert [meta["step"] for meta in metas] == [0, 1, 2, 3]
+    assert len({meta["traceId"] for meta in metas}) == 1
+    counts = served(two_gateways)
+    assert sum(counts) == 4 and min(counts) >= 1, counts
     deadline = time.monotonic() + 20
     while Trace.objects.count() < 4 and time.monotonic() < deadline:
         time.sleep(0.2)

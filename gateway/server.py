@@ -294,7 +294,9 @@ async def _call(
     # behind one another on Django's one thread for synchronous code.
     catalog, step, state = await sync_to_async(_prepare, thread_sensitive=False)(caller)
     args = dict(arguments or {})
-    meta: dict[str, Any] = {"traceId": caller.trace_id, "step": step}
+    # The registry revision the call was judged at: stateless, the gateway sends no
+    # notifications/tools/list_changed, so a client that sees it move lists the tools again.
+    meta: dict[str, Any] = {"traceId": caller.trace_id, "step": step, "revision": catalog.revision}
 
     def record(status: str, **extra: Any) -> None:
         gateway.count(status)

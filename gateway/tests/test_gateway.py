@@ -217,6 +217,7 @@ def test_it_forwards_a_valid_call_and_records_it_as_a_trace_of_the_application(
     assert trace is not None
     assert trace.application.name == "assistant"
     assert trace.step == meta["step"] == 0
+    assert isinstance(meta["revision"], int)
     assert trace.status == "success"
     assert trace.args == {"who": "Ada"}
     assert trace.output == {"echo": {"who": "Ada"}}

@@ -21,6 +21,7 @@ is recorded off its path (``gateway/recording.py``).
 
 from __future__ import annotations
 
+import functools
 import json
 import logging
 import re
@@ -343,13 +344,18 @@ async def _call(
             args,
         )
     earlier = [call for call in state.calls if call.get("tool") == name]
-    checked = call_check(
-        name=name,
-        document=tool.document,
-        args=args,
-        earlier=earlier,
-        produced=state.produced,
-        requires_mode=catalog.requires_mode,
+    # In a thread: arguments built to cost the whole work budget hold that call, not the loop
+    # every other call of this process shares.
+    checked = await anyio.to_thread.run_sync(
+        functools.partial(
+            call_check,
+            name=name,
+            document=tool.document,
+            args=args,
+            earlier=earlier,
+            produced=state.produced,
+            requires_mode=catalog.requires_mode,
+        )
     )
     if not isinstance(checked, Checked):
         return refuse(checked.rule, checked.field, checked.message, args)

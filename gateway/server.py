@@ -417,7 +417,9 @@ async def _call(
     output_schema = tool.document.get("output_schema")
     if output_schema and result.structured_content is not None and not result.is_error:
         try:
-            problems = schema_problems(output_schema, result.structured_content)
+            problems = await anyio.to_thread.run_sync(
+                schema_problems, output_schema, result.structured_content
+            )
         except (WorkBudgetExceeded, SchemaTooCostly):
             problems = ["output: too costly to check against the approved output schema"]
         if problems:
@@ -435,6 +437,22 @@ async def _call(
         )
     upstream_meta = dict(result.meta or {})
     upstream_meta[META_KEY] = meta
+    if meta.get("outputViolations"):
+        # The trace keeps what the tool answered (ingest's output check records the violation
+        # for learning); the client gets no structured content its listed schema refuses, which
+        # an MCP server must never send and the SDKs' clients reject.
+        return types.CallToolResult(
+            content=[
+                types.TextContent(
+                    type="text",
+                    text=f"The result of {name} does not match its approved output schema: "
+                    + "; ".join(meta["outputViolations"][:5])
+                    + ". It is reported to the registry's reviewers; do not rely on it.",
+                )
+            ],
+            is_error=True,
+            _meta=upstream_meta,
+        )
     return types.CallToolResult(
         content=result.content,
         structured_content=result.structured_content,

@@ -58,6 +58,15 @@ class UpstreamFailed(Exception):
     """The upstream could not answer this call; the message is for the caller."""
 
 
+class _UpstreamSession(ClientSession):
+    """The SDK's client session without its own check of results against the live output
+    schema: the gateway checks them against the approved one and reports what it finds, where
+    the SDK would raise and cost the call its result."""
+
+    async def validate_tool_result(self, name: str, result: mcp_types.CallToolResult) -> None:
+        return None
+
+
 @dataclass
 class _Connection:
     spec: UpstreamSpec
@@ -72,7 +81,7 @@ class _Connection:
         try:
             async with (
                 _transport(self.spec) as (read, write),
-                ClientSession(read, write, message_handler=self._message) as session,
+                _UpstreamSession(read, write, message_handler=self._message) as session,
             ):
                 await session.initialize()
                 self.session = session

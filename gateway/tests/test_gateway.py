@@ -472,3 +472,32 @@ def test_it_refuses_at_once_a_call_past_the_applications_concurrency(
     assert "Refused (concurrency)" in results[refused[0]].content[0].text
     forwarded = sorted(call["arguments"]["who"] for call in calls_of(tools_file))
     assert forwarded == sorted(set(results) - set(refused))
+
+
+def test_it_withholds_a_result_its_approved_output_schema_refuses_and_records_the_call(
+    gateway_url, token, tmp_path
+):
+    typed = {
+        **GREET,
+        "name": "typed",
+        "outputSchema": {
+            "type": "object",
+            "properties": {"echo": {"type": "object", "properties": {"who": {"type": "integer"}}}},
+        },
+    }
+    path = tmp_path / "typed.json"
+    path.write_text(json.dumps([typed]))
+    server = mcp_server_add(name="typed", command=[sys.executable, STANDIN, str(path)])
+    mcp_server_sync(server=server, approve=True)
+
+    async def call(client):
+        return await client.call_tool("typed.typed", {"who": "Ada"})
+
+    result = session(gateway_url, token, call)
+    assert result.is_error
+    assert result.structured_content is None
+    assert "does not match its approved output schema" in result.content[0].text
+    violations = result.meta[META_KEY]["outputViolations"]
+    assert violations and "args.echo.who" in violations[0]
+    trace = wait_for(lambda: Trace.objects.filter(tool_name="typed.typed").first())
+    assert trace is not None and trace.output == {"echo": {"who": "Ada"}}

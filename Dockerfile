@@ -8,10 +8,11 @@ COPY reviews reviews
 COPY learning learning
 COPY sources sources
 COPY api api
+COPY gateway gateway
 COPY demo demo
 COPY templates templates
 COPY manage.py ./
 RUN pip install --no-cache-dir .
 RUN useradd --create-home registry && chown -R registry /app
 USER registry
-EXPOSE 8000
+EXPOSE 8000 8001

@@ -89,6 +89,8 @@ class RuntimeToken(models.Model):
     class Scope(models.TextChoices):
         CONTRACTS_READ = "contracts:read"
         TRACES_WRITE = "traces:write"
+        # Calling tools through the MCP gateway (gateway/), which checks each call first.
+        TOOLS_CALL = "tools:call"
 
     application = models.ForeignKey(Application, on_delete=models.CASCADE, related_name="tokens")
     name = models.CharField(max_length=100, blank=True)

@@ -94,7 +94,7 @@ STDERR_LINES = 8
 STDERR_LINE_CHARS = 300
 
 
-class _RawTools(BaseModel):
+class RawTools(BaseModel):
     """A ``tools/list`` result whose tools stay the JSON objects the server sent: the pin is
     computed over each exactly as it was sent (the SDK's ``Tool`` drops keys it does not know)."""
 
@@ -252,7 +252,7 @@ async def _list(
                 # The result as the server sent it: the SDK still checks it against the
                 # negotiated protocol's schema, but no model drops a key it does not know.
                 result = await session.send_request(
-                    mcp_types.ListToolsRequest(params=params), _RawTools
+                    mcp_types.ListToolsRequest(params=params), RawTools
                 )
                 tools += result.tools
                 if len(tools) > limits.max_tools:

@@ -220,8 +220,8 @@ def mcp_server_sync(
                 transport=server.transport,
                 command=server.command,
                 url=server.url,
-                headers=_headers(server),
-                env=_env(server),
+                headers=server_headers(server),
+                env=server_env(server),
                 limits=client.Limits(
                     timeout=settings.MCP_SYNC_TIMEOUT_SECONDS,
                     max_tools=settings.MCP_MAX_TOOLS,
@@ -258,7 +258,7 @@ def _claim(server: McpServer) -> None:
         raise SyncBusy(f"{server.name} is being synced already.")
 
 
-def _headers(server: McpServer) -> dict[str, str]:
+def server_headers(server: McpServer) -> dict[str, str]:
     """The header values to send, after the checks the record met when it was saved, made
     again: the operator's settings may have changed since, or the row been written by SQL."""
     if server.transport != McpServer.Transport.STDIO and not client.url_allowed(
@@ -282,7 +282,8 @@ def _headers(server: McpServer) -> dict[str, str]:
     return values
 
 
-def _env(server: McpServer) -> dict[str, str]:
+def server_env(server: McpServer) -> dict[str, str]:
+    """A stdio server's environment variables, read from those its record names."""
     values = {}
     for name, variable in server.env.items():
         value = os.environ.get(variable)

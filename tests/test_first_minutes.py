@@ -95,9 +95,10 @@ def test_make_run_ends_with_the_logins_and_the_token(tmp_path):
     manage("migrate", "--noinput", "-v", "0", env=env)
     loaded = manage("load_demo", "--welcome", "--no-traces", env=env)
     assert "runtime token" in loaded.stdout
-    port = free_port()
+    port, gateway = free_port(), free_port()
     serve = subprocess.Popen(
-        [sys.executable, "manage.py", "serve", "--welcome", "--addr", f"127.0.0.1:{port}"],
+        [sys.executable, "manage.py", "serve", "--welcome", "--addr", f"127.0.0.1:{port}",
+         "--gateway", f"127.0.0.1:{gateway}"],
         cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
         start_new_session=True,
     )  # fmt: skip
@@ -118,6 +119,7 @@ def test_make_run_ends_with_the_logins_and_the_token(tmp_path):
     assert tail[0].startswith("Admin:") and "admin / admin-demo-2026" in tail[0], lines
     assert f"http://127.0.0.1:{port}/admin/" in tail[0]  # the address it listens on
     assert f"Serving admin and API at http://127.0.0.1:{port} (Ctrl-C stops)" in lines
+    assert any(line.startswith(f"MCP gateway at http://127.0.0.1:{gateway}/mcp/") for line in lines)
     assert tail[1].startswith("Reviewer:") and tail[2].startswith("Proposer:")
     assert tail[3].startswith("Runtime token") and tail[3].split()[-1].startswith("trk_")
     assert tail[4].startswith("E-mails:") and "outbox.log" in tail[4]

@@ -425,7 +425,14 @@ def test_every_queue_has_a_worker_in_compose_and_under_serve():
         if service.get("command", [])[:4] == ["celery", "-A", "config", "worker"]
     }
     assert workers == {"worker": {"celery"}, "webhooks": {"webhooks"}}
-    assert consumed(processes_commands(python="python", addr="127.0.0.1:8000")["worker"]) == queues
+    assert (
+        consumed(
+            processes_commands(python="python", addr="127.0.0.1:8000", gateway="127.0.0.1:8001")[
+                "worker"
+            ]
+        )
+        == queues
+    )
 
 
 @pytest.mark.parametrize(

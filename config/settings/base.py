@@ -137,6 +137,7 @@ INSTALLED_APPS = [
     "learning",
     "sources",
     "api",
+    "gateway",
     "demo",
 ]
 
@@ -472,6 +473,19 @@ MCP_SYNC_EVERY_MINUTES = env_value("MCP_SYNC_EVERY_MINUTES", env.int, 60)
 MCP_MAX_TEXT_CHARS = env_value("MCP_MAX_TEXT_CHARS", env.int, 8_000)
 MCP_MAX_TOOL_TEXT_CHARS = env_value("MCP_MAX_TOOL_TEXT_CHARS", env.int, 32_000)
 MCP_MAX_NEW_TOOLS_PER_SYNC = env_value("MCP_MAX_NEW_TOOLS_PER_SYNC", env.int, 20)
+
+# The MCP gateway (gateway/, manage.py mcp_gateway): where it listens, how often it re-lists an
+# upstream to check the pins of its tools, the sessions kept open per upstream, the caps every
+# call meets whatever its contract says, and the queue its traces wait in (full: counted, dropped).
+MCP_GATEWAY_BIND = env_value("MCP_GATEWAY_BIND", env.str, "127.0.0.1:8001")
+MCP_GATEWAY_VERIFY_SECONDS = env_value("MCP_GATEWAY_VERIFY_SECONDS", env.int, 60)
+MCP_GATEWAY_POOL_SIZE = env_value("MCP_GATEWAY_POOL_SIZE", env.int, 2)
+MCP_GATEWAY_TIMEOUT_MS = env_value("MCP_GATEWAY_TIMEOUT_MS", env.int, 60_000)
+MCP_GATEWAY_MAX_OUTPUT_BYTES = env_value("MCP_GATEWAY_MAX_OUTPUT_BYTES", env.int, 4 * 1024 * 1024)
+MCP_GATEWAY_APPLICATION_CONCURRENCY = env_value("MCP_GATEWAY_APPLICATION_CONCURRENCY", env.int, 32)
+MCP_GATEWAY_TRACE_QUEUE = env_value("MCP_GATEWAY_TRACE_QUEUE", env.int, 10_000)
+MCP_GATEWAY_TRACE_BATCH = env_value("MCP_GATEWAY_TRACE_BATCH", env.int, 500)
+MCP_GATEWAY_TRACE_FLUSH_SECONDS = env_value("MCP_GATEWAY_TRACE_FLUSH_SECONDS", env.float, 1.0)
 
 # A tool whose statistics changed is re-inferred this long after the first change (one pending
 # refresh per tool; the hourly sweep catches any the broker lost).

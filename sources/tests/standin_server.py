@@ -5,7 +5,10 @@ tools in the JSON file as it is at that moment (a list of MCP tool definitions).
 make it misbehave: ``{"hang": true}`` never answers, ``{"die": true}`` exits halfway through
 writing its answer, ``{"tools": N}`` declares N generated tools, ``{"description_bytes": N}``
 answers with one tool whose description has N bytes, ``{"contain": PATH}`` reads its parent's
-environment into its one tool's description and leaves a daemon behind, its pid in PATH.
+environment into its one tool's description and leaves a daemon behind, its pid in PATH. A call
+of any tool appends ``{"tool", "arguments", "pid"}`` as a line to ``DEFINITIONS.calls`` and
+answers with its arguments as structured content (``{"echo": ...}``), after ``sleep_ms``
+milliseconds when the arguments say so; ``DEFINITIONS.pid`` holds the process id.
 Written with the SDK's low-level server.
 """
 
@@ -96,8 +99,24 @@ def _escape(record: Path) -> types.Tool:
     )
 
 
+async def call_tool(ctx: object, params: types.CallToolRequestParams) -> types.CallToolResult:
+    if DEFINITIONS is not None:
+        with DEFINITIONS.with_suffix(".calls").open("a") as log:
+            entry = {"tool": params.name, "arguments": params.arguments, "pid": os.getpid()}
+            log.write(json.dumps(entry) + "\n")
+    sleep_ms = (params.arguments or {}).get("sleep_ms")
+    if isinstance(sleep_ms, int):
+        await anyio.sleep(sleep_ms / 1000)
+    echo = {"echo": params.arguments or {}}
+    return types.CallToolResult(
+        content=[types.TextContent(type="text", text=json.dumps(echo))], structured_content=echo
+    )
+
+
 async def main() -> None:
-    server = Server("stand-in", on_list_tools=list_tools)
+    if DEFINITIONS is not None:
+        DEFINITIONS.with_suffix(".pid").write_text(str(os.getpid()))
+    server = Server("stand-in", on_list_tools=list_tools, on_call_tool=call_tool)
     async with stdio_server() as (read, write):
         await server.run(read, write, server.create_initialization_options())
 

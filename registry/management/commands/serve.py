@@ -12,7 +12,10 @@ WELCOME_FILE = "welcome.txt"  # written by `load_demo --welcome`
 
 
 class Command(BaseCommand):
-    help = "Run the web server, a Celery worker and beat together; Ctrl-C stops all three."
+    help = (
+        "Run the web server, a Celery worker, beat and the MCP gateway together; Ctrl-C stops "
+        "them all."
+    )
 
     def add_arguments(self, parser):
         parser.add_argument(
@@ -20,6 +23,12 @@ class Command(BaseCommand):
             default="127.0.0.1:8000",
             help="Where the web server listens: [host:]port, as runserver takes it "
             "(default 127.0.0.1:8000). `make run PORT=8001` passes 127.0.0.1:8001.",
+        )
+        parser.add_argument(
+            "--gateway",
+            default=None,
+            help="Where the MCP gateway listens: [host:]port (default: the web server's host, "
+            "its port + 1, so 127.0.0.1:8001 beside 127.0.0.1:8000).",
         )
         parser.add_argument(
             "--welcome",
@@ -33,19 +42,23 @@ class Command(BaseCommand):
             help="Only check that --addr is free (exit status 1 if not), start nothing.",
         )
 
-    def handle(self, *args, addr, welcome=False, check=False, **options):
+    def handle(self, *args, addr, gateway=None, welcome=False, check=False, **options):
         host, port = address_split(addr)
+        gateway_host, gateway_port = address_split(gateway or f"{host}:{port + 1}")
         # Before anything starts or prints: a taken port would print the logins and the token
         # of a server that never comes up.
         address_check_free(host, port)
+        address_check_free(gateway_host, gateway_port)
         if check:
             return
-        commands = processes_commands(python=sys.executable, addr=addr)
+        commands = processes_commands(
+            python=sys.executable, addr=addr, gateway=f"{gateway_host}:{gateway_port}"
+        )
         logs = Path(settings.VAR_DIR) / "log"
         outputs = {}
         if welcome:
             logs.mkdir(exist_ok=True)
-            for name in ("worker", "beat"):
+            for name in ("worker", "beat", "gateway"):
                 outputs[name] = (logs / f"{name}.log").open("ab")
         processes = {
             name: subprocess.Popen(
@@ -60,6 +73,10 @@ class Command(BaseCommand):
         try:
             if self._wait_until_up(host, port, processes["web"]):
                 self.stdout.write(f"Serving admin and API at http://{addr} (Ctrl-C stops)")
+                self.stdout.write(
+                    f"MCP gateway at http://{gateway_host}:{gateway_port}/mcp/ (a runtime token "
+                    "with the tools:call scope)"
+                )
                 if welcome:
                     self._welcome(addr, logs)
                 while all(process.poll() is None for process in processes.values()):
@@ -103,22 +120,23 @@ class Command(BaseCommand):
         path.unlink(missing_ok=True)  # it holds a token: print it once
         rule = "─" * 78
         self.stdout.write(rule)
-        self.stdout.write(f"Worker and beat log to {logs}/; requests are logged below.")
+        self.stdout.write(f"Worker, beat and gateway log to {logs}/; requests are logged below.")
         for line in lines:
             self.stdout.write(self.style.SUCCESS(line))
         self.stdout.write(rule)
         self.stdout.flush()
 
 
-def processes_commands(*, python: str, addr: str) -> dict[str, list[str]]:
-    """The three processes: one worker consumes every queue here (CELERY_TASK_QUEUES), where
-    production runs one worker per queue (docker-compose.yml)."""
+def processes_commands(*, python: str, addr: str, gateway: str) -> dict[str, list[str]]:
+    """The four processes: one worker consumes every queue here (CELERY_TASK_QUEUES), where
+    production runs one worker per queue (docker-compose.yml); the MCP gateway at ``gateway``."""
     queues = ",".join(queue.name for queue in settings.CELERY_TASK_QUEUES)
     return {
         "worker": [python, "-m", "celery", "-A", "config", "worker", "--loglevel=INFO",
                    "--concurrency=1", f"--queues={queues}"],
         "beat": [python, "-m", "celery", "-A", "config", "beat", "--loglevel=INFO"],
         "web": [python, "manage.py", "runserver", addr, "--noreload"],
+        "gateway": [python, "manage.py", "mcp_gateway", "--bind", gateway],
     }  # fmt: skip
 
 

@@ -1,0 +1,474 @@
+"""The MCP gateway: an ASGI application serving the approved tools at ``/mcp/``.
+
+Built on the official SDK's low-level ``Server`` with the streamable HTTP transport in
+stateless mode: no request depends on what one process remembers, so any number of gateway
+processes behind one address serve the same clients. What a session carries from call to call
+(its step counter, its earlier calls, what they produced) lives in the cache (Redis when
+``REDIS_URL`` is set), keyed by the ``Mcp-Session-Id`` this application gives out on the first
+response of a client that has none.
+
+Every request carries a runtime token with the ``tools:call`` scope; it selects the application.
+A missing or bad token is answered 401 with ``WWW-Authenticate: Bearer`` and the address of the
+protected-resource metadata, as the MCP authorization specification asks; a token without the
+scope 403 ``insufficient_scope``.
+
+``tools/call`` checks, in this order, and refuses with a tool error naming the rule, the argument
+and what to do: the tool is approved and visible; its arguments meet the approved input schema
+and invariants (``gateway/checks.py``); the server still declares the approved definition (its
+pin); then the call is forwarded within the contract's limits and its output checked. Every call
+is recorded off its path (``gateway/recording.py``).
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+import logging
+import re
+import time
+import uuid
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import Any
+
+import anyio
+import mcp_types as types
+from asgiref.sync import sync_to_async
+from django.conf import settings
+from mcp.server.context import ServerRequestContext
+from mcp.server.lowlevel import Server
+from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
+from starlette.applications import Starlette
+from starlette.requests import Request
+from starlette.responses import JSONResponse, Response
+from starlette.routing import Route
+from starlette.types import Message, Receive, Scope, Send
+
+from api.planning import SchemaTooCostly, schema_problems
+from registry.jsonschema_re2 import WorkBudgetExceeded
+
+from . import selectors, services
+from .checks import Checked, call_check
+from .recording import Recorder
+from .services import REFUSED, CallRecord
+from .upstreams import UpstreamFailed, UpstreamPool
+
+logger = logging.getLogger(__name__)
+
+META_KEY = "tool-contract-registry/gateway"
+SESSION_HEADER = "mcp-session-id"
+SESSION_ID = re.compile(r"^[\x21-\x7e]{1,100}$")
+SCOPE_KEY = "tool_contract_registry.gateway"
+METADATA_PATH = "/.well-known/oauth-protected-resource"
+
+
+@dataclass
+class Gateway:
+    """One process's gateway: its upstream sessions and its recorder."""
+
+    recorder: Recorder
+    pool: UpstreamPool | None = None
+    calls: dict[str, int] = field(default_factory=dict)
+    in_flight: dict[int, int] = field(default_factory=dict)  # forwarded calls per application
+
+    def count(self, outcome: str) -> None:
+        self.calls[outcome] = self.calls.get(outcome, 0) + 1
+
+
+@dataclass(frozen=True)
+class Caller:
+    application_id: int
+    session_id: str
+
+    @property
+    def trace_id(self) -> str:
+        return f"mcp-{self.application_id}-{self.session_id}"
+
+    @property
+    def session_key(self) -> str:
+        return f"{self.application_id}:{self.session_id}"
+
+
+def build_app() -> Starlette:
+    """The gateway's ASGI application (``manage.py mcp_gateway`` serves it with uvicorn)."""
+    gateway = Gateway(
+        recorder=Recorder(
+            capacity=settings.MCP_GATEWAY_TRACE_QUEUE,
+            batch=settings.MCP_GATEWAY_TRACE_BATCH,
+            flush_seconds=settings.MCP_GATEWAY_TRACE_FLUSH_SECONDS,
+        )
+    )
+
+    @asynccontextmanager
+    async def lifespan(server: Server[Any]) -> AsyncIterator[dict[str, Any]]:
+        gateway.recorder.start()
+        async with anyio.create_task_group() as tasks:
+            gateway.pool = UpstreamPool(
+                tasks,
+                size=settings.MCP_GATEWAY_POOL_SIZE,
+                verify_seconds=settings.MCP_GATEWAY_VERIFY_SECONDS,
+            )
+            try:
+                yield {}
+            finally:
+                gateway.pool.close()
+                tasks.cancel_scope.cancel()
+        await anyio.to_thread.run_sync(gateway.recorder.stop)
+
+    async def list_tools(
+        ctx: ServerRequestContext[Any], params: types.PaginatedRequestParams | None
+    ) -> types.ListToolsResult:
+        caller = _caller(ctx)
+        catalog = await sync_to_async(selectors.catalog_for, thread_sensitive=False)(
+            caller.application_id
+        )
+        return types.ListToolsResult(
+            tools=[types.Tool.model_validate(tool.listed) for tool in catalog.tools.values()]
+        )
+
+    async def call_tool(
+        ctx: ServerRequestContext[Any], params: types.CallToolRequestParams
+    ) -> types.CallToolResult:
+        return await _call(gateway, _caller(ctx), params.name, params.arguments)
+
+    server: Server[Any] = Server(
+        "tool-contract-registry",
+        instructions="The tools reviewers approved for this application; every call is checked "
+        "against its contract and recorded.",
+        lifespan=lifespan,
+        on_list_tools=list_tools,
+        on_call_tool=call_tool,
+    )
+    manager = StreamableHTTPSessionManager(app=server, stateless=True, json_response=True)
+
+    async def mcp_endpoint(scope: Scope, receive: Receive, send: Send) -> None:
+        request = Request(scope)
+        raw = _bearer(request)
+        address = request.client.host if request.client else ""
+        check = None
+        if raw:
+            check = await sync_to_async(selectors.token_check, thread_sensitive=False)(
+                raw, address=address
+            )
+        if check is not None and check.problem == "throttled":
+            await JSONResponse(
+                {"error": "throttled", "detail": "Too many failed authentications."},
+                429,
+                headers={"Retry-After": str(check.retry_after)},
+            )(scope, receive, send)
+            return
+        if check is None or check.application_id is None:
+            problem = check.problem if check is not None else ""
+            await _unauthorized(request, problem)(scope, receive, send)
+            return
+        session_id = request.headers.get(SESSION_HEADER)
+        minted = session_id is None
+        if session_id is None:
+            session_id = uuid.uuid4().hex
+        elif not SESSION_ID.match(session_id):
+            await JSONResponse({"error": "malformed Mcp-Session-Id"}, 400)(scope, receive, send)
+            return
+        scope[SCOPE_KEY] = Caller(application_id=check.application_id, session_id=session_id)
+
+        async def send_with_session(message: Message) -> None:
+            if minted and message["type"] == "http.response.start":
+                headers = list(message.get("headers", []))
+                headers.append((b"mcp-session-id", session_id.encode()))
+                message = {**message, "headers": headers}
+            await send(message)
+
+        await manager.handle_request(scope, receive, send_with_session)
+
+    async def metadata(request: Request) -> Response:
+        return JSONResponse(
+            {
+                "resource": _resource(request),
+                "bearer_methods_supported": ["header"],
+                "scopes_supported": ["tools:call"],
+                "resource_name": "Tool-contract registry MCP gateway",
+            }
+        )
+
+    async def healthz(request: Request) -> Response:
+        upstreams = {}
+        if gateway.pool is not None:
+            upstreams = {
+                spec.name: {"restarts": upstream.restarts}
+                for spec, upstream in gateway.pool.upstreams.items()
+            }
+        return JSONResponse(
+            {"calls": gateway.calls, "recorder": gateway.recorder.stats(), "upstreams": upstreams}
+        )
+
+    @asynccontextmanager
+    async def app_lifespan(app: Starlette) -> AsyncIterator[None]:
+        async with manager.run():
+            yield
+
+    app = Starlette(
+        routes=[
+            Route("/mcp/", endpoint=_Endpoint(mcp_endpoint)),
+            Route("/mcp", endpoint=_Endpoint(mcp_endpoint)),
+            Route(METADATA_PATH, endpoint=metadata),
+            Route(METADATA_PATH + "/mcp/", endpoint=metadata),
+            Route(METADATA_PATH + "/mcp", endpoint=metadata),
+            Route("/healthz", endpoint=healthz),
+        ],
+        lifespan=app_lifespan,
+    )
+    app.state.gateway = gateway
+    return app
+
+
+class _Endpoint:
+    """A raw ASGI endpoint for Starlette's router (a class, so it is not taken for a view)."""
+
+    def __init__(self, app: Any) -> None:
+        self.app = app
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        await self.app(scope, receive, send)
+
+
+def _bearer(request: Request) -> str | None:
+    parts = request.headers.get("authorization", "").split()
+    if len(parts) == 2 and parts[0].lower() == "bearer":
+        return parts[1]
+    return None
+
+
+def _resource(request: Request) -> str:
+    base = str(request.base_url).rstrip("/")
+    return f"{base}/mcp/"
+
+
+def _unauthorized(request: Request, problem: str) -> Response:
+    metadata = str(request.base_url).rstrip("/") + METADATA_PATH + "/mcp/"
+    if problem == "insufficient_scope":
+        challenge = (
+            f'Bearer error="insufficient_scope", scope="tools:call", '
+            f'error_description="The token lacks the tools:call scope.", '
+            f'resource_metadata="{metadata}"'
+        )
+        body = {"error": "insufficient_scope", "detail": "The token lacks the tools:call scope."}
+        return JSONResponse(body, 403, headers={"WWW-Authenticate": challenge})
+    if problem:
+        challenge = (
+            f'Bearer error="invalid_token", error_description="The token is not valid, expired '
+            f'or revoked.", resource_metadata="{metadata}"'
+        )
+        detail = "The token is not valid, expired or revoked."
+    else:
+        challenge = f'Bearer resource_metadata="{metadata}", scope="tools:call"'
+        detail = "Send 'Authorization: Bearer <runtime token with the tools:call scope>'."
+    body = {"error": problem or "invalid_request", "detail": detail}
+    return JSONResponse(body, 401, headers={"WWW-Authenticate": challenge})
+
+
+def _caller(ctx: ServerRequestContext[Any]) -> Caller:
+    request = ctx.request
+    caller = request.scope.get(SCOPE_KEY) if isinstance(request, Request) else None
+    if not isinstance(caller, Caller):  # only reachable through mcp_endpoint, which sets it
+        raise RuntimeError("a gateway request without its caller")
+    return caller
+
+
+def _now() -> str:
+    return datetime.now(UTC).isoformat()
+
+
+def _prepare(caller: Caller) -> tuple[selectors.Catalog, int, services.SessionState]:
+    catalog = selectors.catalog_for(caller.application_id)
+    step = services.session_step(caller.session_key)
+    state = services.session_state(caller.session_key)
+    return catalog, step, state
+
+
+async def _call(
+    gateway: Gateway, caller: Caller, name: str, arguments: dict[str, Any] | None
+) -> types.CallToolResult:
+    started = time.monotonic()
+    occurred_at = _now()
+    # Reads of a cached catalog and the cache: any thread will do, so calls never queue
+    # behind one another on Django's one thread for synchronous code.
+    catalog, step, state = await sync_to_async(_prepare, thread_sensitive=False)(caller)
+    args = dict(arguments or {})
+    # The registry revision the call was judged at: stateless, the gateway sends no
+    # notifications/tools/list_changed, so a client that sees it move lists the tools again.
+    meta: dict[str, Any] = {"traceId": caller.trace_id, "step": step, "revision": catalog.revision}
+
+    def record(status: str, **extra: Any) -> None:
+        gateway.count(status)
+        gateway.recorder.record(
+            CallRecord(
+                application_id=caller.application_id,
+                trace_id=caller.trace_id,
+                step=step,
+                tool=name,
+                status=status,
+                occurred_at=occurred_at,
+                duration_ms=round((time.monotonic() - started) * 1000),
+                **extra,
+            )
+        )
+
+    def refuse(
+        rule: str, argument: str, message: str, sent: dict[str, Any]
+    ) -> types.CallToolResult:
+        record(REFUSED, args=sent, rule=rule, field=argument, error=message)
+        where = f", argument {argument}" if argument else ""
+        meta["refused"] = {"rule": rule, "field": argument}
+        return types.CallToolResult(
+            content=[types.TextContent(type="text", text=f"Refused ({rule}{where}): {message}")],
+            is_error=True,
+            _meta={META_KEY: meta},
+        )
+
+    def failed(message: str, sent: dict[str, Any]) -> types.CallToolResult:
+        record("error", args=sent, error=message)
+        return types.CallToolResult(
+            content=[types.TextContent(type="text", text=message)],
+            is_error=True,
+            _meta={META_KEY: meta},
+        )
+
+    tool = catalog.tools.get(name)
+    if tool is None:
+        return refuse(
+            "approved",
+            "name",
+            f"{name!r} is not an approved tool this application may call; list the tools "
+            "(tools/list) and call one of those.",
+            args,
+        )
+    earlier = [call for call in state.calls if call.get("tool") == name]
+    # In a thread: arguments built to cost the whole work budget hold that call, not the loop
+    # every other call of this process shares.
+    checked = await anyio.to_thread.run_sync(
+        functools.partial(
+            call_check,
+            name=name,
+            document=tool.document,
+            args=args,
+            earlier=earlier,
+            produced=state.produced,
+            requires_mode=catalog.requires_mode,
+        )
+    )
+    if not isinstance(checked, Checked):
+        return refuse(checked.rule, checked.field, checked.message, args)
+    if checked.corrected:
+        meta["corrected"] = checked.corrected
+        meta["arguments"] = checked.args
+    if checked.warnings:
+        meta["warnings"] = checked.warnings
+    if tool.problem:
+        return failed(f"{tool.name} cannot be reached as configured: {tool.problem}", checked.args)
+    assert gateway.pool is not None
+    upstream = gateway.pool.get(tool.upstream)
+    try:
+        pins = await upstream.live_pins()
+    except UpstreamFailed as exc:
+        return failed(str(exc), checked.args)
+    live = pins.get(tool.local_name)
+    if live != tool.pin:
+        ticket = await sync_to_async(services.upstream_changed)(
+            server_id=tool.server_id, tool_name=tool.name
+        )
+        what = "is no longer declared by" if live is None else "changed on"
+        review = (
+            f"ticket #{ticket}"
+            if ticket is not None
+            else "a sync is queued to open its change ticket"
+        )
+        return refuse(
+            "pin",
+            "",
+            f"{tool.name} {what} its server since review; {review}. It cannot be called until "
+            "reviewers approve the new definition.",
+            checked.args,
+        )
+    # Fairness: past its share an application's call is refused at once rather than queued, so
+    # one application's slow upstream or flood never holds another's calls.
+    limit = settings.MCP_GATEWAY_APPLICATION_CONCURRENCY
+    if gateway.in_flight.get(caller.application_id, 0) >= limit:
+        return refuse(
+            "concurrency",
+            "",
+            f"this application already has {limit} calls in flight in this gateway process "
+            "(MCP_GATEWAY_APPLICATION_CONCURRENCY); wait for one to finish and call again.",
+            checked.args,
+        )
+    gateway.in_flight[caller.application_id] = gateway.in_flight.get(caller.application_id, 0) + 1
+    try:
+        result, _ = await upstream.call(
+            tool.local_name,
+            checked.args,
+            timeout_ms=tool.timeout_ms,
+            max_output_bytes=tool.max_output_bytes,
+        )
+    except UpstreamFailed as exc:
+        return failed(str(exc), checked.args)
+    finally:
+        gateway.in_flight[caller.application_id] -= 1
+    output = _output(result)
+    output_schema = tool.document.get("output_schema")
+    if output_schema and result.structured_content is not None and not result.is_error:
+        try:
+            problems = await anyio.to_thread.run_sync(
+                schema_problems, output_schema, result.structured_content
+            )
+        except (WorkBudgetExceeded, SchemaTooCostly):
+            problems = ["output: too costly to check against the approved output schema"]
+        if problems:
+            meta["outputViolations"] = problems
+            logger.info("%s: output violates its approved schema: %s", name, problems[:3])
+    status = "error" if result.is_error else "success"
+    error_text = _text(result) if result.is_error else ""
+    record(status, args=checked.args, output=output, error=error_text)
+    if not result.is_error:
+        await sync_to_async(services.session_call_add, thread_sensitive=False)(
+            caller.session_key,
+            tool=name,
+            args=checked.args,
+            produces=tool.document.get("produces") or [],
+        )
+    upstream_meta = dict(result.meta or {})
+    upstream_meta[META_KEY] = meta
+    if meta.get("outputViolations"):
+        # The trace keeps what the tool answered (ingest's output check records the violation
+        # for learning); the client gets no structured content its listed schema refuses, which
+        # an MCP server must never send and the SDKs' clients reject.
+        return types.CallToolResult(
+            content=[
+                types.TextContent(
+                    type="text",
+                    text=f"The result of {name} does not match its approved output schema: "
+                    + "; ".join(meta["outputViolations"][:5])
+                    + ". It is reported to the registry's reviewers; do not rely on it.",
+                )
+            ],
+            is_error=True,
+            _meta=upstream_meta,
+        )
+    return types.CallToolResult(
+        content=result.content,
+        structured_content=result.structured_content,
+        is_error=result.is_error,
+        _meta=upstream_meta,
+    )
+
+
+def _output(result: types.CallToolResult) -> Any:
+    if result.structured_content is not None:
+        return result.structured_content
+    return {
+        "content": [item.model_dump(by_alias=True, exclude_none=True) for item in result.content]
+    }
+
+
+def _text(result: types.CallToolResult) -> str:
+    texts = [item.text for item in result.content if isinstance(item, types.TextContent)]
+    return (" ".join(texts) or json.dumps(_output(result)))[:2000]

@@ -225,3 +225,16 @@ def test_a_ticket_with_odd_evidence_still_reads_and_links_by_trace_id(vocabulary
     assert "Now adds event_updated to the state" in page
     assert "/admin/learning/trace/?trace_id=r%3C1%3E" in page and "application__" not in page
     assert "future_key" in page and "novel" in page and "r&lt;1&gt;" in page
+
+
+def test_a_superuser_outside_the_reviewers_group_is_told_how_to_review(
+    admin_client, admin_user, reviewer, client
+):
+    answer = admin_client.get("/admin/")
+    assert answer.status_code == 200
+    assert "You are not in the Reviewers group" in answer.content.decode()
+
+    admin_user.groups.add(reviewer.groups.get())
+    assert "You are not in the Reviewers group" not in admin_client.get("/admin/").content.decode()
+    client.force_login(reviewer)
+    assert "You are not in the Reviewers group" not in client.get("/admin/").content.decode()

@@ -195,7 +195,24 @@ def redis_cache(
     }
 
 
-class SharedFileCache(FileBasedCache):
+if TYPE_CHECKING:
+
+    class _FileBasedCache(FileBasedCache):
+        """Django's private helpers the subclass below uses, which django-stubs leaves out."""
+
+        _dir: str
+
+        def _createdir(self) -> None: ...
+        def _key_to_file(self, key: str, version: int | None = None) -> str: ...
+        def _list_cache_files(self) -> list[str]: ...
+        def _delete(self, fname: str) -> bool: ...
+        def _cull(self) -> None: ...
+
+else:
+    _FileBasedCache = FileBasedCache
+
+
+class SharedFileCache(_FileBasedCache):
     """The embedded default's cache (no Redis): files under ``var/``, which every process on the
     machine sees, the web process, the Celery worker and a shell alike. What one process caches
     for the others (learning's refresh-pending marks, throttle counters, the registry revision,

@@ -33,6 +33,7 @@ def drift_world():
     return list(demo_traces(registry, seed=7))
 
 
+@pytest.mark.slow  # the whole demo's traces through a real worker: `make test-slow`
 def test_the_periodic_refresh_opens_exactly_one_drift_ticket(worker, runtime_client_factory):
     traces = drift_world()
     client = runtime_client_factory("assistant")

@@ -4,12 +4,14 @@ STAMP := $(VENV)/.installed-$(shell cksum pyproject.toml | cut -d' ' -f1)
 # The port `make run` and `make serve` listen on, on 127.0.0.1: `make run PORT=8001`.
 PORT ?= 8000
 
-.PHONY: install mcp-servers run serve test test-fast lint imports typecheck format migrations-check benchmarks ci
+.PHONY: install mcp-servers run serve test test-slow lint imports typecheck format migrations-check benchmarks ci
 
+# pip prints each package as it comes: the first install takes minutes.
 $(STAMP): pyproject.toml
+	@echo "== installing into $(VENV) (minutes the first time; again only when pyproject.toml changes)"
 	test -x $(PY) || python3 -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
-	$(PY) -m pip install --quiet -e '.[dev]'
+	$(PY) -m pip install --progress-bar on -e '.[dev]'
 	rm -f $(VENV)/.installed-* && touch $(STAMP)
 
 install: $(STAMP)
@@ -19,8 +21,11 @@ install: $(STAMP)
 ## Stops at once, before any of that, when PORT is taken.
 run: install
 	$(PY) manage.py serve --check --addr 127.0.0.1:$(PORT)
+	@echo "== migrating the database"
 	$(PY) manage.py migrate --noinput
+	@echo "== loading the demo registry and traces"
 	$(PY) manage.py load_demo --welcome
+	@echo "== starting the web server, the worker and beat"
 	$(PY) manage.py serve --welcome --addr 127.0.0.1:$(PORT)
 
 ## Web, Celery worker and beat together; Ctrl-C stops all three.
@@ -39,9 +44,19 @@ mcp-servers:
 	@if command -v npm >/dev/null 2>&1; then $(MAKE) --no-print-directory $(MCP_SERVERS); \
 	else echo "npm is missing: the tests against @modelcontextprotocol/server-everything skip"; fi
 
-## The whole suite (PostgreSQL and Redis when DATABASE_URL and REDIS_URL are set).
+## The suite but the tests marked slow (PostgreSQL and Redis when DATABASE_URL and REDIS_URL
+## are set): minutes, see docs/operations.md.
 test: install mcp-servers
 	$(PY) -m pytest
+
+## The tests marked slow (load, faults, hostile requests, the browser and end-to-end runs that
+## take minutes each); CI runs them after `make test`.
+test-slow: install mcp-servers
+	$(PY) -m pytest -m slow
+
+## Everything CI checks, on PostgreSQL and Redis (started if they are not running).
+ci:
+	bash .ci/run
 
 ## ruff, the layers between apps, and the types of services, selectors and pure modules.
 lint: install imports typecheck

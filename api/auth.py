@@ -184,8 +184,8 @@ def _within(text: str, networks: tuple[IPNetwork, ...]) -> bool:
 def _bearer_failures_window(address: str) -> tuple[str, float]:
     """The cache key counting ``address``'s failures in the current window, and the seconds
     until that window ends. Windows are aligned to the clock, so counting is one ``add`` and one
-    ``incr``, each atomic in Redis and in local memory; a burst across a boundary can reach twice
-    the limit, which still bounds the work to a few lookups a second."""
+    ``incr``, each atomic in Redis and in the embedded default's file cache; a burst across a
+    boundary can reach twice the limit, which still bounds the work to a few lookups a second."""
     seconds = settings.API_FAILED_BEARER_WINDOW_SECONDS
     now = time.time()
     window = int(now // seconds)

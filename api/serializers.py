@@ -39,7 +39,7 @@ class RevisionSerializer(serializers.Serializer):
 
 
 class TraceIn(serializers.Serializer):
-    """One trace as DESIGN.md gives it (validated item by item by the ingest service)."""
+    """One trace as docs/formats.md gives it (validated item by item by the ingest service)."""
 
     trace_id = serializers.CharField(max_length=200)
     step = serializers.IntegerField(min_value=0)

@@ -136,8 +136,9 @@ def _window_script(client: Redis) -> Script:
 
 
 def cache_window_hit(cache, key: str, duration: int) -> tuple[int, float]:
-    """Any other cache (the embedded default's local memory): ``add`` and ``incr`` are each
-    atomic there, and the window's end is kept beside the counter."""
+    """Any other cache (the embedded default's files, ``config.cache.SharedFileCache``): ``add``
+    and ``incr`` are each atomic there across processes, and the window's end is kept beside
+    the counter."""
     now = time.time()
     ends_key = f"{key}:ends"
     while True:

@@ -7,13 +7,14 @@ queue (``reviews.selectors``) and recent drift reports (``learning.selectors``).
 from datetime import MAXYEAR, MINYEAR
 from functools import update_wrapper
 
-from django.contrib import admin
+from django.contrib import admin, messages
 from django.http import HttpResponseBadRequest, QueryDict
 from django.utils import timezone
 
 from learning.selectors import drift_reports_recent
 from reviews.models import AuditEntry, ReviewTicket
 from reviews.selectors import review_queue
+from reviews.services import REVIEWERS_GROUP, is_reviewer
 
 # Apps a reviewer needs most come first; the rest keep Django's alphabetical order.
 APP_ORDER = {"reviews": 0, "registry": 1, "learning": 2, "api": 3}
@@ -69,6 +70,13 @@ class RegistryAdminSite(admin.AdminSite):
         extra_context = dict(extra_context or {})
         if request.user.has_perm("reviews.view_reviewticket"):
             extra_context["desk"] = self.desk_context(request.user)
+        if request.user.is_superuser and not is_reviewer(request.user):
+            # A superuser (createsuperuser) sees every ticket, but decisions are the group's.
+            messages.info(
+                request,
+                f"You are not in the {REVIEWERS_GROUP} group, so you cannot approve or reject "
+                f"tickets: add yourself to it on your user's page to review.",
+            )
         return super().index(request, extra_context)
 
     def desk_context(self, user) -> dict:

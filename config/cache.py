@@ -1,4 +1,5 @@
-"""The Redis cache: django-redis with short timeouts and a circuit breaker per Redis server.
+"""The caches: Redis (django-redis with short timeouts and a circuit breaker per Redis server),
+else, on the embedded default, files every process shares (``SharedFileCache``, at the end).
 
 Everything the API caches (the registry revision, visibility, tokens, rendered bodies, throttle
 counters) can be recomputed from the database, so a cache outage must slow answers a little,
@@ -13,12 +14,20 @@ This module imports no Django settings: ``config.settings.base`` builds ``CACHES
 ``redis_cache()``, and tests build caches against their own Redis servers with it.
 """
 
+import fcntl
 import logging
+import os
+import pickle
 import threading
 import time
-from typing import TYPE_CHECKING
+import zlib
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import TYPE_CHECKING, Any, BinaryIO
 from urllib.parse import urlsplit
 
+from django.core.cache.backends.base import DEFAULT_TIMEOUT
+from django.core.cache.backends.filebased import FileBasedCache
 from redis.backoff import NoBackoff
 from redis.connection import Connection, SSLConnection, UnixDomainSocketConnection
 from redis.exceptions import ConnectionError as RedisConnectionError
@@ -184,3 +193,116 @@ def redis_cache(
             },
         },
     }
+
+
+if TYPE_CHECKING:
+
+    class _FileBasedCache(FileBasedCache):
+        """Django's private helpers the subclass below uses, which django-stubs leaves out."""
+
+        _dir: str
+
+        def _createdir(self) -> None: ...
+        def _key_to_file(self, key: str, version: int | None = None) -> str: ...
+        def _list_cache_files(self) -> list[str]: ...
+        def _delete(self, fname: str) -> bool: ...
+        def _cull(self) -> None: ...
+
+else:
+    _FileBasedCache = FileBasedCache
+
+
+class SharedFileCache(_FileBasedCache):
+    """The embedded default's cache (no Redis): files under ``var/``, which every process on the
+    machine sees, the web process, the Celery worker and a shell alike. What one process caches
+    for the others (learning's refresh-pending marks, throttle counters, the registry revision,
+    tokens) would stay unseen in each process's own memory.
+
+    Django's file cache writes an entry at once (a rename), but ``add`` and ``incr`` read and
+    then write, and a read deletes an expired entry it finds, which can take a fresh entry
+    another process has just written with it. Here every step that checks and then writes or
+    deletes holds one exclusive lock on the directory (``flock``, across processes and
+    threads), so ``add`` is a lock as on Redis and ``incr`` loses no count; ``incr`` keeps the
+    entry's expiry, as Redis and local memory do. Reads take no lock: an expired entry they find
+    is a miss and stays until it is written again or culled.
+    """
+
+    LOCK_NAME = "lock"  # not a ``*.djcache`` name: never listed, culled or cleared as an entry
+
+    def __init__(self, dir: str, params: dict[str, Any]) -> None:
+        super().__init__(dir, params)
+        self._held = threading.local()  # this thread's lock depth: the lock is re-entrant
+
+    @contextmanager
+    def _exclusive(self) -> Iterator[None]:
+        depth = getattr(self._held, "depth", 0)
+        if depth:
+            self._held.depth = depth + 1
+            try:
+                yield
+            finally:
+                self._held.depth = depth
+            return
+        self._createdir()
+        # A description of its own per acquisition: flock excludes other threads too.
+        with open(os.path.join(self._dir, self.LOCK_NAME), "ab") as handle:
+            fcntl.flock(handle, fcntl.LOCK_EX)
+            self._held.depth = 1
+            try:
+                yield
+            finally:
+                self._held.depth = 0
+                fcntl.flock(handle, fcntl.LOCK_UN)
+
+    def add(
+        self,
+        key: str,
+        value: Any,
+        timeout: float | None = DEFAULT_TIMEOUT,
+        version: int | None = None,
+    ) -> bool:
+        with self._exclusive():
+            return super().add(key, value, timeout, version)
+
+    def incr(self, key: str, delta: int = 1, version: int | None = None) -> int:
+        fname = self._key_to_file(key, version)
+        with self._exclusive():
+            expiry, value = self._read(fname)
+            if expiry is _MISSING:
+                raise ValueError(f"Key '{key}' not found")
+            new_value = value + delta
+            timeout = None if expiry is None else max(expiry - time.time(), 0.001)
+            self.set(key, new_value, timeout, version)
+            return new_value
+
+    def _read(self, fname: str) -> tuple[Any, Any]:
+        """The expiry and value stored in ``fname``; ``_MISSING`` for both when it is absent
+        or expired."""
+        try:
+            with open(fname, "rb") as f:
+                expiry = pickle.load(f)
+                if expiry is not None and expiry < time.time():
+                    return _MISSING, _MISSING
+                return expiry, pickle.loads(zlib.decompress(f.read()))
+        except (FileNotFoundError, EOFError):
+            return _MISSING, _MISSING
+
+    def _is_expired(self, f: BinaryIO) -> bool:
+        try:
+            expiry = pickle.load(f)
+        except EOFError:
+            return True  # an empty file: being written by an older Django, or cut short
+        return expiry is not None and expiry < time.time()
+
+    def _cull(self) -> None:
+        if len(self._list_cache_files()) < self._max_entries:
+            return
+        with self._exclusive():
+            # Expired entries first, checked again under the lock; then Django's random third.
+            for fname in self._list_cache_files():
+                if self._read(fname)[0] is _MISSING:
+                    self._delete(fname)
+            super()._cull()
+
+
+_MISSING = object()

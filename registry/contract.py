@@ -45,7 +45,8 @@ class Annotations(TypedDict, total=False):
 
 
 class ContractDocument(TypedDict):
-    """What import, export, the API and the review diff speak (DESIGN.md, "Contract document")."""
+    """What import, export, the API and the review diff speak (docs/formats.md, "Contract
+    document")."""
 
     name: str
     description: str

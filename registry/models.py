@@ -222,7 +222,7 @@ class ContractVersion(models.Model):
     CONTRACT_FIELDS = STORED_FIELDS
 
     def document(self) -> dict:
-        """The contract document of DESIGN.md (import, export and API speak it)."""
+        """The contract document of docs/formats.md (import, export and API speak it)."""
         document = {"name": self.tool.name}
         for field in self.CONTRACT_FIELDS:
             document[field] = getattr(self, field)

@@ -32,7 +32,7 @@ from django.utils import timezone
 from .models import Revision
 
 CACHE_KEY = "registry:revision"
-# A safety net for caches a publishing process cannot reach (the embedded default's locmem).
+# A safety net for a drop the publishing process could not make (Redis unreachable).
 CACHE_SECONDS = 2
 
 # This process's copy, shared by its threads (gunicorn's gthread workers): read and written

@@ -11,7 +11,8 @@ from registry.models import ContractVersion, Tool
 from reviews.models import ReviewTicket
 from tests.helpers import login
 
-pytestmark = pytest.mark.django_db(transaction=True, serialized_rollback=True)
+# Minutes on two cores: `make test-slow` (CI runs it).
+pytestmark = [pytest.mark.slow, pytest.mark.django_db(transaction=True, serialized_rollback=True)]
 DRIFTED = "payments.refund_charge"
 
 

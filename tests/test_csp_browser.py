@@ -9,7 +9,8 @@ from registry.models import Tool
 from reviews.models import ReviewTicket
 from tests.helpers import login
 
-pytestmark = pytest.mark.django_db(transaction=True, serialized_rollback=True)
+# Minutes on two cores: `make test-slow` (CI runs it).
+pytestmark = [pytest.mark.slow, pytest.mark.django_db(transaction=True, serialized_rollback=True)]
 
 # Before any page script: every violation the browser reports is kept where the test reads it.
 COLLECT = """

@@ -16,7 +16,8 @@ from reviews.selectors import (
 )
 from tests.helpers import login
 
-pytestmark = pytest.mark.django_db(transaction=True, serialized_rollback=True)
+# Minutes on two cores: `make test-slow` (CI runs it).
+pytestmark = [pytest.mark.slow, pytest.mark.django_db(transaction=True, serialized_rollback=True)]
 DRIFTED = "payments.refund_charge"
 
 

@@ -11,7 +11,11 @@ import urllib.error
 import urllib.request
 from pathlib import Path
 
+import pytest
+
 ROOT = Path(__file__).resolve().parent.parent
+# `make run` itself, from install to token, and the server it starts: `make test-slow`.
+pytestmark = pytest.mark.slow
 
 
 def free_port() -> int:

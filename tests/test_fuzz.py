@@ -17,6 +17,7 @@ from schemathesis.checks import not_a_server_error, response_schema_conformance
 from config.wsgi import application
 
 EXAMPLES = int(os.environ.get("FUZZ_EXAMPLES", "250"))
+pytestmark = pytest.mark.slow  # minutes of generated requests: `make test-slow`
 ROOT = Path(__file__).resolve().parent.parent
 
 

@@ -40,7 +40,8 @@ from learning.services import tools_refresh, tools_with_new_traces
 from registry.models import Application
 from reviews.services import registry_import
 
-pytestmark = pytest.mark.django_db(transaction=True, serialized_rollback=True)
+# Minutes on two cores: `make test-slow` (CI runs it).
+pytestmark = [pytest.mark.slow, pytest.mark.django_db(transaction=True, serialized_rollback=True)]
 REGISTRY_FILE = Path(__file__).resolve().parents[1] / "demo" / "registry.json"
 START = datetime.now(UTC).replace(microsecond=0) - timedelta(hours=1)
 COMPARED = ("requires", "produces", "input_schema", "risk", "cost", "support")

@@ -120,6 +120,7 @@ def test_the_home_shows_the_queue_as_the_database_has_it_in_bounded_queries(
     ("query", "key"),
     [("awaiting=mine", "mine"), ("awaiting=second", "second"), ("awaiting=rebase", "rebase")],
 )
+@pytest.mark.slow  # 10,000 tickets built again for each; the home page's test stays in make test
 def test_each_figure_links_to_a_list_of_exactly_its_tickets(
     crowded, reviewer, client, query, key, django_assert_max_num_queries
 ):
@@ -133,6 +134,7 @@ def test_each_figure_links_to_a_list_of_exactly_its_tickets(
     assert response.context["cl"].result_count == expected(reviewer)[key]
 
 
+@pytest.mark.slow
 def test_a_risk_and_kind_cell_links_to_its_filtered_list(crowded, reviewer, client):
     client.force_login(reviewer)
     high = RiskLevel.objects.get(name="high")
@@ -145,6 +147,7 @@ def test_a_risk_and_kind_cell_links_to_its_filtered_list(crowded, reviewer, clie
     )
 
 
+@pytest.mark.slow
 def test_the_ticket_and_tool_pages_cost_a_bounded_number_of_queries(
     crowded, reviewer, client, django_assert_max_num_queries
 ):
@@ -225,3 +228,16 @@ def test_a_ticket_with_odd_evidence_still_reads_and_links_by_trace_id(vocabulary
     assert "Now adds event_updated to the state" in page
     assert "/admin/learning/trace/?trace_id=r%3C1%3E" in page and "application__" not in page
     assert "future_key" in page and "novel" in page and "r&lt;1&gt;" in page
+
+
+def test_a_superuser_outside_the_reviewers_group_is_told_how_to_review(
+    admin_client, admin_user, reviewer, client
+):
+    answer = admin_client.get("/admin/")
+    assert answer.status_code == 200
+    assert "You are not in the Reviewers group" in answer.content.decode()
+
+    admin_user.groups.add(reviewer.groups.get())
+    assert "You are not in the Reviewers group" not in admin_client.get("/admin/").content.decode()
+    client.force_login(reviewer)
+    assert "You are not in the Reviewers group" not in client.get("/admin/").content.decode()

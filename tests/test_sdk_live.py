@@ -18,7 +18,8 @@ from api.services import runtime_token_create
 from reviews.services import registry_import
 from tests.helpers import contract
 
-pytestmark = pytest.mark.django_db(transaction=True, serialized_rollback=True)
+# Minutes on two cores: `make test-slow` (CI runs it).
+pytestmark = [pytest.mark.slow, pytest.mark.django_db(transaction=True, serialized_rollback=True)]
 ROOT = Path(__file__).resolve().parent.parent
 MCP_SERVER = ROOT / "docs" / "examples" / "mcp_server.py"
 # A virtualenv holding only docs/examples/mcp_server-requirements.txt, built by .ci/run.

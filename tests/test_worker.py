@@ -33,6 +33,7 @@ def drift_world():
     return list(demo_traces(registry, seed=7))
 
 
+@pytest.mark.slow  # the whole demo's traces through a real worker: `make test-slow`
 def test_the_periodic_refresh_opens_exactly_one_drift_ticket(worker, runtime_client_factory):
     traces = drift_world()
     client = runtime_client_factory("assistant")
@@ -131,14 +132,12 @@ def test_a_tool_is_re_inferred_by_the_worker_within_the_debounce_window(
         row = InferredContract.objects.filter(tool_name="calendar.get_event").first()
         return row and (row.support, sorted(row.document["produces"]))
 
-    sent = time.monotonic()
     assert (
         client.post("/api/v1/traces/", traces(0, {"event_details": 1}), format="json").status_code
         == 200
     )
     # No sweep is queued: the ingest's commit scheduled the tool's own refresh.
     assert wait_for(lambda: inferred() == (30, ["event_details"]), timeout=60), inferred()
-    assert time.monotonic() - sent < 60
     assert not ToolStats.objects.get(tool_name="calendar.get_event").dirty
 
     # The calls start producing a new variable: the inferred contract follows within the window.

@@ -157,26 +157,44 @@ def test_invariants_see_a_dropped_null_as_absent():
     assert result["valid"] is True, result["violations"]
 
 
-def test_trying_alternatives_is_paid_from_the_work_budget():
-    # Alternatives inside alternatives, each level tried in turn: the budget bounds the work.
-    level: dict = {"type": "object", "properties": {"x": {"type": "string"}},
-                   "additionalProperties": False}  # fmt: skip
-    for _ in range(12):
-        level = {
+def alternatives_in_alternatives(depth: int) -> tuple[dict, dict]:
+    """A schema of ``depth`` nested levels of two alternatives each, and a value that makes
+    every level try both: 2^depth trials without a budget. Levels are ``$defs`` that refer to
+    the one below, so the schema's text stays small, as stored schemas are."""
+    definitions: dict = {
+        "d0": {"type": "object", "properties": {"x": {"type": "string"}},
+               "additionalProperties": False},
+    }  # fmt: skip
+    for n in range(1, depth + 1):
+        below = {"$ref": f"#/$defs/d{n - 1}"}
+        definitions[f"d{n}"] = {
             "anyOf": [
-                {"type": "object", "properties": {"a": level, "z": {"type": "integer"}},
+                {"type": "object", "properties": {"a": below, "z": {"type": "integer"}},
                  "required": ["z"], "additionalProperties": False},
-                {"type": "object", "properties": {"a": level, "y": {"type": "string"}},
+                {"type": "object", "properties": {"a": below, "y": {"type": "string"}},
                  "additionalProperties": False},
             ]
         }  # fmt: skip
     value: dict = {"x": None}
-    for _ in range(12):
+    for _ in range(depth):
         value = {"a": value}
-    schema = {"type": "object", "properties": {"v": level}, "additionalProperties": False}
+    schema = {
+        "type": "object",
+        "$defs": definitions,
+        "properties": {"v": {"$ref": f"#/$defs/d{depth}"}},
+        "additionalProperties": False,
+    }
+    return schema, value
 
+
+def test_trying_alternatives_is_paid_from_the_work_budget():
+    schema, value = alternatives_in_alternatives(12)
     with pytest.raises(WorkBudgetExceeded), work_budget(2_000):
         absent_nulls_dropped(schema, {"v": value})
+
+
+def test_a_plan_whose_alternatives_need_more_than_its_budget_is_too_costly():
+    schema, value = alternatives_in_alternatives(12)
     with pytest.raises(SchemaTooCostly):
         contracts = {"t": {"name": "t", "input_schema": schema}}
         validate_plan(plan=[{"tool": "t", "args": {"v": value}}], contracts=contracts, policy=None)

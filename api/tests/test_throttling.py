@@ -6,7 +6,6 @@ import time
 from collections import Counter
 
 import pytest
-from django.core.cache import caches
 from rest_framework.permissions import AllowAny
 from rest_framework.response import Response
 from rest_framework.test import APIRequestFactory
@@ -32,18 +31,14 @@ def call(address: str = "10.0.0.1"):
     return Hello.as_view()(APIRequestFactory().get("/hello/", REMOTE_ADDR=address))
 
 
-@pytest.fixture(params=["redis", "locmem"])
-def counter(request, settings, monkeypatch):
-    """The throttle on its own Redis server, and on the embedded default's local memory."""
+@pytest.fixture(params=["redis", "files"])
+def counter(request, settings, monkeypatch, tmp_path):
+    """The throttle on its own Redis server, and on the embedded default's shared files."""
     monkeypatch.setattr(RuntimeThrottle, "THROTTLE_RATES", {"runtime": "25/min"})
-    if request.param == "locmem":
+    if request.param == "files":
         settings.CACHES = {
-            "default": {
-                "BACKEND": "django.core.cache.backends.locmem.LocMemCache",
-                "LOCATION": "throttling",
-            }
+            "default": {"BACKEND": "config.cache.SharedFileCache", "LOCATION": str(tmp_path)}
         }
-        caches["default"].clear()  # local memory outlives the test
         yield None
         return
     if REDIS_SERVER is None:

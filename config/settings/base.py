@@ -291,12 +291,21 @@ def cache_url_from_env(broker_url: str | None) -> str | None:
 
 
 # The cache: Redis (django-redis, short timeouts, a circuit breaker; see config/cache.py) when
-# one is configured, else per-process memory.
+# one is configured, else files under var/cache/ that every process of the machine shares: what
+# one process caches for the others (refresh-pending marks, throttle counters, the revision)
+# must be seen by the web process and the worker alike, which per-process memory is not.
 CACHE_REDIS_URL = cache_url_from_env(REDIS_URL)
 if CACHE_REDIS_URL:
     CACHES = {"default": redis_cache(CACHE_REDIS_URL)}
 else:
-    CACHES = {"default": {"BACKEND": "django.core.cache.backends.locmem.LocMemCache"}}
+    CACHES = {
+        "default": {
+            "BACKEND": "config.cache.SharedFileCache",
+            "LOCATION": str(VAR_DIR / "cache"),
+            # Each write lists the folder to cull past this many entries (expired ones first).
+            "OPTIONS": {"MAX_ENTRIES": 2000},
+        }
+    }
 
 # Celery: JSON only, time limits on every task, schedules in the database (django-celery-beat).
 if REDIS_URL:

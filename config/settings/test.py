@@ -13,3 +13,7 @@ REST_FRAMEWORK = {  # noqa: F405
 if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":  # noqa: F405
     # A file, not memory: the Celery worker and browser tests run in other threads and processes.
     DATABASES["default"]["TEST"] = {"NAME": str(VAR_DIR / "test.sqlite3")}  # noqa: F405
+
+if CACHES["default"]["BACKEND"] == "config.cache.SharedFileCache":  # noqa: F405
+    # The worker started by the tests reads these settings too; `make run`'s cache stays apart.
+    CACHES["default"]["LOCATION"] = str(VAR_DIR / "test-cache")  # noqa: F405

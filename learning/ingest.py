@@ -28,9 +28,11 @@ from registry.selectors import alias_map, tool_names_visible
 
 from .aggregates import aggregate_add, aggregate_merge, new_aggregate
 from .baselines import baseline_snapshot
+from .candidates import Candidate, candidate_variables_count
+from .dataflow import trace_reconstruct
 from .days import days_fold
 from .models import ToolStats, Trace
-from .otel import states_shared
+from .otel import states_shared, states_whole
 from .outputs import output_batch_budget, output_checker
 from .signals import tool_stats_changed
 from .traces import trace_parse
@@ -118,6 +120,7 @@ def traces_ingest(
             }
         if not rows:
             continue
+        candidates = _reconstruct(rows, application_id=application_id, aliases=aliases)
         with transaction.atomic():
             if application is not None:
                 for key in _over_allowance(application, rows):
@@ -153,11 +156,73 @@ def traces_ingest(
                 if row["foldable"]:
                     by_tool.setdefault(row["tool_name"], []).append(row)
             _fold(by_tool, received_at=None)
+            if application is not None:
+                kept = {(row["trace_id"], row["step"]) for row in stored}
+                candidate_variables_count(
+                    application=application,
+                    found=[found for key, found in candidates if key in kept],
+                )
             if by_tool:
                 transaction.on_commit(partial(tool_stats_changed.send, None, tool_names=[*by_tool]))
         result.accepted += len(stored)
         result.duplicates += len(rows) - len(stored)
     return result
+
+
+MAX_EARLIER_STEPS = 1000  # stored steps of a trace read back to reconstruct its later ones
+
+
+def _reconstruct(
+    rows: dict[tuple[str, int], dict[str, Any]],
+    *,
+    application_id: int | None,
+    aliases: dict[str, str],
+) -> list[tuple[tuple[str, int], Candidate]]:
+    """Find each row's data flow (``learning.dataflow``) from the steps before it: those of the
+    batch and, for a trace whose first step here is not its first, the ones stored earlier
+    (a runtime that posts a call at a time). Each row gets its ``dataflow``; returns the
+    candidate aliases found, with the row each came from."""
+    by_trace: dict[str, list[dict[str, Any]]] = {}
+    for row in rows.values():
+        by_trace.setdefault(row["trace_id"], []).append(row)
+    later = {
+        trace_id: first
+        for trace_id, steps in by_trace.items()
+        if (first := min(row["step"] for row in steps)) > 0
+    }
+    earlier: dict[str, list[dict[str, Any]]] = {}
+    if later:
+        owner = (
+            Q(application__isnull=True)
+            if application_id is None
+            else Q(application_id=application_id)
+        )
+        stored = (
+            Trace.objects.filter(owner, trace_id__in=later)
+            .order_by("trace_id", "step")
+            .values("trace_id", "step", "tool_name", "args", "output", "status",
+                    "state_before", "state_after")[: MAX_EARLIER_STEPS * len(later)]
+        )  # fmt: skip
+        for step in stored:
+            if step["step"] < later[step["trace_id"]]:
+                earlier.setdefault(step["trace_id"], []).append({**step, "tool": step["tool_name"]})
+        for steps in earlier.values():
+            whole = states_whole([(s["step"], s["state_before"], s["state_after"]) for s in steps])
+            for step in steps:
+                step["state_before"], step["state_after"] = whole[step["step"]]
+    found: list[tuple[tuple[str, int], Candidate]] = []
+    for trace_id, steps in by_trace.items():
+        steps.sort(key=lambda row: row["step"])
+        context = earlier.get(trace_id, [])
+        reconstruction = trace_reconstruct([*context, *steps], aliases=aliases)
+        for row, flow in zip(steps, reconstruction.steps[len(context) :], strict=True):
+            row["dataflow"] = flow
+        for number, tool, name, variable, example in reconstruction.candidates:
+            if number >= len(context):
+                row = steps[number - len(context)]
+                candidate = (row["step"], tool, name, example, variable)
+                found.append(((trace_id, row["step"]), candidate))
+    return found
 
 
 def unknown_tool_reason(name: str, application: Application) -> str:

@@ -6,15 +6,14 @@ import pytest
 from django.core.exceptions import ValidationError
 from django.utils import timezone
 
-from learning.models import CandidateVariable, OtelTrace, Trace
-from learning.otel import spans_decode
-from learning.otel_ingest import (
+from learning.candidates import (
     MAX_CANDIDATES_PER_TOOL,
     candidate_variable_adopt,
     candidate_variables_count,
-    otel_traces_assemble,
-    spans_receive,
 )
+from learning.models import CandidateVariable, OtelTrace, Trace
+from learning.otel import spans_decode
+from learning.otel_ingest import otel_traces_assemble, spans_receive
 from registry.models import Application, StateVariable
 
 from .otel_spans import agent, request, tool_call
@@ -63,7 +62,7 @@ def test_unknown_result_fields_are_counted_never_effects(application):
 
 
 def test_candidates_are_bounded_per_tool(application):
-    found = [(0, "t.one", f"field_{n}", n) for n in range(MAX_CANDIDATES_PER_TOOL + 30)]
+    found = [(0, "t.one", f"field_{n}", n, "") for n in range(MAX_CANDIDATES_PER_TOOL + 30)]
     candidate_variables_count(application=application, found=found)
     candidate_variables_count(application=application, found=found)
     rows = CandidateVariable.objects.filter(tool_name="t.one")

@@ -64,7 +64,7 @@ FUNCTION_WORDS = frozenset(
     "did done has have had can could may might must shall should will would ok okay null nil "
     "true false n/a na".split()
 )
-IDENTIFIER = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.@#:/+-]*[A-Za-z0-9]")
+IDENTIFIER = re.compile(r"#?[A-Za-z0-9][A-Za-z0-9_.@#:/+-]*[A-Za-z0-9]")
 WORD = re.compile(r"[^\W_]+(?:[-'.@_][^\W_]+)*")
 DATA_KEY = re.compile(r"[0-9]{3}")
 CAMEL = re.compile(r"(?<=[a-z0-9])(?=[A-Z])|(?<=[A-Z])(?=[A-Z][a-z])")
@@ -297,6 +297,7 @@ def trace_reconstruct(
     # Per value key, the variables it flowed into; per (tool, output path), the variables its
     # values fed.
     key_variables: dict[str, set[str]] = {}
+    key_known: dict[str, int] = {}  # value key -> the step it was first known at
     path_variables: dict[tuple[str, str], set[str]] = {}
     flows_by_step: list[list[tuple[str, str, str]]] = []
     outputs_by_step: list[list[_Leaf]] = []
@@ -359,6 +360,7 @@ def trace_reconstruct(
             if not variable:
                 continue
             key_variables.setdefault(leaf.key, set()).add(variable)
+            key_known[leaf.key] = min(key_known.get(leaf.key, origin[0]), origin[0])
             if origin[1] and origin[2].startswith("output"):
                 path_variables.setdefault((origin[1], origin[2]), set()).add(variable)
             flows.append((variable, leaf.path.lstrip("."), _origin_text(origin)))
@@ -397,9 +399,8 @@ def trace_reconstruct(
         if name(variable, step) and brought and step >= 1:
             effects_by_step[step - 1].setdefault(variable, f"state.{variable}")
     for key, variables in key_variables.items():
-        origin = index.get(key)
         for variable in variables:
-            name(variable, origin[0] if origin else 0)
+            name(variable, key_known[key])
     for number, outputs in enumerate(outputs_by_step):
         tool = tools[number]
         for leaf in outputs:

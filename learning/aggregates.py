@@ -24,6 +24,7 @@ MAX_EXAMPLES = 5
 # Durations: bucket i holds [BASE**i, BASE**(i+1)) ms; 1.15 keeps percentiles within 7.5%.
 BUCKET_BASE = 1.15
 MAX_ROUTES = 5  # ways a variable's values went, per variable, kept as evidence
+ROUTE_ARROW = " → "  # in a requirement's route: where the value came from → the argument
 MAX_SOURCES = 50
 MAX_OUTPUT_PATHS = 50  # distinct failing output paths counted; later ones under OTHER_PATHS
 OTHER_PATHS = "(other paths)"
@@ -235,7 +236,7 @@ def aggregate_add(agg: dict, trace: dict) -> None:
             entry["flows"] += 1
             _example(entry, trace_id)
             for argument, origin in routes:
-                _route(entry, f"{origin} → {argument}", trace_id)
+                _route(entry, f"{origin}{ROUTE_ARROW}{argument}", trace_id)
                 arg = agg["args"].get(re.split(r"[.\[{]", argument, maxsplit=1)[0])
                 if arg is not None:
                     arg["from"][name] = arg["from"].get(name, 0) + 1
@@ -257,6 +258,17 @@ def aggregate_add(agg: dict, trace: dict) -> None:
     occurred = trace.get("occurred_at")
     if isinstance(occurred, datetime) and occurred.tzinfo is not None:
         _seen(agg, occurred.astimezone(UTC).isoformat(), occurred.astimezone(UTC).isoformat())
+
+
+def aggregate_effects_add(agg: dict, effects: list[tuple[str, str]], trace_id: Any) -> None:
+    """Fold the effects of a call folded before, revealed when a later call of its trace used
+    the values it brought (``learning.dataflow``: an effect is known once a value flows)."""
+    for name, path in effects:
+        entry = _variable(agg, name)
+        if entry is not None:
+            entry["added_ok"] += 1
+            _example(entry, trace_id)
+            _route(entry, path, trace_id)
 
 
 def _seen(agg: dict, first: str | None, last: str | None) -> None:

@@ -31,7 +31,7 @@ from dataclasses import dataclass
 
 from registry.cost import cost_changed
 
-from .aggregates import aggregate_percentile, inferable_name
+from .aggregates import ROUTE_ARROW, aggregate_percentile, inferable_name
 from .outputs import output_schema_proposal
 from .risk import RISK_ORDER, prepare_labels, suggest_risk
 
@@ -119,8 +119,29 @@ def infer_contract(
             # Preconditions its calls failed without: a feature of other tools' risk labels.
             "gated": gated,
             "unsafe_names": aggregate.get("unsafe_names", 0) + unsafe,
+            # Which output path (or user message, or state) fed which argument, and which path
+            # brought each effect: in how many calls, with example trace ids.
+            "dataflow": {
+                "requires": _routes(variables, requires, flows=True),
+                "produces": _routes(variables, produces, flows=False),
+            },
         },
     }
+
+
+def _routes(variables: dict, chosen: list[str], *, flows: bool) -> dict[str, list[dict]]:
+    """The routes behind each chosen variable, most seen first: ``origin → argument`` for a
+    requirement, the output path for an effect."""
+    found: dict[str, list[dict]] = {}
+    for var in chosen:
+        routes = [
+            {"route": route, "traces": counted["count"], "examples": counted["examples"][:3]}
+            for route, counted in (variables.get(var, {}).get("routes") or {}).items()
+            if (ROUTE_ARROW in route) == flows
+        ]
+        if routes:
+            found[var] = sorted(routes, key=lambda item: (-item["traces"], item["route"]))
+    return found
 
 
 def _margin(variables: dict, successes: int, key: str, chosen: list[str]) -> float:

@@ -26,7 +26,7 @@ from django.utils import timezone
 from registry.models import Application, ContractVersion, Tool
 from registry.selectors import alias_map, tool_names_visible
 
-from .aggregates import aggregate_add, aggregate_merge, new_aggregate
+from .aggregates import aggregate_add, aggregate_effects_add, aggregate_merge, new_aggregate
 from .baselines import baseline_snapshot
 from .candidates import Candidate, candidate_variables_count
 from .dataflow import trace_reconstruct
@@ -120,7 +120,11 @@ def traces_ingest(
             }
         if not rows:
             continue
-        candidates = _reconstruct(rows, application_id=application_id, aliases=aliases)
+        late: dict[str, list[tuple[str, list[tuple[str, str]]]]] = {}
+        candidates = _reconstruct(rows, application_id=application_id, aliases=aliases, late=late)
+        late = {
+            name: found for name, found in late.items() if name in visible or name not in approved
+        }
         with transaction.atomic():
             if application is not None:
                 for key in _over_allowance(application, rows):
@@ -155,15 +159,16 @@ def traces_ingest(
             for row in stored:
                 if row["foldable"]:
                     by_tool.setdefault(row["tool_name"], []).append(row)
-            _fold(by_tool, received_at=None)
+            _fold(by_tool, received_at=None, late=late)
             if application is not None:
                 kept = {(row["trace_id"], row["step"]) for row in stored}
                 candidate_variables_count(
                     application=application,
                     found=[found for key, found in candidates if key in kept],
                 )
-            if by_tool:
-                transaction.on_commit(partial(tool_stats_changed.send, None, tool_names=[*by_tool]))
+            if by_tool or late:
+                changed = sorted({*by_tool, *late})
+                transaction.on_commit(partial(tool_stats_changed.send, None, tool_names=changed))
         result.accepted += len(stored)
         result.duplicates += len(rows) - len(stored)
     return result
@@ -177,6 +182,7 @@ def _reconstruct(
     *,
     application_id: int | None,
     aliases: dict[str, str],
+    late: dict[str, list[tuple[str, list[tuple[str, str]]]]],
 ) -> list[tuple[tuple[str, int], Candidate]]:
     """Find each row's data flow (``learning.dataflow``) from the steps before it: those of the
     batch and, for a trace whose first step here is not its first, the ones stored earlier
@@ -217,6 +223,16 @@ def _reconstruct(
         reconstruction = trace_reconstruct([*context, *steps], aliases=aliases)
         for row, flow in zip(steps, reconstruction.steps[len(context) :], strict=True):
             row["dataflow"] = flow
+        if context:
+            # An effect shows when a later call uses the value: the stored calls' effects that
+            # these steps reveal, beyond what was found when they were folded, are folded now.
+            folded = trace_reconstruct(context, aliases=aliases).steps
+            for stored_step, was, now in zip(
+                context, folded, reconstruction.steps[: len(context)], strict=True
+            ):
+                revealed = [effect for effect in now["effects"] if effect not in was["effects"]]
+                if revealed and stored_step["status"] == "success":
+                    late.setdefault(stored_step["tool"], []).append((trace_id, revealed))
         for number, tool, name, variable, example in reconstruction.candidates:
             if number >= len(context):
                 row = steps[number - len(context)]
@@ -435,7 +451,12 @@ def tool_fold(*, tool_name: str) -> int:
             folded += len(claimed)
 
 
-def _fold(by_tool: dict[str, list[dict]], *, received_at: str | None) -> None:
+def _fold(
+    by_tool: dict[str, list[dict]],
+    *,
+    received_at: str | None,
+    late: dict[str, list[tuple[str, list[tuple[str, str]]]]] | None = None,
+) -> None:
     """Merge one delta per tool into its stats, all rows locked and written in a few queries.
 
     ``received_at`` names the key holding when each trace arrived; None means "just now", which
@@ -446,9 +467,18 @@ def _fold(by_tool: dict[str, list[dict]], *, received_at: str | None) -> None:
         for name, traces in by_tool.items()
         if (kept := [trace for trace in traces if not trace.get("uncaptured")])
     }
-    rows = stats_locked(sorted(learnt))
+    late = late or {}
+    # One lock, in name order, for the tools folded and those whose earlier calls' effects
+    # were revealed: two ingests never deadlock.
+    rows = stats_locked(sorted({*learnt, *late}))
     with output_batch_budget():
         _fold_into(rows, learnt, received_at=received_at)
+    for stats in rows:
+        for trace_id, effects in late.get(stats.tool_name, ()):
+            aggregate_effects_add(stats.aggregate, effects, trace_id)
+            if stats.since_version_id is not None:
+                aggregate_effects_add(stats.aggregate_since_version, effects, trace_id)
+            stats.dirty = True
     stats_write(rows)
     tool_ids: dict[str, int | None] = dict(
         Tool.objects.filter(name__in=by_tool.keys() - learnt.keys()).values_list("name", "pk")
@@ -461,7 +491,7 @@ def _fold_into(
 ) -> None:
     for stats in rows:
         since = stats.since_version
-        traces = by_tool[stats.tool_name]
+        traces = by_tool.get(stats.tool_name, [])
         delta_all, delta_since, since_count = new_aggregate(), new_aggregate(), 0
         check = output_check_for(since)
         for trace in traces:

@@ -22,9 +22,11 @@ instrumentations' default) is ``captured: False``: counted, never learnt from.
 State: the state before a trace's first call is the JSON object in ``registry.state`` on its
 root span, else on its earliest span carrying it (an agent span); else empty. After each
 successful call the result's top-level fields whose names the vocabulary knows (names or
-aliases) are added under their canonical names; the other fields are candidate variables,
-reported, never added. ``registry.state_before`` / ``registry.state_after`` on a tool span
-replace the reconstruction for that call.
+aliases) are added under their canonical names. ``registry.state_before`` /
+``registry.state_after`` on a tool span replace this for that call. Ingest then finds the data
+flow in the values (``learning.dataflow``), as for every trace: results at any depth, and the
+user's messages of the trace's chat spans (``gen_ai.input.messages``), which each step carries
+as the messages that came since the step before it.
 """
 
 from __future__ import annotations
@@ -508,8 +510,6 @@ def _no_constant(name: str) -> None:
 @dataclass
 class Assembly:
     traces: list[dict] = field(default_factory=list)  # the registry's trace format
-    # (step, tool, field name, an example value): result fields the vocabulary does not know
-    candidates: list[tuple[int, str, str, Any]] = field(default_factory=list)
     uncaptured: set[int] = field(default_factory=set)  # steps without arguments or result
 
 
@@ -573,8 +573,6 @@ def trace_assemble(
                     canonical = aliases.get(name)
                     if canonical is not None:
                         after[canonical] = value
-                    else:
-                        assembly.candidates.append((step, tool, name, value))
         assembly.traces.append(
             {
                 "trace_id": trace_id,
@@ -589,8 +587,8 @@ def trace_assemble(
                 "duration_ms": (span["end_ns"] - span["start_ns"]) / 1_000_000,
                 "occurred_at": _iso(span["start_ns"]),
                 **(
-                    {"messages": [{"role": "user", "content": text} for text in said]}
-                    if said
+                    {"messages": [{"role": "user", "content": text} for text in new_texts]}
+                    if new_texts
                     else {}
                 ),
             }

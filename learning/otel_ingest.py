@@ -36,7 +36,6 @@ from django.utils import timezone
 from registry.models import Application
 from registry.selectors import alias_map
 
-from .candidates import Candidate, candidate_variables_count
 from .ingest import tool_names_refused, traces_ingest, unknown_tool_reason
 from .models import OtelSpan, OtelTrace, SpanIntake
 from .otel import CONTENT_CAPTURE, DecodedBatch, SpanRecord, trace_assemble
@@ -375,7 +374,7 @@ def _assemble(claimed: list[OtelTrace], *, now: datetime) -> None:
     for traces in by_application.values():
         application = traces[0].application
         items: list[tuple[int, dict]] = []
-        owners: list[tuple[OtelTrace, list[Candidate]]] = []
+        owners: list[OtelTrace] = []
         uncaptured: set[int] = set()
         for trace in traces:
             assembly = trace_assemble(
@@ -387,29 +386,18 @@ def _assemble(claimed: list[OtelTrace], *, now: datetime) -> None:
                 if step["step"] in assembly.uncaptured:
                     uncaptured.add(len(items))
                 items.append((len(items), step))
-                owners.append(
-                    (trace, [(*c, "") for c in assembly.candidates if c[0] == step["step"]])
-                )
+                owners.append(trace)
         result = traces_ingest(
             items=items, application=application, share_states=True, uncaptured=uncaptured
         )
-        refused: set[int] = set()
         for problem in result.rejected:
             index = problem["index"]
-            refused.add(index)
-            trace = owners[index][0]
+            trace = owners[index]
             if len(trace.problems) < MAX_PROBLEMS:
                 trace.problems.append(
                     {"step": items[index][1]["step"], "field": problem["field"],
                      "reason": problem["reason"]}
                 )  # fmt: skip
-        found = [
-            candidate
-            for index, (_, candidates) in enumerate(owners)
-            if index not in refused
-            for candidate in candidates
-        ]
-        candidate_variables_count(application=application, found=found)
     OtelSpan.objects.filter(trace__in=claimed).delete()
     OtelTrace.objects.filter(pk__in=[trace.pk for trace in claimed]).update(
         state=OtelTrace.State.ASSEMBLED, assembled_at=now

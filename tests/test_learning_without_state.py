@@ -13,7 +13,8 @@ from learning.models import CandidateVariable, InferredContract
 from learning.otel_ingest import otel_traces_assemble
 from learning.services import tools_refresh, tools_with_new_traces
 from learning.tests.otel_spans import agent, body, span, tool_call
-from registry.models import StateVariable
+from registry.models import RiskLevel, StateVariable
+from reviews.models import ReviewTicket
 from tests.helpers import client_for
 
 pytestmark = pytest.mark.django_db
@@ -139,3 +140,20 @@ def test_stored_traces_without_state_are_imported_by_the_command(tmp_path):
     path.write_text("\n".join(json.dumps(trace) for trace in native_traces()))
     call_command("import_traces", str(path), "--no-progress")
     assert learnt() == GOLD
+
+
+def test_the_ticket_shows_which_output_fed_which_argument(admin_client):
+    RiskLevel.objects.filter(name="low").update(min_support=RUNS)
+    traces_ingest(items=enumerate(native_traces()))
+    learnt()
+    ticket = ReviewTicket.objects.get(tool__name="update_reservation_flights")
+    assert (
+        ticket.evidence["unknown_variables"]["requires"]
+        == GOLD["update_reservation_flights"]["requires"]
+    )
+    page = admin_client.get(f"/admin/reviews/reviewticket/{ticket.pk}/change/")
+    assert page.status_code == 200
+    html = page.content.decode()
+    assert "get_user_details output.payment_methods{} → payment_id" in html
+    assert "search_direct_flight output[].flight_number → flights[].flight_number" in html
+    assert "trace_id=run-0" in html and 'id="evidence-dataflow"' in html

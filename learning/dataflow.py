@@ -232,6 +232,8 @@ def _leaves(value: Any, root: str, budget: _Budget, *, text: bool) -> Iterator[_
         budget.leaves -= 1
         key = value_key(item)
         if key is None:
+            if item is not None and name:  # a flag or a number: its field may still be named
+                yield _Leaf("", path, name, listed)
             continue
         yield _Leaf(key, path, name, listed)
         if text and isinstance(item, str) and " " in key:
@@ -288,7 +290,9 @@ def trace_reconstruct(
     the vocabulary knows to its canonical name.
     """
     aliases = aliases or {}
-    known_names = set(aliases.values())
+    vocabulary = set(aliases.values())
+    known_names = set(vocabulary)
+    vocabulary_effects: list[tuple[int, str, str]] = []  # (step, variable, output path)
     budget = _Budget()
     index: dict[str, Origin] = {}  # value key -> where the trace first held it
     said: dict[str, int] = {}  # user's words and phrases -> the step they were known at
@@ -371,8 +375,15 @@ def trace_reconstruct(
         outputs: list[_Leaf] = []
         if step.get("status") == "success" and step.get("output") is not None:
             for leaf in _leaves(step.get("output"), "output", budget, text=True):
-                if leaf.key in argument_keys or trivial(leaf.key):
-                    continue  # an echo of the call's own arguments, or an everyday value
+                if leaf.key and leaf.key in argument_keys:
+                    continue  # an echo of the call's own arguments
+                if trivial(leaf.key):
+                    # An everyday value says nothing by itself, but a field the vocabulary
+                    # names (``event_updated: true``) is that variable's effect.
+                    named = variable_name(leaf.name, listed=leaf.listed, aliases=aliases)
+                    if leaf.name and named in vocabulary and "(in text)" not in leaf.path:
+                        vocabulary_effects.append((number, named, leaf.path))
+                    continue
                 outputs.append(leaf)
                 remember(leaf.key, (number + 1, tool, leaf.path))
         outputs_by_step.append(outputs)
@@ -401,6 +412,9 @@ def trace_reconstruct(
     for key, variables in key_variables.items():
         for variable in variables:
             name(variable, key_known[key])
+    for number, variable, path in vocabulary_effects:
+        if name(variable, number + 1):
+            effects_by_step[number].setdefault(variable, path)
     for number, outputs in enumerate(outputs_by_step):
         tool = tools[number]
         for leaf in outputs:

@@ -66,6 +66,8 @@ FUNCTION_WORDS = frozenset(
 )
 IDENTIFIER = re.compile(r"#?[A-Za-z0-9][A-Za-z0-9_.@#:/+-]*[A-Za-z0-9]")
 WORD = re.compile(r"[^\W_]+(?:[-'.@_][^\W_]+)*")
+# An object key holding a run of three digits is data (``credit_card_4421``), not a field name:
+# it is a value too, and its path is written ``{}``, like a list's ``[]``.
 DATA_KEY = re.compile(r"[0-9]{3}")
 CAMEL = re.compile(r"(?<=[a-z0-9])(?=[A-Z])|(?<=[A-Z])(?=[A-Z][a-z])")
 USER = "user message"
@@ -132,26 +134,34 @@ def value_key(value: Any) -> str | None:
 def trivial(key: str | None, *, declared: bool = False) -> bool:
     """Whether a value is too common for a match to mean a flow (see the module's rule);
     ``declared`` values (a state the runtime sent) need only the length and digit rules."""
-    if key is None:
+    if not key:
         return True
-    digits = key.lstrip("-").replace(".", "", 1)
-    if digits.isdigit():
-        return len(digits) < MIN_DIGITS
+    if key[0] in NUMBER_START:
+        digits = key.lstrip("-").replace(".", "", 1)
+        if digits.isdigit():
+            return len(digits) < MIN_DIGITS
     if len(key) < MIN_LENGTH:
         return True
-    if declared:
+    if declared or len(key) > COMMON_WORD_LENGTH:
         return False
-    return len(key) <= COMMON_WORD_LENGTH and key.isalpha() and common_word(key)
+    return key.isalpha() and common_word(key)
+
+
+NUMBER_START = frozenset("-.0123456789")
 
 
 def variable_name(name: str, *, listed: bool, aliases: dict[str, str]) -> str:
     """The canonical variable an argument (or output field) named ``name`` stands for."""
     if name in aliases:
         return aliases[name]
-    snake = CAMEL.sub("_", name).replace("-", "_").replace(" ", "_").lower().strip("_")
-    if listed:
-        snake = singular(snake)
+    snake = _snake(name, listed)
     return aliases.get(snake, snake)
+
+
+@lru_cache(maxsize=20_000)
+def _snake(name: str, listed: bool) -> str:
+    snake = CAMEL.sub("_", name).replace("-", "_").replace(" ", "_").lower().strip("_")
+    return singular(snake) if listed else snake
 
 
 def singular(name: str) -> str:
@@ -203,50 +213,62 @@ class _Budget:
         self.capped: set[str] = set()
 
 
-def _leaves(value: Any, root: str, budget: _Budget, *, text: bool) -> Iterator[_Leaf]:
-    """The scalars of ``value`` with their paths; strings that are text (with spaces) also yield
-    their identifier-like tokens when ``text``. Iterative: depth costs no recursion."""
+def _leaves(value: Any, root: str, budget: _Budget, *, text: bool) -> list[_Leaf]:
+    """The scalars of ``value`` with their paths; strings that are text (with spaces) also give
+    their identifier-like tokens when ``text``. Iterative: depth costs no recursion. Scalars of
+    a container come before the containers nested in it."""
+    found: list[_Leaf] = []
+    if not isinstance(value, dict | list):
+        _scalar(value, root, "", False, budget, text, found)
+        return found
     pending: list[tuple[Any, str, str, bool, int]] = [(value, root, "", False, 0)]
     while pending:
         item, path, name, listed, depth = pending.pop()
-        if isinstance(item, dict | list):
-            if depth >= MAX_DEPTH:
-                budget.capped.add("depth")
-                continue
-            if isinstance(item, dict):
-                children = []
-                for key, child in item.items():
-                    if _data_key(key):  # a map keyed by ids: the key is a value too
-                        children.append((key, f"{path}{{}}", name, True))
-                        children.append((child, f"{path}{{}}", name, True))
-                    else:
-                        children.append((child, f"{path}.{key}", str(key), False))
-            else:
-                children = [(v, f"{path}[]", name, True) for v in item]
-            for child, child_path, child_name, child_listed in reversed(children):
-                pending.append((child, child_path, child_name, child_listed, depth + 1))
+        if depth >= MAX_DEPTH:
+            budget.capped.add("depth")
             continue
-        if budget.leaves <= 0:
-            budget.capped.add("leaves")
-            return
-        budget.leaves -= 1
-        key = value_key(item)
-        if key is None:
-            if item is not None and name:  # a flag or a number: its field may still be named
-                yield _Leaf("", path, name, listed)
-            continue
-        yield _Leaf(key, path, name, listed)
-        if text and isinstance(item, str) and " " in key:
-            for token in IDENTIFIER.findall(item[:MAX_STRING]):
-                token_key = token.casefold()
-                if token_key != key and _identifier_like(token):
-                    yield _Leaf(token_key, f"{path} (in text)", name, listed)
+        if isinstance(item, dict):
+            for key, child in item.items():
+                if isinstance(key, str) and DATA_KEY.search(key):  # ids as keys: values too
+                    child_path, child_name, child_listed = f"{path}{{}}", name, True
+                    if not _scalar(key, child_path, name, True, budget, text, found):
+                        return found
+                else:
+                    child_path, child_name, child_listed = f"{path}.{key}", str(key), False
+                if isinstance(child, dict | list):
+                    pending.append((child, child_path, child_name, child_listed, depth + 1))
+                elif not _scalar(child, child_path, child_name, child_listed, budget, text, found):
+                    return found
+        else:
+            child_path = f"{path}[]"
+            for child in item:
+                if isinstance(child, dict | list):
+                    pending.append((child, child_path, name, True, depth + 1))
+                elif not _scalar(child, child_path, name, True, budget, text, found):
+                    return found
+    return found
 
 
-def _data_key(key: Any) -> bool:
-    """An object key that is data rather than a field name (``credit_card_4421``): one holding
-    a run of three digits. Its path is written ``{}``, like a list's ``[]``."""
-    return isinstance(key, str) and DATA_KEY.search(key) is not None
+def _scalar(
+    item: Any, path: str, name: str, listed: bool, budget: _Budget, text: bool, found: list[_Leaf]
+) -> bool:
+    """Add one scalar (and its text's identifiers) to ``found``; False once the budget is spent."""
+    if budget.leaves <= 0:
+        budget.capped.add("leaves")
+        return False
+    budget.leaves -= 1
+    key = item[:MAX_STRING].strip().casefold() or None if type(item) is str else value_key(item)
+    if key is None:
+        if item is not None and name:  # a flag or a number: its field may still be named
+            found.append(_Leaf("", path, name, listed))
+        return True
+    found.append(_Leaf(key, path, name, listed))
+    if text and " " in key and isinstance(item, str):
+        for token in IDENTIFIER.findall(item[:MAX_STRING]):
+            token_key = token.casefold()
+            if token_key != key and _identifier_like(token):
+                found.append(_Leaf(token_key, f"{path} (in text)", name, listed))
+    return True
 
 
 def _identifier_like(token: str) -> bool:
@@ -280,18 +302,22 @@ Origin = tuple[int, str, str]  # (known from step, tool, path)
 
 
 def trace_reconstruct(
-    steps: Iterable[dict[str, Any]], *, aliases: dict[str, str] | None = None
+    steps: Iterable[dict[str, Any]],
+    *,
+    aliases: dict[str, str] | None = None,
+    vocabulary: frozenset[str] | None = None,
 ) -> Reconstruction:
     """The data flow of one trace's steps, in order.
 
     Each step is a dict with ``tool``, ``args``, ``status`` (``success``/``error``), ``output``
     and optionally ``state_before``/``state_after`` (variable → value, canonical names) and
     ``user_texts`` (the user's messages so far, ``user_texts()``). ``aliases`` maps every name
-    the vocabulary knows to its canonical name.
+    the vocabulary knows to its canonical name; ``vocabulary`` (its canonical names,
+    ``vocabulary_names(aliases)``) may be given once for many traces.
     """
     aliases = aliases or {}
-    vocabulary = set(aliases.values())
-    known_names = set(vocabulary)
+    if vocabulary is None:
+        vocabulary = vocabulary_names(aliases)
     vocabulary_effects: list[tuple[int, str, str]] = []  # (step, variable, output path)
     budget = _Budget()
     index: dict[str, Origin] = {}  # value key -> where the trace first held it
@@ -321,12 +347,16 @@ def trace_reconstruct(
             if previous is not None and variable in previous and previous[variable] == value:
                 continue
             brought = previous is not None and variable not in previous
-            for leaf in _leaves(value, f"state.{variable}", budget, text=False):
-                if trivial(leaf.key, declared=True):
+            if isinstance(value, dict | list):
+                keys = [leaf.key for leaf in _leaves(value, "", budget, text=False)]
+            else:
+                keys = [value_key(value) or ""]
+            for key in keys:
+                if trivial(key, declared=True):
                     continue
-                declared_as.setdefault(leaf.key, variable)
-                brought = brought or (previous is not None and leaf.key not in index)
-                remember(leaf.key, (number, "", f"state {variable}"))
+                declared_as.setdefault(key, variable)
+                brought = brought or (previous is not None and key not in index)
+                remember(key, (number, "", f"state {variable}"))
             declared.append((number, variable, brought))
 
     for number, step in enumerate(steps):
@@ -346,7 +376,7 @@ def trace_reconstruct(
                 said[phrase] = number
         before = step.get("state_before") or {}
         read_state(before, number, None)
-        arguments = list(_leaves(step.get("args") or {}, "", budget, text=False))
+        arguments = _leaves(step.get("args") or {}, "", budget, text=False)
         argument_keys = {leaf.key for leaf in arguments}
         flows: list[tuple[str, str, str]] = []
         for leaf in arguments:
@@ -380,17 +410,17 @@ def trace_reconstruct(
                 if trivial(leaf.key):
                     # An everyday value says nothing by itself, but a field the vocabulary
                     # names (``event_updated: true``) is that variable's effect.
-                    named = variable_name(leaf.name, listed=leaf.listed, aliases=aliases)
-                    if leaf.name and named in vocabulary and "(in text)" not in leaf.path:
-                        vocabulary_effects.append((number, named, leaf.path))
+                    if vocabulary and leaf.name and "(in text)" not in leaf.path:
+                        named = variable_name(leaf.name, listed=leaf.listed, aliases=aliases)
+                        if named in vocabulary:
+                            vocabulary_effects.append((number, named, leaf.path))
                     continue
                 outputs.append(leaf)
                 remember(leaf.key, (number + 1, tool, leaf.path))
         outputs_by_step.append(outputs)
         read_state(step.get("state_after") or {}, number + 1, before)
 
-    for variables in key_variables.values():
-        known_names.update(variables)
+    flowed = {variable for variables in key_variables.values() for variable in variables}
     reconstruction = Reconstruction(capped=budget.capped)
     first_known: dict[str, int] = {}
     effects_by_step: list[dict[str, str]] = [{} for _ in tools]
@@ -421,7 +451,7 @@ def trace_reconstruct(
             variables = set(key_variables.get(leaf.key, ()))
             variables |= path_variables.get((tool, leaf.path), set())
             field_name = variable_name(leaf.name, listed=leaf.listed, aliases=aliases)
-            if leaf.name and field_name in known_names:
+            if leaf.name and (field_name in vocabulary or field_name in flowed):
                 variables.add(field_name)
             if not variables:
                 continue
@@ -453,6 +483,11 @@ def trace_reconstruct(
         )
     reconstruction.capped = budget.capped
     return reconstruction
+
+
+def vocabulary_names(aliases: dict[str, str]) -> frozenset[str]:
+    """The canonical names of a vocabulary's alias map."""
+    return frozenset(aliases.values())
 
 
 def _trivial_phrase(phrase: str) -> bool:

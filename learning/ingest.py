@@ -29,7 +29,7 @@ from registry.selectors import alias_map, tool_names_visible
 from .aggregates import aggregate_add, aggregate_effects_add, aggregate_merge, new_aggregate
 from .baselines import baseline_snapshot
 from .candidates import Candidate, candidate_variables_count
-from .dataflow import trace_reconstruct
+from .dataflow import trace_reconstruct, vocabulary_names
 from .days import days_fold
 from .models import ToolStats, Trace
 from .otel import states_shared, states_whole
@@ -217,16 +217,19 @@ def _reconstruct(
             for step in steps:
                 step["state_before"], step["state_after"] = whole[step["step"]]
     found: list[tuple[tuple[str, int], Candidate]] = []
+    vocabulary = vocabulary_names(aliases)
     for trace_id, steps in by_trace.items():
         steps.sort(key=lambda row: row["step"])
         context = earlier.get(trace_id, [])
-        reconstruction = trace_reconstruct([*context, *steps], aliases=aliases)
+        reconstruction = trace_reconstruct(
+            [*context, *steps], aliases=aliases, vocabulary=vocabulary
+        )
         for row, flow in zip(steps, reconstruction.steps[len(context) :], strict=True):
             row["dataflow"] = flow
         if context:
             # An effect shows when a later call uses the value: the stored calls' effects that
             # these steps reveal, beyond what was found when they were folded, are folded now.
-            folded = trace_reconstruct(context, aliases=aliases).steps
+            folded = trace_reconstruct(context, aliases=aliases, vocabulary=vocabulary).steps
             for stored_step, was, now in zip(
                 context, folded, reconstruction.steps[: len(context)], strict=True
             ):

@@ -72,6 +72,10 @@ def traces_ingest(
     application's allowance of unregistered names and never count toward a registered tool's
     learning; past the allowance both are refused with the same reason.
 
+    Before folding, each trace's data flow is found in its values (``learning.dataflow``,
+    from the batch's steps and the trace's steps stored before them); output fields that fed a
+    variable under another name are counted as candidate aliases of the application.
+
     ``share_states`` stores each state once per trace (``learning.otel.states_shared``: for
     assembled OpenTelemetry traces, whose steps all repeat one initial state); aggregates read
     the whole states all the same. Traces whose index is in ``uncaptured`` (a call sent without

@@ -24,9 +24,10 @@ trace's steps in order and finds where each argument value came from:
 
 Values too common to mean anything are never matched (``trivial``): null, booleans, empty
 values, numbers of fewer than ``MIN_DIGITS`` digits, strings shorter than ``MIN_LENGTH``, and a
-single word of at most ``COMMON_WORD_LENGTH`` letters that an English dictionary (WordNet) or the
-short list of English function words knows. Values of a state the runtime sent are matched by
-the looser rule inference always had (three characters, four digits): the runtime named them.
+single word of at most ``COMMON_WORD_LENGTH`` letters that an English dictionary (WordNet's
+lemmas, regular endings stripped) or the short list of English function words knows. Values
+of a state the runtime sent are matched by the looser rule inference always had (three
+characters, four digits): the runtime named them.
 
 Work and memory are linear in the trace and capped per trace: at most ``MAX_VALUES`` distinct
 values are indexed, ``MAX_LEAVES`` leaves read, containers followed ``MAX_DEPTH`` deep, strings
@@ -43,7 +44,7 @@ from dataclasses import dataclass, field
 from functools import lru_cache
 from typing import Any, TypedDict
 
-from .lexicon import LexiconMissing, WordNet, wordnet
+from .lexicon import LexiconMissing, data_directory
 
 MIN_LENGTH = 3
 MIN_DIGITS = 4
@@ -92,24 +93,40 @@ class Reconstruction:
 
 
 @lru_cache(maxsize=1)
-def _dictionary() -> WordNet | None:
+def _english_words() -> frozenset[str]:
+    """WordNet's one-word lemmas of at most ``COMMON_WORD_LENGTH`` letters, read once: a set
+    lookup per word, so a trace full of made-up words costs no file reads."""
     try:
-        return wordnet()
+        directory = data_directory()
     except LexiconMissing:  # without WordNet, only function words count as everyday
-        return None
+        return frozenset()
+    words: set[str] = set()
+    for pos in ("noun", "verb", "adj", "adv"):
+        with open(directory / f"index.{pos}", encoding="utf-8") as handle:
+            for line in handle:
+                lemma = line.split(" ", 1)[0]
+                if len(lemma) <= COMMON_WORD_LENGTH and lemma.isalpha():
+                    words.add(lemma)
+    return frozenset(words)
 
 
-@lru_cache(maxsize=20_000)
+# Inflections stripped to find a word's base form: flights, cancelled, booking, cheaper.
+SUFFIXES = (("ies", "y"), ("es", ""), ("s", ""), ("ed", ""), ("ed", "e"), ("ing", ""),
+            ("ing", "e"), ("er", ""), ("est", ""))  # fmt: skip
+
+
 def common_word(word: str) -> bool:
-    """Whether a lowercase word is everyday English: a function word or a WordNet lemma."""
+    """Whether a lowercase word is everyday English: a function word or a WordNet lemma, or
+    one inflected by a regular ending."""
     if word in FUNCTION_WORDS:
         return True
-    lexicon = _dictionary()
-    if lexicon is None:
-        return False
-    for pos in ("n", "v", "a", "r"):
-        for form in lexicon.base_forms(word, pos):
-            if lexicon.entry(form, pos)[0]:
+    words = _english_words()
+    if word in words:
+        return True
+    for suffix, ending in SUFFIXES:
+        if word.endswith(suffix) and len(word) > len(suffix) + 1:
+            base = word[: -len(suffix)] + ending
+            if base in words or (ending == "" and base[-1:] == base[-2:-1] and base[:-1] in words):
                 return True
     return False
 

@@ -179,6 +179,7 @@ def traces_ingest(
 
 
 MAX_EARLIER_STEPS = 1000  # stored steps of a trace read back to reconstruct its later ones
+MAX_LOGGED = 80  # characters of a runtime's trace id written to the log
 
 
 def _reconstruct(
@@ -230,6 +231,12 @@ def _reconstruct(
         )
         for row, flow in zip(steps, reconstruction.steps[len(context) :], strict=True):
             row["dataflow"] = flow
+        if reconstruction.capped:
+            logger.info(
+                "trace %r: its data flow was read up to the caps (%s)",
+                trace_id[:MAX_LOGGED],
+                ", ".join(sorted(reconstruction.capped)),
+            )
         if context:
             # An effect shows when a later call uses the value: the stored calls' effects that
             # these steps reveal, beyond what was found when they were folded, are folded now.

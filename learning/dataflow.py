@@ -39,7 +39,7 @@ from __future__ import annotations
 
 import re
 from bisect import bisect_right
-from collections.abc import Iterable, Iterator
+from collections.abc import Collection, Iterable, Iterator
 from dataclasses import dataclass, field
 from functools import lru_cache
 from typing import Any, TypedDict
@@ -428,8 +428,8 @@ def trace_reconstruct(
                     # An everyday value says nothing by itself, but a field the vocabulary
                     # names (``event_updated: true``) is that variable's effect.
                     if vocabulary and leaf.name and "(in text)" not in leaf.path:
-                        named = variable_name(leaf.name, listed=leaf.listed, aliases=aliases)
-                        if named in vocabulary:
+                        named = _field_variable(leaf, aliases, vocabulary, frozenset())
+                        if named:
                             vocabulary_effects.append((number, named, leaf.path))
                     continue
                 outputs.append(leaf)
@@ -467,8 +467,8 @@ def trace_reconstruct(
         for leaf in outputs:
             variables = set(key_variables.get(leaf.key, ()))
             variables |= path_variables.get((tool, leaf.path), set())
-            field_name = variable_name(leaf.name, listed=leaf.listed, aliases=aliases)
-            if leaf.name and (field_name in vocabulary or field_name in flowed):
+            field_name = _field_variable(leaf, aliases, vocabulary, flowed)
+            if field_name:
                 variables.add(field_name)
             if not variables:
                 continue
@@ -481,7 +481,7 @@ def trace_reconstruct(
                 proposed = (tool, leaf.name, variable)
                 if (
                     leaf.name
-                    and field_name != variable
+                    and variable_name(leaf.name, listed=leaf.listed, aliases=aliases) != variable
                     and "(in text)" not in leaf.path
                     and proposed not in proposals
                 ):
@@ -500,6 +500,24 @@ def trace_reconstruct(
         )
     reconstruction.capped = budget.capped
     return reconstruction
+
+
+def _field_variable(
+    leaf: _Leaf, aliases: dict[str, str], vocabulary: frozenset[str], flowed: Collection[str]
+) -> str | None:
+    """The known variable an output field's name says it holds: its own name, at any depth,
+    when that is a variable (the vocabulary's, or one that flowed in the trace); an alias only
+    for a field at the top of the output (``summary`` inside ``forecast`` is not the
+    vocabulary's ``summary_text``)."""
+    if not leaf.name or "(in text)" in leaf.path:
+        return None
+    plain = _snake(leaf.name, leaf.listed)
+    if plain in vocabulary or plain in flowed:
+        return plain
+    named = variable_name(leaf.name, listed=leaf.listed, aliases=aliases)
+    if named in vocabulary and leaf.path.count(".") <= 1:
+        return named
+    return None
 
 
 def vocabulary_names(aliases: dict[str, str]) -> frozenset[str]:

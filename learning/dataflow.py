@@ -453,9 +453,9 @@ def trace_reconstruct(
         first_known[variable] = step
         return True
 
-    for step, variable, brought in declared:
-        if name(variable, step) and brought and step >= 1:
-            effects_by_step[step - 1].setdefault(variable, f"state.{variable}")
+    for known_at, variable, brought in declared:
+        if name(variable, known_at) and brought and known_at >= 1:
+            effects_by_step[known_at - 1].setdefault(variable, f"state.{variable}")
     for key, variables in key_variables.items():
         for variable in variables:
             name(variable, key_known[key])

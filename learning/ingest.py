@@ -214,9 +214,11 @@ def _reconstruct(
             .values("trace_id", "step", "tool_name", "args", "output", "status",
                     "state_before", "state_after")[: MAX_EARLIER_STEPS * len(later)]
         )  # fmt: skip
-        for step in stored:
-            if step["step"] < later[step["trace_id"]]:
-                earlier.setdefault(step["trace_id"], []).append({**step, "tool": step["tool_name"]})
+        for stored_step in stored:
+            if stored_step["step"] < later[stored_step["trace_id"]]:
+                earlier.setdefault(stored_step["trace_id"], []).append(
+                    {**stored_step, "tool": stored_step["tool_name"]}
+                )
         for steps in earlier.values():
             whole = states_whole([(s["step"], s["state_before"], s["state_after"]) for s in steps])
             for step in steps:
@@ -241,12 +243,12 @@ def _reconstruct(
             # An effect shows when a later call uses the value: the stored calls' effects that
             # these steps reveal, beyond what was found when they were folded, are folded now.
             folded = trace_reconstruct(context, aliases=aliases, vocabulary=vocabulary).steps
-            for stored_step, was, now in zip(
+            for earlier_step, was, now in zip(
                 context, folded, reconstruction.steps[: len(context)], strict=True
             ):
                 revealed = [effect for effect in now["effects"] if effect not in was["effects"]]
-                if revealed and stored_step["status"] == "success":
-                    late.setdefault(stored_step["tool"], []).append((trace_id, revealed))
+                if revealed and earlier_step["status"] == "success":
+                    late.setdefault(earlier_step["tool"], []).append((trace_id, revealed))
         for number, tool, name, variable, example in reconstruction.candidates:
             if number >= len(context):
                 row = steps[number - len(context)]

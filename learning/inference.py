@@ -2,10 +2,12 @@
 
 After Contract2Tool (arXiv 2606.07904, section IV), but deterministic:
 
-- ``produces``: variables that successful calls add to the state in at least
+- ``produces``: variables that successful calls bring new values of (``learning.dataflow``:
+  added to a state the runtime sent, or a value the trace did not know) in at least
   ``produces_ratio`` of successes (a search that finds nothing a third of the time still
   produces its id; a variable added once in twenty calls is incidental, not an effect).
-- ``requires``: variables whose values flow into the arguments (nested too) in at least
+- ``requires``: variables whose values flow into the arguments (nested too; found by
+  ``learning.dataflow`` in earlier outputs, the user's messages or the state) in at least
   ``flow_ratio`` of successes, plus variables present in every success and absent from at
   least ``failure_ratio`` of failures (preconditions seen only through failures). A variable
   that is merely always there (a user id, a locale) never flows and is present in failures too,

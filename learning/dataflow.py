@@ -216,7 +216,7 @@ def user_texts(messages: Any) -> list[str]:
     return texts
 
 
-@dataclass
+@dataclass(slots=True)
 class _Leaf:
     key: str
     path: str
@@ -228,6 +228,10 @@ class _Budget:
     def __init__(self) -> None:
         self.leaves = MAX_LEAVES
         self.capped: set[str] = set()
+        # Reading outputs: an everyday value is kept once per path, for its field's name
+        # (``declared``: values are judged by the state's looser rule, for arguments and states)
+        self.declared = True
+        self.everyday_paths: set[str] = set()
 
 
 def _leaves(value: Any, root: str, budget: _Budget, *, text: bool) -> list[_Leaf]:
@@ -275,10 +279,14 @@ def _scalar(
         return False
     budget.leaves -= 1
     key = item[:MAX_STRING].strip().casefold() or None if type(item) is str else value_key(item)
-    if key is None:
-        if item is not None and name:  # a flag or a number: its field may still be named
+    if trivial(key, declared=budget.declared):
+        # Never matched; an output's flag or everyday word may still have a named field (once
+        # per path: a list of 25,000 zeros is one field).
+        if not budget.declared and name and item is not None and path not in budget.everyday_paths:
+            budget.everyday_paths.add(path)
             found.append(_Leaf("", path, name, listed))
         return True
+    assert key is not None
     found.append(_Leaf(key, path, name, listed))
     if text and " " in key and isinstance(item, str):
         for token in IDENTIFIER.findall(item[:MAX_STRING]):
@@ -421,7 +429,10 @@ def trace_reconstruct(
                 remember(leaf.key, (number + 1, tool, "argument " + leaf.path.lstrip(".")))
         outputs: list[_Leaf] = []
         if step.get("status") == "success" and step.get("output") is not None:
-            for leaf in _leaves(step.get("output"), "output", budget, text=True):
+            budget.declared, budget.everyday_paths = False, set()
+            read = _leaves(step.get("output"), "output", budget, text=True)
+            budget.declared = True
+            for leaf in read:
                 if leaf.key and leaf.key in argument_keys:
                     continue  # an echo of the call's own arguments
                 if trivial(leaf.key):

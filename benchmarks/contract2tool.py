@@ -25,6 +25,7 @@ import sys
 from pathlib import Path
 
 from learning.aggregates import aggregate_add, new_aggregate
+from learning.dataflow import trace_reconstruct
 from learning.inference import infer_contract
 
 DATA_DIR = Path(__file__).resolve().parent / "data" / "contract2tool"
@@ -45,34 +46,65 @@ def set_f1(gold: list[str], predicted: list[str]) -> float:
     return 2 * precision * recall / (precision + recall)
 
 
-def gold_traces(registry: dict[str, dict], tasks: list[dict]) -> dict[str, dict]:
-    """Replay every gold chain; return each traced tool's aggregate."""
+STATES = ("every step", "initial", "none")
+
+
+def gold_traces(
+    registry: dict[str, dict], tasks: list[dict], *, state: str = "every step"
+) -> dict[str, dict]:
+    """Replay every gold chain; return each traced tool's aggregate.
+
+    ``state`` is what the runtime sends: the state before and after ``every step``; only the
+    task's ``initial`` state, on its first call; or ``none`` (the user's query as the user's
+    message). Each call's output is its mock output, and each run's data flow is reconstructed
+    (``learning.dataflow``) with the registry's variables as the declared vocabulary.
+    """
+    vocabulary = {name: name for tool in registry.values() for name in _variables(tool)}
     aggregates: dict[str, dict] = {}
     for task in tasks:
-        state = dict(task["initial_state"])
+        current = dict(task["initial_state"])
+        steps = []
         for step, name in enumerate(task["gold_tool_chain"]):
             tool = registry[name]
-            args = {key: state[key] for key in tool["input_schema"]["properties"] if key in state}
-            after = {**state, **task["mock_outputs"][name]}
+            args = {
+                key: current[key] for key in tool["input_schema"]["properties"] if key in current
+            }
+            output = task["mock_outputs"][name]
+            after = {**current, **output}
             trace = {
                 "trace_id": task["task_id"],
                 "step": step,
+                "tool": name,
                 "status": "success",
                 "args": args,
-                "state_before": dict(state),
-                "state_after": after,
+                "output": output,
                 "duration_ms": 100 * tool.get("cost", 1),
             }
-            aggregate_add(aggregates.setdefault(name, new_aggregate()), trace)
-            state = after
+            if state == "every step":
+                trace["state_before"], trace["state_after"] = dict(current), after
+            elif state == "initial" and step == 0:
+                trace["state_before"] = dict(task["initial_state"])
+            elif state == "none":
+                trace["user_texts"] = [task["user_query"]]
+            steps.append(trace)
+            current = after
+        flows = trace_reconstruct(steps, aliases=vocabulary).steps
+        for trace, flow in zip(steps, flows, strict=True):
+            aggregate_add(
+                aggregates.setdefault(trace["tool"], new_aggregate()), {**trace, "dataflow": flow}
+            )
     return aggregates
 
 
-def run_inference_benchmark(data_dir: Path = DATA_DIR) -> dict:
+def _variables(tool: dict) -> list[str]:
+    return [*tool.get("requires", []), *tool.get("produces", [])]
+
+
+def run_inference_benchmark(data_dir: Path = DATA_DIR, *, state: str = "every step") -> dict:
     tools = json.loads((data_dir / "tool_registry_100.json").read_text())
     tasks = json.loads((data_dir / "tasks_102.json").read_text())
     registry = {tool["name"]: tool for tool in tools}
-    aggregates = gold_traces(registry, tasks)
+    aggregates = gold_traces(registry, tasks, state=state)
     scores: dict[str, dict] = {}
     risks: list[tuple[str, str, str]] = []
     for tool in tools:
@@ -172,6 +204,12 @@ def main() -> None:
         )
     for name, score in result["misses"].items():
         print(f"  not exact: {name} {score}")
+    print()
+    print("The same chains with less state sent (traced tools, vocabulary declared):")
+    for state in STATES:
+        row = run_inference_benchmark(data_dir, state=state)["ours_traced"]
+        print(f"  state sent: {state:12} requires F1 {row['requires_f1']:.3f}  "
+              f"produces F1 {row['produces_f1']:.3f}")  # fmt: skip
     print()
     print_risk_report("Contract2Tool risk, all 100 tools, leave-one-out labels", result["risk"])
     try:

@@ -43,6 +43,7 @@ sys.path.insert(0, str(ROOT))
 
 from benchmarks.contract2tool import DATA_DIR, set_f1  # noqa: E402
 from learning.aggregates import aggregate_add, new_aggregate  # noqa: E402
+from learning.dataflow import trace_reconstruct  # noqa: E402
 from learning.inference import infer_contract  # noqa: E402
 from learning.otel import request_from_protobuf, spans_decode, trace_assemble  # noqa: E402
 from learning.otel_replay import export_request, spans_from_traces  # noqa: E402
@@ -114,18 +115,28 @@ def demo_world(runs: int = 2100) -> tuple[list[dict], dict, dict, dict]:
 
 # ------------------------------------------------------------------------------ inference
 def aggregates_of(traces: Iterable[dict], vocabulary: dict) -> dict[str, dict]:
-    result: dict[str, dict] = {}
+    """Fold the traces as ingest does: each run's data flow found in its steps' values."""
+    runs: dict[str, list[dict]] = {}
     for item in traces:
         trace, errors = trace_parse(item, aliases=vocabulary)
         assert trace is not None, errors
-        aggregate_add(result.setdefault(trace["tool"], new_aggregate()), trace)
+        runs.setdefault(trace["trace_id"], []).append(trace)
+    result: dict[str, dict] = {}
+    for steps in runs.values():
+        steps.sort(key=lambda step: step["step"])
+        for trace, flow in zip(
+            steps, trace_reconstruct(steps, aliases=vocabulary).steps, strict=True
+        ):
+            aggregate_add(
+                result.setdefault(trace["tool"], new_aggregate()), {**trace, "dataflow": flow}
+            )
     return result
 
 
-def through_spans(traces: list[dict], vocabulary: dict) -> tuple[list[dict], int, int]:
+def through_spans(traces: list[dict], vocabulary: dict) -> tuple[list[dict], int]:
     """The traces as spans, through OTLP protobuf and the receiver's decoding and assembly.
 
-    Returns the assembled traces, the number of spans and the candidate fields counted.
+    Returns the assembled traces and the number of spans.
     """
     spans = spans_from_traces(traces, aliases=vocabulary)
     records = []
@@ -137,12 +148,10 @@ def through_spans(traces: list[dict], vocabulary: dict) -> tuple[list[dict], int
     by_trace: dict[str, list] = {}
     for record in records:
         by_trace.setdefault(record["trace_id"], []).append(record)
-    assembled, candidates = [], 0
+    assembled = []
     for trace_id, group in by_trace.items():
-        assembly = trace_assemble(trace_id=trace_id, spans=group, aliases=vocabulary)
-        assembled += assembly.traces
-        candidates += len(assembly.candidates)
-    return assembled, len(spans), candidates
+        assembled += trace_assemble(trace_id=trace_id, spans=group, aliases=vocabulary).traces
+    return assembled, len(spans)
 
 
 def infer_all(aggregates: dict[str, dict], schemas: dict) -> dict[str, dict]:
@@ -156,7 +165,7 @@ def infer_all(aggregates: dict[str, dict], schemas: dict) -> dict[str, dict]:
 
 def compare(world: str, traces: list[dict], gold: dict, vocabulary: dict, schemas: dict) -> dict:
     native = infer_all(aggregates_of(traces, vocabulary), schemas)
-    assembled, spans, candidates = through_spans(traces, vocabulary)
+    assembled, spans = through_spans(traces, vocabulary)
     otel = infer_all(aggregates_of(assembled, vocabulary), schemas)
     scored = [name for name in native if gold.get(name)]
 
@@ -171,7 +180,7 @@ def compare(world: str, traces: list[dict], gold: dict, vocabulary: dict, schema
         and native[name]["produces"] == otel[name]["produces"]
     ]
     return {
-        "world": world, "calls": len(traces), "spans": spans, "candidates": candidates,
+        "world": world, "calls": len(traces), "spans": spans,
         "tools": len(native), "scored": len(scored), "identical": len(identical),
         "native": (mean_f1(native, "requires"), mean_f1(native, "produces")),
         "otel": (mean_f1(otel, "requires"), mean_f1(otel, "produces")),

@@ -21,6 +21,7 @@ from registry.admin import ToolAdmin
 from registry.json_display import json_text, stored_json_text
 from registry.models import Tool
 
+from .candidates import candidate_variable_adopt
 from .charts import calls_chart, latency_chart, rate_chart
 from .evidence import contract_differences
 from .models import (
@@ -33,7 +34,6 @@ from .models import (
     ToolStats,
     Trace,
 )
-from .otel_ingest import candidate_variable_adopt
 from .selectors import (
     COMPARED_FIELDS,
     SHARED,
@@ -407,12 +407,15 @@ class DriftReportAdmin(ReadOnlyAdmin):
 
 @admin.register(CandidateVariable)
 class CandidateVariableAdmin(ReadOnlyAdmin):
-    """Result fields the vocabulary does not know, per application and tool: a person decides
-    whether one is a state variable."""
+    """Result fields the vocabulary does not know, and fields whose values fed a variable under
+    another name (``alias_of``), per application and tool: a person decides whether one is a
+    state variable, or an alias of the variable it fed."""
 
-    list_display = ["name", "tool_name", "application", "count", "examples_shown", "last_seen"]
+    list_display = [
+        "name", "alias_of", "tool_name", "application", "count", "examples_shown", "last_seen",
+    ]  # fmt: skip
     list_filter = ["application"]
-    search_fields = ["name", "tool_name"]
+    search_fields = ["name", "alias_of", "tool_name"]
     list_select_related = ["application"]
     actions = ["add_to_vocabulary"]
 

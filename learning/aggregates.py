@@ -12,16 +12,19 @@ from __future__ import annotations
 
 import math
 import re
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from datetime import UTC, datetime
 from typing import Any
+
+from .dataflow import trace_reconstruct
 
 MAX_VARIABLES = 200
 MAX_ARGS = 100
 MAX_EXAMPLES = 5
 # Durations: bucket i holds [BASE**i, BASE**(i+1)) ms; 1.15 keeps percentiles within 7.5%.
 BUCKET_BASE = 1.15
-MIN_FLOW_LENGTH = 3  # a value shorter than this ("ok", "1") matches too much to prove a flow
+MAX_ROUTES = 5  # ways a variable's values went, per variable, kept as evidence
+ROUTE_ARROW = " → "  # in a requirement's route: where the value came from → the argument
 MAX_SOURCES = 50
 MAX_OUTPUT_PATHS = 50  # distinct failing output paths counted; later ones under OTHER_PATHS
 OTHER_PATHS = "(other paths)"
@@ -89,77 +92,6 @@ def json_type(value: Any) -> str:
     return "object"
 
 
-def _distinctive(leaf: Any) -> bool:
-    """Whether finding this value in the arguments means it came from the state.
-
-    Booleans, None and short strings or small numbers are left out: ``true`` or ``1`` would
-    "flow" into every call.
-    """
-    if isinstance(leaf, str):
-        return len(leaf.strip()) >= MIN_FLOW_LENGTH
-    if isinstance(leaf, int | float) and not isinstance(leaf, bool):
-        return abs(leaf) >= 1000 or (isinstance(leaf, float) and not leaf.is_integer())
-    return False
-
-
-def _distinctive_leaves(value: Any) -> Iterator[Any]:
-    """The distinctive scalars inside ``value``, repeats included.
-
-    One iterator per open container: memory grows with the depth of ``value``, not its size.
-    """
-    pending: list[Iterator[Any]] = [iter((value,))]
-    while pending:
-        item = next(pending[-1], _END)
-        if item is _END:
-            pending.pop()
-        elif isinstance(item, dict):
-            pending.append(iter(item.values()))
-        elif isinstance(item, list):
-            pending.append(iter(item))
-        elif _distinctive(item):
-            yield item
-
-
-_END = object()
-
-
-def _arg_leaves(args: dict) -> dict[Any, str | list[str]]:
-    """Every distinctive leaf of the arguments, mapped to the top-level argument holding it, or
-    to the list of those holding it.
-
-    A name rather than a set per leaf: this map has an entry for every distinct leaf of the
-    arguments, and a set each would cost forty times the leaf's text.
-    """
-    found: dict[Any, str | list[str]] = {}
-    for name, value in args.items():
-        for leaf in _distinctive_leaves(value):
-            holders = found.get(leaf)
-            if holders is None:
-                found[leaf] = name
-            elif isinstance(holders, str):
-                if holders != name:
-                    found[leaf] = [holders, name]
-            elif holders[-1] != name:
-                holders.append(name)
-    return found
-
-
-def _flow_targets(value: Any, leaves: dict[Any, str | list[str]]) -> set[str]:
-    """The arguments holding any distinctive leaf of ``value``."""
-    targets: set[str] = set()
-    shared: set[int] = set()  # leaves held by several arguments, each added once
-    for leaf in _distinctive_leaves(value):
-        holders = leaves.get(leaf)
-        if holders is None:
-            continue
-        if isinstance(holders, str):
-            targets.add(holders)
-        elif id(holders) not in shared:
-            shared.add(id(holders))
-            targets.update(holders)
-    return targets
-
-
 def _entry(agg: dict, section: str, name: str, cap: int, fresh: Callable[[], dict]) -> dict | None:
     """The counters of one variable or argument, created if there is room under the cap."""
     entries = agg[section]
@@ -186,6 +118,20 @@ def _new_variable() -> dict:
 
 def _new_arg() -> dict:
     return {"count": 0, "types": {}, "from": {}}
+
+
+def _route(entry: dict, route: str, trace_id: Any, count: int = 1) -> None:
+    """How a variable's values went: which output path fed which argument (a requirement),
+    or which output path brought them (an effect); at most MAX_ROUTES per variable."""
+    routes = entry.setdefault("routes", {})
+    counted = routes.get(route)
+    if counted is None:
+        if len(routes) >= MAX_ROUTES:
+            return
+        counted = routes[route] = {"count": 0, "examples": []}
+    counted["count"] += count
+    if trace_id is not None:
+        _remember(counted["examples"], trace_id)
 
 
 def _example(entry: dict, trace_id: Any) -> None:
@@ -252,8 +198,6 @@ def aggregate_add(agg: dict, trace: dict) -> None:
     success = trace.get("status") == "success"
     agg["total"] += 1
     agg["successes" if success else "errors"] += 1
-    before = trace.get("state_before") or {}
-    after = trace.get("state_after") or {}
     # A null argument is a left-out one: OpenAI's strict mode sends null for every optional
     # argument the model did not give, and plan validation reads it so (docs/api.md).
     args = {name: value for name, value in (trace.get("args") or {}).items() if value is not None}
@@ -274,27 +218,34 @@ def aggregate_add(agg: dict, trace: dict) -> None:
             kind = json_type(value)
             entry["types"][kind] = entry["types"].get(kind, 0) + 1
 
-    leaves = _arg_leaves(args) if args else {}
-    for name, value in before.items():
+    flow = trace.get("dataflow")
+    if flow is None:  # a trace read alone: its own state is all it has
+        flow = trace_reconstruct([trace]).steps[0]
+    for name in flow["present"]:
         entry = _variable(agg, name)
-        if entry is None:
-            continue
-        entry["before_ok" if success else "before_err"] += 1
-        if success and leaves:
-            targets = _flow_targets(value, leaves)
-            if targets:
-                entry["flows"] += 1
-                _example(entry, trace_id)
-                for target in targets:
-                    arg = agg["args"].get(target)
-                    if arg is not None:
-                        arg["from"][name] = arg["from"].get(name, 0) + 1
+        if entry is not None:
+            entry["before_ok" if success else "before_err"] += 1
     if success:
-        for name in after.keys() - before.keys():
+        fed: dict[str, list[tuple[str, str]]] = {}
+        for name, argument, origin in flow["flows"]:
+            fed.setdefault(name, []).append((argument, origin))
+        for name, routes in fed.items():
+            entry = _variable(agg, name)
+            if entry is None:
+                continue
+            entry["flows"] += 1
+            _example(entry, trace_id)
+            for argument, origin in routes:
+                _route(entry, f"{origin}{ROUTE_ARROW}{argument}", trace_id)
+                arg = agg["args"].get(re.split(r"[.\[{]", argument, maxsplit=1)[0])
+                if arg is not None:
+                    arg["from"][name] = arg["from"].get(name, 0) + 1
+        for name, path in flow["effects"]:
             entry = _variable(agg, name)
             if entry is not None:
                 entry["added_ok"] += 1
                 _example(entry, trace_id)
+                _route(entry, path, trace_id)
 
     source = _count_source(agg, trace.get("application_id"))
     _remember(agg.setdefault("source_examples", {}).setdefault(source, []), trace_id)
@@ -307,6 +258,17 @@ def aggregate_add(agg: dict, trace: dict) -> None:
     occurred = trace.get("occurred_at")
     if isinstance(occurred, datetime) and occurred.tzinfo is not None:
         _seen(agg, occurred.astimezone(UTC).isoformat(), occurred.astimezone(UTC).isoformat())
+
+
+def aggregate_effects_add(agg: dict, effects: list[tuple[str, str]], trace_id: Any) -> None:
+    """Fold the effects of a call folded before, revealed when a later call of its trace used
+    the values it brought (``learning.dataflow``: an effect is known once a value flows)."""
+    for name, path in effects:
+        entry = _variable(agg, name)
+        if entry is not None:
+            entry["added_ok"] += 1
+            _example(entry, trace_id)
+            _route(entry, path, trace_id)
 
 
 def _seen(agg: dict, first: str | None, last: str | None) -> None:
@@ -331,6 +293,11 @@ def aggregate_merge(into: dict, other: dict) -> None:
             target[key] += entry[key]
         for trace_id in entry["examples"]:
             _example(target, trace_id)
+        for route, counted in entry.get("routes", {}).items():
+            _route(target, route, None, counted["count"])
+            kept = target["routes"].get(route)
+            for trace_id in counted["examples"] if kept else ():
+                _remember(kept["examples"], trace_id)
     for name, entry in other.get("args", {}).items():
         target = _arg(into, name)
         if target is None:

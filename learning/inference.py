@@ -2,10 +2,12 @@
 
 After Contract2Tool (arXiv 2606.07904, section IV), but deterministic:
 
-- ``produces``: variables that successful calls add to the state in at least
+- ``produces``: variables that successful calls bring new values of (``learning.dataflow``:
+  added to a state the runtime sent, or a value the trace did not know) in at least
   ``produces_ratio`` of successes (a search that finds nothing a third of the time still
   produces its id; a variable added once in twenty calls is incidental, not an effect).
-- ``requires``: variables whose values flow into the arguments (nested too) in at least
+- ``requires``: variables whose values flow into the arguments (nested too; found by
+  ``learning.dataflow`` in earlier outputs, the user's messages or the state) in at least
   ``flow_ratio`` of successes, plus variables present in every success and absent from at
   least ``failure_ratio`` of failures (preconditions seen only through failures). A variable
   that is merely always there (a user id, a locale) never flows and is present in failures too,
@@ -31,7 +33,7 @@ from dataclasses import dataclass
 
 from registry.cost import cost_changed
 
-from .aggregates import aggregate_percentile, inferable_name
+from .aggregates import ROUTE_ARROW, aggregate_percentile, inferable_name
 from .outputs import output_schema_proposal
 from .risk import RISK_ORDER, prepare_labels, suggest_risk
 
@@ -119,8 +121,29 @@ def infer_contract(
             # Preconditions its calls failed without: a feature of other tools' risk labels.
             "gated": gated,
             "unsafe_names": aggregate.get("unsafe_names", 0) + unsafe,
+            # Which output path (or user message, or state) fed which argument, and which path
+            # brought each effect: in how many calls, with example trace ids.
+            "dataflow": {
+                "requires": _routes(variables, requires, flows=True),
+                "produces": _routes(variables, produces, flows=False),
+            },
         },
     }
+
+
+def _routes(variables: dict, chosen: list[str], *, flows: bool) -> dict[str, list[dict]]:
+    """The routes behind each chosen variable, most seen first: ``origin → argument`` for a
+    requirement, the output path for an effect."""
+    found: dict[str, list[dict]] = {}
+    for var in chosen:
+        routes = [
+            {"route": route, "traces": counted["count"], "examples": counted["examples"][:3]}
+            for route, counted in (variables.get(var, {}).get("routes") or {}).items()
+            if (ROUTE_ARROW in route) == flows
+        ]
+        if routes:
+            found[var] = sorted(routes, key=lambda item: (-item["traces"], item["route"]))
+    return found
 
 
 def _margin(variables: dict, successes: int, key: str, chosen: list[str]) -> float:

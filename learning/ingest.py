@@ -26,11 +26,13 @@ from django.utils import timezone
 from registry.models import Application, ContractVersion, Tool
 from registry.selectors import alias_map, tool_names_visible
 
-from .aggregates import aggregate_add, aggregate_merge, new_aggregate
+from .aggregates import aggregate_add, aggregate_effects_add, aggregate_merge, new_aggregate
 from .baselines import baseline_snapshot
+from .candidates import Candidate, candidate_variables_count
+from .dataflow import trace_reconstruct, vocabulary_names
 from .days import days_fold
 from .models import ToolStats, Trace
-from .otel import states_shared
+from .otel import states_shared, states_whole
 from .outputs import output_batch_budget, output_checker
 from .signals import tool_stats_changed
 from .traces import trace_parse
@@ -69,6 +71,10 @@ def traces_ingest(
     name, so a runtime learns nothing of tools it cannot see: both are kept within the
     application's allowance of unregistered names and never count toward a registered tool's
     learning; past the allowance both are refused with the same reason.
+
+    Before folding, each trace's data flow is found in its values (``learning.dataflow``,
+    from the batch's steps and the trace's steps stored before them); output fields that fed a
+    variable under another name are counted as candidate aliases of the application.
 
     ``share_states`` stores each state once per trace (``learning.otel.states_shared``: for
     assembled OpenTelemetry traces, whose steps all repeat one initial state); aggregates read
@@ -118,6 +124,11 @@ def traces_ingest(
             }
         if not rows:
             continue
+        late: dict[str, list[tuple[str, list[tuple[str, str]]]]] = {}
+        candidates = _reconstruct(rows, application_id=application_id, aliases=aliases, late=late)
+        late = {
+            name: found for name, found in late.items() if name in visible or name not in approved
+        }
         with transaction.atomic():
             if application is not None:
                 for key in _over_allowance(application, rows):
@@ -152,12 +163,98 @@ def traces_ingest(
             for row in stored:
                 if row["foldable"]:
                     by_tool.setdefault(row["tool_name"], []).append(row)
-            _fold(by_tool, received_at=None)
-            if by_tool:
-                transaction.on_commit(partial(tool_stats_changed.send, None, tool_names=[*by_tool]))
+            _fold(by_tool, received_at=None, late=late)
+            if application is not None:
+                kept = {(row["trace_id"], row["step"]) for row in stored}
+                candidate_variables_count(
+                    application=application,
+                    found=[found for key, found in candidates if key in kept],
+                )
+            if by_tool or late:
+                changed = sorted({*by_tool, *late})
+                transaction.on_commit(partial(tool_stats_changed.send, None, tool_names=changed))
         result.accepted += len(stored)
         result.duplicates += len(rows) - len(stored)
     return result
+
+
+MAX_EARLIER_STEPS = 1000  # stored steps of a trace read back to reconstruct its later ones
+MAX_LOGGED = 80  # characters of a runtime's trace id written to the log
+
+
+def _reconstruct(
+    rows: dict[tuple[str, int], dict[str, Any]],
+    *,
+    application_id: int | None,
+    aliases: dict[str, str],
+    late: dict[str, list[tuple[str, list[tuple[str, str]]]]],
+) -> list[tuple[tuple[str, int], Candidate]]:
+    """Find each row's data flow (``learning.dataflow``) from the steps before it: those of the
+    batch and, for a trace whose first step here is not its first, the ones stored earlier
+    (a runtime that posts a call at a time). Each row gets its ``dataflow``; returns the
+    candidate aliases found, with the row each came from."""
+    by_trace: dict[str, list[dict[str, Any]]] = {}
+    for row in rows.values():
+        by_trace.setdefault(row["trace_id"], []).append(row)
+    later = {
+        trace_id: first
+        for trace_id, steps in by_trace.items()
+        if (first := min(row["step"] for row in steps)) > 0
+    }
+    earlier: dict[str, list[dict[str, Any]]] = {}
+    if later:
+        owner = (
+            Q(application__isnull=True)
+            if application_id is None
+            else Q(application_id=application_id)
+        )
+        stored = (
+            Trace.objects.filter(owner, trace_id__in=later)
+            .order_by("trace_id", "step")
+            .values("trace_id", "step", "tool_name", "args", "output", "status",
+                    "state_before", "state_after")[: MAX_EARLIER_STEPS * len(later)]
+        )  # fmt: skip
+        for stored_step in stored:
+            if stored_step["step"] < later[stored_step["trace_id"]]:
+                earlier.setdefault(stored_step["trace_id"], []).append(
+                    {**stored_step, "tool": stored_step["tool_name"]}
+                )
+        for steps in earlier.values():
+            whole = states_whole([(s["step"], s["state_before"], s["state_after"]) for s in steps])
+            for step in steps:
+                step["state_before"], step["state_after"] = whole[step["step"]]
+    found: list[tuple[tuple[str, int], Candidate]] = []
+    vocabulary = vocabulary_names(aliases)
+    for trace_id, steps in by_trace.items():
+        steps.sort(key=lambda row: row["step"])
+        context = earlier.get(trace_id, [])
+        reconstruction = trace_reconstruct(
+            [*context, *steps], aliases=aliases, vocabulary=vocabulary
+        )
+        for row, flow in zip(steps, reconstruction.steps[len(context) :], strict=True):
+            row["dataflow"] = flow
+        if reconstruction.capped:
+            logger.info(
+                "trace %r: its data flow was read up to the caps (%s)",
+                trace_id[:MAX_LOGGED],
+                ", ".join(sorted(reconstruction.capped)),
+            )
+        if context:
+            # An effect shows when a later call uses the value: the stored calls' effects that
+            # these steps reveal, beyond what was found when they were folded, are folded now.
+            folded = trace_reconstruct(context, aliases=aliases, vocabulary=vocabulary).steps
+            for earlier_step, was, now in zip(
+                context, folded, reconstruction.steps[: len(context)], strict=True
+            ):
+                revealed = [effect for effect in now["effects"] if effect not in was["effects"]]
+                if revealed and earlier_step["status"] == "success":
+                    late.setdefault(earlier_step["tool"], []).append((trace_id, revealed))
+        for number, tool, name, variable, example in reconstruction.candidates:
+            if number >= len(context):
+                row = steps[number - len(context)]
+                candidate = (row["step"], tool, name, example, variable)
+                found.append(((trace_id, row["step"]), candidate))
+    return found
 
 
 def unknown_tool_reason(name: str, application: Application) -> str:
@@ -370,7 +467,12 @@ def tool_fold(*, tool_name: str) -> int:
             folded += len(claimed)
 
 
-def _fold(by_tool: dict[str, list[dict]], *, received_at: str | None) -> None:
+def _fold(
+    by_tool: dict[str, list[dict]],
+    *,
+    received_at: str | None,
+    late: dict[str, list[tuple[str, list[tuple[str, str]]]]] | None = None,
+) -> None:
     """Merge one delta per tool into its stats, all rows locked and written in a few queries.
 
     ``received_at`` names the key holding when each trace arrived; None means "just now", which
@@ -381,9 +483,18 @@ def _fold(by_tool: dict[str, list[dict]], *, received_at: str | None) -> None:
         for name, traces in by_tool.items()
         if (kept := [trace for trace in traces if not trace.get("uncaptured")])
     }
-    rows = stats_locked(sorted(learnt))
+    late = late or {}
+    # One lock, in name order, for the tools folded and those whose earlier calls' effects
+    # were revealed: two ingests never deadlock.
+    rows = stats_locked(sorted({*learnt, *late}))
     with output_batch_budget():
         _fold_into(rows, learnt, received_at=received_at)
+    for stats in rows:
+        for trace_id, effects in late.get(stats.tool_name, ()):
+            aggregate_effects_add(stats.aggregate, effects, trace_id)
+            if stats.since_version_id is not None:
+                aggregate_effects_add(stats.aggregate_since_version, effects, trace_id)
+            stats.dirty = True
     stats_write(rows)
     tool_ids: dict[str, int | None] = dict(
         Tool.objects.filter(name__in=by_tool.keys() - learnt.keys()).values_list("name", "pk")
@@ -396,7 +507,7 @@ def _fold_into(
 ) -> None:
     for stats in rows:
         since = stats.since_version
-        traces = by_tool[stats.tool_name]
+        traces = by_tool.get(stats.tool_name, [])
         delta_all, delta_since, since_count = new_aggregate(), new_aggregate(), 0
         check = output_check_for(since)
         for trace in traces:

@@ -246,10 +246,11 @@ class SpanIntake(models.Model):
 
 
 class CandidateVariable(models.Model):
-    """A result field of a tool that the vocabulary does not know: counted, never an effect.
+    """A result field of a tool that the vocabulary does not know, or one whose values fed an
+    argument under another name (``alias_of``): counted, never added silently.
 
-    A person may add it to the vocabulary (admin action, through a service); from then on the
-    field is a state variable like any other.
+    A person may add it to the vocabulary (admin action, through a service): as a variable, or
+    as an alias of the variable it fed.
     """
 
     application = models.ForeignKey(
@@ -257,6 +258,12 @@ class CandidateVariable(models.Model):
     )
     tool_name = models.CharField(max_length=200)
     name = models.CharField(max_length=100)
+    alias_of = models.CharField(
+        max_length=100,
+        blank=True,
+        help_text="The variable this field's values fed under another name: adopting the "
+        "candidate adds the field as its alias.",
+    )
     count = models.PositiveBigIntegerField(default=0)
     examples = models.JSONField(default=list, blank=True)
     first_seen = models.DateTimeField(auto_now_add=True)

@@ -22,9 +22,11 @@ instrumentations' default) is ``captured: False``: counted, never learnt from.
 State: the state before a trace's first call is the JSON object in ``registry.state`` on its
 root span, else on its earliest span carrying it (an agent span); else empty. After each
 successful call the result's top-level fields whose names the vocabulary knows (names or
-aliases) are added under their canonical names; the other fields are candidate variables,
-reported, never added. ``registry.state_before`` / ``registry.state_after`` on a tool span
-replace the reconstruction for that call.
+aliases) are added under their canonical names. ``registry.state_before`` /
+``registry.state_after`` on a tool span replace this for that call. Ingest then finds the data
+flow in the values (``learning.dataflow``), as for every trace: results at any depth, and the
+user's messages of the trace's chat spans (``gen_ai.input.messages``), which each step carries
+as the messages that came since the step before it.
 """
 
 from __future__ import annotations
@@ -45,6 +47,7 @@ from opentelemetry.proto.trace.v1.trace_pb2 import Span, Status
 
 from registry.validation import unstorable_text
 
+from .dataflow import user_texts
 from .traces import FUTURE_SLACK
 
 OPERATION = "gen_ai.operation.name"
@@ -58,6 +61,8 @@ MCP_REQUEST_ID = "jsonrpc.request.id"
 OPENINFERENCE_KIND = "openinference.span.kind"
 TRACELOOP_KIND = "traceloop.span.kind"
 STATE = "registry.state"
+INPUT_MESSAGES = "gen_ai.input.messages"  # a chat span's conversation: the user's words are read
+USER_TEXTS = "user_texts"  # what a conversation span keeps of it
 STATE_BEFORE = "registry.state_before"
 STATE_AFTER = "registry.state_after"
 EXECUTE_TOOL = "execute_tool"
@@ -98,7 +103,7 @@ CONTENT_CAPTURE = (
 )
 MARKERS = frozenset(convention.marker for convention in CONVENTIONS)
 READ_ATTRIBUTES = frozenset(
-    {ERROR_TYPE, STATE, STATE_BEFORE, STATE_AFTER}
+    {ERROR_TYPE, STATE, STATE_BEFORE, STATE_AFTER, INPUT_MESSAGES}
     | {name for c in CONVENTIONS for name in (c.marker, c.tool, c.call_id, c.arguments, c.result)}
 )
 STATE_ATTRIBUTES = (STATE, STATE_BEFORE, STATE_AFTER)
@@ -110,7 +115,11 @@ MAX_ATTRIBUTE_BYTES = 64 * 1024
 # Nesting of one JSON attribute, as deep as protobuf reads a structured one: deeper values are
 # refused here, so no later step (storing, encoding, walking) meets a value it cannot recurse.
 MAX_JSON_DEPTH = 100
+# A chat span's conversation grows with every turn: read up to this many bytes, of which the
+# user's messages are kept up to MAX_ATTRIBUTE_BYTES characters.
+MAX_MESSAGES_BYTES = 1024 * 1024
 MAX_REASONS = 20  # distinct rejection reasons kept for the answer
+MAX_USER_CHARACTERS = 4 * MAX_ATTRIBUTE_BYTES  # of a trace's user messages handed to its steps
 SPAN_OVERHEAD = 200  # bytes a buffered span costs besides its attributes (ids, times, keys)
 
 
@@ -267,6 +276,11 @@ def _decode_one(span: Span, batch: DecodedBatch, latest_ns: int) -> None:
         if pair.key in READ_ATTRIBUTES:
             values[pair.key] = pair.value
     convention = _convention(values)
+    if convention is None and INPUT_MESSAGES in values:
+        texts = _conversation(values[INPUT_MESSAGES])
+        if texts and STATE not in values:
+            _keep_conversation(span, trace_id, span_id, parent, texts, batch, latest_ns)
+            return
     if convention is None and STATE not in values:
         batch.ignore(_ignored_reason(values))
         return
@@ -342,6 +356,57 @@ def _decode_one(span: Span, batch: DecodedBatch, latest_ns: int) -> None:
         return
     if not captured:
         batch.uncaptured += 1
+    batch.spans.append(record)
+
+
+def _conversation(value: AnyValue) -> list[str]:
+    """The user's messages of a chat span's ``gen_ai.input.messages`` (JSON text or a structured
+    value), at most ``MAX_ATTRIBUTE_BYTES`` characters of them; none when it cannot be read."""
+    if value.ByteSize() > MAX_MESSAGES_BYTES:
+        return []
+    parsed, problem = _json_value(_python(value))
+    if problem or _deeper_than(parsed, MAX_JSON_DEPTH):
+        return []
+    kept: list[str] = []
+    room = MAX_ATTRIBUTE_BYTES
+    for text in user_texts(parsed):
+        if len(text) > room:
+            break
+        room -= len(text)
+        kept.append(text)
+    return kept
+
+
+def _keep_conversation(
+    span: Span,
+    trace_id: str,
+    span_id: str,
+    parent: str,
+    texts: list[str],
+    batch: DecodedBatch,
+    latest_ns: int,
+) -> None:
+    """Keep a chat span for its user messages: data flow reads them (``learning.dataflow``)."""
+    if span.start_time_unix_nano == 0 or span.start_time_unix_nano > latest_ns:
+        batch.ignore("a chat span without a usable start time")
+        return
+    record: SpanRecord = {
+        "trace_id": trace_id,
+        "span_id": span_id,
+        "parent_span_id": parent,
+        "name": span.name[:MAX_NAME_LENGTH],
+        "start_ns": span.start_time_unix_nano,
+        "end_ns": max(span.end_time_unix_nano, span.start_time_unix_nano),
+        "error": None,
+        "tool": None,
+        "attributes": {USER_TEXTS: texts},
+        "bytes": SPAN_OVERHEAD + sum(len(text) for text in texts),
+        "captured": True,
+    }
+    problem = unstorable_text(record)
+    if problem:
+        batch.reject(f"a value cannot be stored: {problem}")
+        return
     batch.spans.append(record)
 
 
@@ -445,8 +510,6 @@ def _no_constant(name: str) -> None:
 @dataclass
 class Assembly:
     traces: list[dict] = field(default_factory=list)  # the registry's trace format
-    # (step, tool, field name, an example value): result fields the vocabulary does not know
-    candidates: list[tuple[int, str, str, Any]] = field(default_factory=list)
     uncaptured: set[int] = field(default_factory=set)  # steps without arguments or result
 
 
@@ -472,8 +535,23 @@ def trace_assemble(
         if span["tool"] is not None and span.get("captured", True) and _inner_call(span, by_id)
     }
     state = _canonical(_initial_state(spans), aliases)
+    chats = sorted(
+        (span for span in spans if span["tool"] is None and USER_TEXTS in span["attributes"]),
+        key=lambda span: (span["start_ns"], span["span_id"]),
+    )
+    said: set[str] = set()  # the user's messages handed to steps so far
+    room = MAX_USER_CHARACTERS
     assembly = Assembly()
     for step, span in enumerate(calls):
+        # Each step carries the user's messages that came since the one before it: data flow
+        # reads a trace's steps in order, so every earlier message is known to later steps.
+        new_texts: list[str] = []
+        while chats and chats[0]["start_ns"] <= span["start_ns"]:
+            for text in chats.pop(0)["attributes"][USER_TEXTS]:
+                if text not in said and len(text) <= room:
+                    said.add(text)
+                    room -= len(text)
+                    new_texts.append(text)
         if not span.get("captured", True) and span["span_id"] in inner:
             span = {**span, "attributes": inner[span["span_id"]]["attributes"], "captured": True}
         tool = span["tool"] or ""
@@ -495,8 +573,6 @@ def trace_assemble(
                     canonical = aliases.get(name)
                     if canonical is not None:
                         after[canonical] = value
-                    else:
-                        assembly.candidates.append((step, tool, name, value))
         assembly.traces.append(
             {
                 "trace_id": trace_id,
@@ -510,6 +586,11 @@ def trace_assemble(
                 "error": span["error"],
                 "duration_ms": (span["end_ns"] - span["start_ns"]) / 1_000_000,
                 "occurred_at": _iso(span["start_ns"]),
+                **(
+                    {"messages": [{"role": "user", "content": text} for text in new_texts]}
+                    if new_texts
+                    else {}
+                ),
             }
         )
         if not span.get("captured", True):

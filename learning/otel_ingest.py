@@ -27,27 +27,22 @@ import logging
 from collections import defaultdict
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
-from typing import Any
 
 from django.conf import settings
 from django.db import transaction
 from django.db.models import Count, F, Q, Sum
 from django.utils import timezone
 
-from registry.models import Application, StateVariable
+from registry.models import Application
 from registry.selectors import alias_map
-from registry.services import state_variable_create
 
 from .ingest import tool_names_refused, traces_ingest, unknown_tool_reason
-from .models import CandidateVariable, OtelSpan, OtelTrace, SpanIntake
+from .models import OtelSpan, OtelTrace, SpanIntake
 from .otel import CONTENT_CAPTURE, DecodedBatch, SpanRecord, trace_assemble
 
 logger = logging.getLogger(__name__)
 ASSEMBLE_CHUNK = 500  # traces per transaction, at most (and OTLP_ASSEMBLE_BYTES)
 MAX_IGNORED_REASONS = 20  # distinct reasons for ignored spans kept per application
-MAX_CANDIDATES_PER_TOOL = 50  # distinct unknown result fields kept per application and tool
-MAX_EXAMPLES = 3
-MAX_EXAMPLE_CHARS = 120
 MAX_PROBLEMS = 10
 
 
@@ -379,7 +374,7 @@ def _assemble(claimed: list[OtelTrace], *, now: datetime) -> None:
     for traces in by_application.values():
         application = traces[0].application
         items: list[tuple[int, dict]] = []
-        owners: list[tuple[OtelTrace, list[tuple[int, str, str, Any]]]] = []
+        owners: list[OtelTrace] = []
         uncaptured: set[int] = set()
         for trace in traces:
             assembly = trace_assemble(
@@ -391,27 +386,18 @@ def _assemble(claimed: list[OtelTrace], *, now: datetime) -> None:
                 if step["step"] in assembly.uncaptured:
                     uncaptured.add(len(items))
                 items.append((len(items), step))
-                owners.append((trace, [c for c in assembly.candidates if c[0] == step["step"]]))
+                owners.append(trace)
         result = traces_ingest(
             items=items, application=application, share_states=True, uncaptured=uncaptured
         )
-        refused: set[int] = set()
         for problem in result.rejected:
             index = problem["index"]
-            refused.add(index)
-            trace = owners[index][0]
+            trace = owners[index]
             if len(trace.problems) < MAX_PROBLEMS:
                 trace.problems.append(
                     {"step": items[index][1]["step"], "field": problem["field"],
                      "reason": problem["reason"]}
                 )  # fmt: skip
-        found = [
-            candidate
-            for index, (_, candidates) in enumerate(owners)
-            if index not in refused
-            for candidate in candidates
-        ]
-        candidate_variables_count(application=application, found=found)
     OtelSpan.objects.filter(trace__in=claimed).delete()
     OtelTrace.objects.filter(pk__in=[trace.pk for trace in claimed]).update(
         state=OtelTrace.State.ASSEMBLED, assembled_at=now
@@ -425,83 +411,3 @@ def _assemble(claimed: list[OtelTrace], *, now: datetime) -> None:
     troubled = [trace for trace in claimed if trace.problems]
     if troubled:
         OtelTrace.objects.bulk_update(troubled, ["problems"])
-
-
-# ----------------------------------------------------------------------- candidate variables
-def candidate_variables_count(
-    *, application: Application, found: list[tuple[int, str, str, Any]]
-) -> None:
-    """Count result fields the vocabulary does not know, per application and tool.
-
-    At most ``MAX_CANDIDATES_PER_TOOL`` names are kept per application and tool (a runtime
-    answering with ever new field names cannot grow the table), each with a few examples.
-    """
-    if not found:
-        return
-    seen: dict[tuple[str, str], list] = {}
-    for _, tool, name, value in found:
-        if not name or len(name) > 100:
-            continue
-        entry = seen.setdefault((tool, name), [0, []])
-        entry[0] += 1
-        example = _example(value)
-        if len(entry[1]) < MAX_EXAMPLES and example not in entry[1]:
-            entry[1].append(example)
-    tools = {tool for tool, _ in seen}
-    rows = {
-        (row.tool_name, row.name): row
-        for row in CandidateVariable.objects.select_for_update()
-        .filter(application=application, tool_name__in=tools)
-        .order_by("pk")
-    }
-    per_tool: dict[str, int] = defaultdict(int)
-    for tool, _ in rows:
-        per_tool[tool] += 1
-    new = []
-    now = timezone.now()
-    for (tool, name), (count, examples) in seen.items():
-        row = rows.get((tool, name))
-        if row is not None:
-            row.count += count
-            row.last_seen = now
-            row.examples = (row.examples + [e for e in examples if e not in row.examples])[
-                :MAX_EXAMPLES
-            ]
-        elif per_tool[tool] < MAX_CANDIDATES_PER_TOOL:
-            per_tool[tool] += 1
-            new.append(
-                CandidateVariable(
-                    application=application,
-                    tool_name=tool,
-                    name=name,
-                    count=count,
-                    examples=examples,
-                )
-            )
-    CandidateVariable.objects.bulk_update(list(rows.values()), ["count", "examples", "last_seen"])
-    # A concurrent assembly may have inserted the same name: its count stands, this one's is
-    # lost (a candidate's count is a hint for a person, not a statistic inference reads).
-    CandidateVariable.objects.bulk_create(new, ignore_conflicts=True)
-
-
-def _example(value: Any) -> Any:
-    if isinstance(value, str):
-        return value[:MAX_EXAMPLE_CHARS]
-    if isinstance(value, bool | int | float) or value is None:
-        return value
-    text = repr(value)
-    return text if len(text) <= MAX_EXAMPLE_CHARS else text[: MAX_EXAMPLE_CHARS - 1] + "…"
-
-
-@transaction.atomic
-def candidate_variable_adopt(*, candidate: CandidateVariable) -> StateVariable:
-    """Add a candidate to the vocabulary; it is no longer a candidate anywhere.
-
-    Only results that arrive afterwards add it to the state: steps already assembled stand.
-    """
-    variable = state_variable_create(
-        name=candidate.name,
-        description=f"Found in the results of {candidate.tool_name}.",
-    )
-    CandidateVariable.objects.filter(name=candidate.name).delete()
-    return variable

@@ -248,6 +248,7 @@ def _drift_record(
         # Why the higher risk is suggested, for the ticket page (learning.risk).
         evidence["risk_evidence"] = (inferred.get("evidence") or {}).get("risk", [])
         evidence["risk_confidence"] = (inferred.get("confidence") or {}).get("risk")
+    _note_dataflow(evidence, inferred, [item["field"] for item in items])
     _note_unsafe_names(evidence, inferred)
     report, created = _report_get_or_create(tool, approved, fingerprint, items, evidence)
     if not created:
@@ -276,6 +277,15 @@ def _drift_record(
         reports.update(auto_published=True)
     result.ticket_id = drift.ticket.pk
     result.published = drift.published
+
+
+def _note_dataflow(evidence: dict[str, Any], inferred: dict[str, Any], fields: list[str]) -> None:
+    """The routes behind the inferred requires and produces (``learning.dataflow``): which
+    output path fed which argument, in how many calls, with example runs."""
+    routes = (inferred.get("evidence") or {}).get("dataflow") or {}
+    shown = {field: routes[field] for field in ("requires", "produces") if routes.get(field)}
+    if shown and any(field in ("requires", "produces") for field in fields):
+        evidence["dataflow"] = shown
 
 
 def _note_unsafe_names(evidence: dict[str, Any], inferred: dict[str, Any]) -> None:
@@ -383,6 +393,7 @@ def _shadow_tool_propose(
             key: inferred.get(key) for key in ("requires", "produces", "input_schema", "cost")
         },
     }
+    _note_dataflow(evidence, inferred, ["requires", "produces"])
     _note_unsafe_names(evidence, inferred)
     document = {
         "name": name,

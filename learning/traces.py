@@ -14,14 +14,17 @@ from typing import Any
 
 from registry.validation import unstorable_text
 
+from .dataflow import user_texts
+
 MAX_ID_LENGTH = 200
 EARLIEST = datetime(1970, 1, 1, tzinfo=UTC)
 FUTURE_SLACK = timedelta(days=1)  # runtimes' clocks drift; a trace from next year does not
 STATUSES = ("success", "error")
 FIELDS = {
     "trace_id", "step", "tool", "args", "status", "state_before", "state_after", "output",
-    "error", "duration_ms", "occurred_at",
+    "error", "duration_ms", "occurred_at", "messages",
 }  # fmt: skip
+MAX_MESSAGES = 1000  # messages of the conversation read per step
 
 
 def trace_parse(
@@ -59,6 +62,10 @@ def trace_parse(
             errors.append((key, "must be an object mapping variable names to values"))
         else:
             states[key] = {aliases.get(name, name): value for name, value in state.items()}
+    messages = item.get("messages", [])
+    problem = _messages_problem(messages)
+    if problem:
+        errors.append(("messages", problem))
     error = item.get("error")
     if error is not None and not isinstance(error, str):
         errors.append(("error", "must be a string or null"))
@@ -92,7 +99,24 @@ def trace_parse(
         "error": error,
         "duration_ms": None if duration is None else int(duration),
         "occurred_at": when,
+        # Only the user's words are read (for data flow), never stored.
+        "user_texts": user_texts(messages),
     }, []
+
+
+def _messages_problem(messages: Any) -> str | None:
+    """Why ``messages`` is not a conversation, or None."""
+    if not isinstance(messages, list):
+        return 'must be a list of {"role": ..., "content": ...} objects'
+    if len(messages) > MAX_MESSAGES:
+        return f"must hold at most {MAX_MESSAGES} messages"
+    for position, message in enumerate(messages):
+        if not isinstance(message, dict) or not isinstance(message.get("role"), str):
+            return f"[{position}] must be an object with a string role"
+        content = message.get("content")
+        if content is not None and not isinstance(content, str | list):
+            return f"[{position}].content must be a string or a list of parts"
+    return None
 
 
 def _parse_time(value: Any) -> datetime | None:

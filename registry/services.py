@@ -425,6 +425,17 @@ def contracts_export() -> list[dict[str, Any]]:
 
 
 @transaction.atomic
+def state_variable_alias_add(*, variable: StateVariable, alias: str) -> StateVariable:
+    """Add one surface form to a variable; a name another variable already uses is refused."""
+    locked = StateVariable.objects.select_for_update().get(pk=variable.pk)
+    if alias not in locked.aliases:
+        locked.aliases = [*locked.aliases, alias]
+        locked.full_clean()
+        locked.save(update_fields=["aliases"])
+    return locked
+
+
+@transaction.atomic
 def state_variable_create(*, name: str, description: str = "") -> StateVariable:
     """Add one word to the vocabulary; a name already used (as a name or an alias) is refused."""
     variable = StateVariable(name=name, description=description)

@@ -428,7 +428,11 @@ class ReviewTicketAdmin(admin.ModelAdmin):
 def _link_examples(summary: dict) -> None:
     """Give each example run its link: the trace list showing that whole run (same trace id,
     same application) step by step. One query for the applications' names."""
-    examples = [example for item in summary["items"] for example in item["examples"]]
+    examples = [
+        example
+        for item in [*summary["items"], *summary["dataflow"]]
+        for example in item["examples"]
+    ]
     for example in examples:
         owner = example["application_id"]
         if owner is not None and (not isinstance(owner, int) or isinstance(owner, bool)):

@@ -26,7 +26,7 @@ ITEM_KEYS = frozenset(
 TOP_KEYS = frozenset(
     {
         "base_version", "traces_since_version", "support", "applications", "drift",
-        "inferred", "unknown_variables", "calls_seen",
+        "inferred", "unknown_variables", "calls_seen", "dataflow",
     }
 )  # fmt: skip
 COST_FIGURES = (
@@ -64,6 +64,7 @@ def evidence_summary(
         ),
         "figures": _figures(base_cost or {}, observed_cost),
         "unknown_variables": _unknown(evidence.get("unknown_variables")),
+        "dataflow": _dataflow(evidence.get("dataflow")),
         "other": [
             (str(key), _text(value)) for key, value in evidence.items() if key not in TOP_KEYS
         ],
@@ -148,6 +149,29 @@ def _examples(item: Mapping[str, Any]) -> list[dict[str, Any]]:
             if isinstance(trace_id, str | int)
         ]
     return []
+
+
+def _dataflow(dataflow: Any) -> list[dict[str, Any]]:
+    """Each requirement's and effect's routes: which output path (or user message, or state)
+    fed which argument, or which output path brought the values; in how many calls, with runs
+    to open (``learning.inference``'s ``evidence.dataflow``)."""
+    rows: list[dict[str, Any]] = []
+    for field in ("requires", "produces"):
+        by_variable = _mapping(_mapping(dataflow).get(field))
+        for variable, routes in sorted(by_variable.items()):
+            for route in routes if isinstance(routes, list) else []:
+                if not isinstance(route, Mapping):
+                    continue
+                rows.append(
+                    {
+                        "field": field,
+                        "variable": _text(variable),
+                        "route": _text(route.get("route")),
+                        "traces": _count(route.get("traces")),
+                        "examples": _examples({"example_trace_ids": route.get("examples")}),
+                    }
+                )
+    return rows
 
 
 def _figures(base: Mapping[str, Any], observed: Mapping[str, Any]) -> list[dict[str, Any]]:

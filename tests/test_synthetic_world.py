@@ -1,5 +1,6 @@
 """Inference recovers the synthetic world's contracts exactly, and finds its one drift."""
 
+from benchmarks.contract2tool import run_inference_benchmark
 from demo import synthetic_world as world
 from learning.aggregates import aggregate_add, new_aggregate
 from learning.inference import contract_drift, infer_contract
@@ -49,3 +50,11 @@ def test_only_the_drifted_tool_drifts_once_it_has_changed():
             assert inferred["requires"] == world.drifted_contract()["requires"]
             assert inferred["produces"] == world.drifted_contract()["produces"]
     assert drifted == [world.DRIFTED]
+
+
+def test_contract2tool_needs_only_the_initial_state_with_the_vocabulary_declared():
+    # Per-step state stripped: the runtime sends the task's state on its first call, and the
+    # rest is found in the values (learning.dataflow).
+    for state in ("every step", "initial"):
+        row = run_inference_benchmark(state=state)["ours_traced"]
+        assert (row["requires_f1"], row["produces_f1"]) == (1.0, 1.0), state

@@ -194,9 +194,15 @@ def test_merging_equals_folding_everything_at_once():
         assert len(left["error_examples"]) == 5 and set(left["error_examples"]) <= errors
         assert len(left["source_examples"]["operator"]) == 5
         for name, entry in whole["variables"].items():
-            assert {k: v for k, v in left["variables"][name].items() if k != "examples"} == {
-                k: v for k, v in entry.items() if k != "examples"
+            sampled = {"examples", "routes"}
+            assert {k: v for k, v in left["variables"][name].items() if k not in sampled} == {
+                k: v for k, v in entry.items() if k not in sampled
             }
+            assert _route_counts(left["variables"][name]) == _route_counts(entry)
+
+
+def _route_counts(entry: dict) -> dict:
+    return {route: counted["count"] for route, counted in entry.get("routes", {}).items()}
 
 
 def test_an_aggregate_stays_bounded_under_many_distinct_names():

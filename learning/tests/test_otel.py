@@ -41,7 +41,6 @@ def test_it_reconstructs_the_state_from_the_data_flow():
     assert first["state_after"] == {"event_query": "team sync", "event_id": "evt_9"}
     assert second["state_before"] == first["state_after"]
     assert second["state_after"]["event_details"] == {"title": "Team sync"}
-    assert assembly.candidates == [(0, "calendar.find_events", "match_count", 3)]
     assert first["output"] == {"eventId": "evt_9", "match_count": 3}
     assert first["duration_ms"] == 40 and first["occurred_at"].startswith("2026-10-26T")
 
@@ -225,3 +224,28 @@ def test_an_outer_call_without_content_takes_its_inner_mcp_calls_arguments_and_r
     assembly = trace_assemble(trace_id="t", spans=batch.spans, aliases={})
     (step,) = assembly.traces
     assert (step["args"], step["output"], assembly.uncaptured) == ({"q": 1}, {"r": 2}, set())
+
+
+def test_chat_spans_give_each_step_the_user_messages_that_came_before_it():
+    def chat(number: int, *texts: str):
+        messages = [{"role": "system", "parts": [{"type": "text", "content": "Be brief."}]}]
+        messages += [{"role": "user", "parts": [{"type": "text", "content": t}]} for t in texts]
+        return span(number, gen_ai__operation__name="chat", gen_ai__input__messages=messages)
+
+    batch = decode(
+        agent(),
+        chat(1, "Find my team sync"),
+        tool_call(2, "calendar.find_events", args={"event_query": "team sync"}),
+        chat(3, "Find my team sync", "Then open evt_9"),
+        tool_call(4, "calendar.get_event", args={"event_id": "evt_9"}),
+        span(5, gen_ai__operation__name="chat"),  # a chat span without its messages
+    )
+    assert batch.ignored == 2 and len(batch.spans) == 4  # the agent span and the bare chat
+    first, second = trace_assemble(trace_id="t", spans=batch.spans, aliases=ALIASES).traces
+    assert first["messages"] == [{"role": "user", "content": "Find my team sync"}]
+    assert second["messages"] == [{"role": "user", "content": "Then open evt_9"}]
+
+
+def test_an_unreadable_conversation_leaves_the_chat_span_ignored():
+    batch = decode(agent(), span(1, gen_ai__operation__name="chat", gen_ai__input__messages="{"))
+    assert (batch.ignored, batch.rejected, batch.spans) == (2, 0, [])

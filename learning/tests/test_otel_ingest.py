@@ -6,15 +6,14 @@ import pytest
 from django.core.exceptions import ValidationError
 from django.utils import timezone
 
-from learning.models import CandidateVariable, OtelTrace, Trace
-from learning.otel import spans_decode
-from learning.otel_ingest import (
+from learning.candidates import (
     MAX_CANDIDATES_PER_TOOL,
     candidate_variable_adopt,
     candidate_variables_count,
-    otel_traces_assemble,
-    spans_receive,
 )
+from learning.models import CandidateVariable, OtelTrace, Trace
+from learning.otel import spans_decode
+from learning.otel_ingest import otel_traces_assemble, spans_receive
 from registry.models import Application, StateVariable
 
 from .otel_spans import agent, request, tool_call
@@ -52,18 +51,34 @@ def test_it_claims_each_ready_trace_once_and_forgets_it_after_its_keep(applicati
     assert not OtelTrace.objects.exists()
 
 
-def test_unknown_result_fields_are_counted_never_effects(application):
+def test_result_fields_that_feed_nothing_are_no_candidates_and_no_effects(application):
     receive(application, *found_run())
     receive(application, *found_run(b"\x02" * 16))
     otel_traces_assemble(now=timezone.now() + LATER)
     assert {t.state_after.get("match_count") for t in Trace.objects.all()} == {None}
-    counts = dict(CandidateVariable.objects.values_list("name", "count"))
-    assert counts == {"match_count": 2, "ranking": 2}
-    assert CandidateVariable.objects.get(name="ranking").examples == ["best"]
+    assert not CandidateVariable.objects.exists()
+
+
+def test_a_result_field_that_fed_another_name_is_a_candidate_alias(application):
+    trace = b"\x04" * 16
+    receive(
+        application,
+        agent(trace=trace),
+        tool_call(1, "calendar.find_events", trace=trace, result={"hits": ["evt_1234"]}),
+        tool_call(2, "calendar.get_event", trace=trace, args={"eventId": "evt_1234"}),
+    )
+    otel_traces_assemble(now=timezone.now() + LATER)
+    candidate = CandidateVariable.objects.get()
+    assert (candidate.tool_name, candidate.name, candidate.alias_of, candidate.count) == (
+        "calendar.find_events", "hits", "event_id", 1,
+    )  # fmt: skip
+    variable = candidate_variable_adopt(candidate=candidate)
+    assert variable.name == "event_id" and variable.aliases == ["eventId", "evt_id", "hits"]
+    assert not CandidateVariable.objects.exists()
 
 
 def test_candidates_are_bounded_per_tool(application):
-    found = [(0, "t.one", f"field_{n}", n) for n in range(MAX_CANDIDATES_PER_TOOL + 30)]
+    found = [(0, "t.one", f"field_{n}", n, "") for n in range(MAX_CANDIDATES_PER_TOOL + 30)]
     candidate_variables_count(application=application, found=found)
     candidate_variables_count(application=application, found=found)
     rows = CandidateVariable.objects.filter(tool_name="t.one")
@@ -72,9 +87,9 @@ def test_candidates_are_bounded_per_tool(application):
 
 
 def test_adopting_a_candidate_makes_it_a_state_variable_for_later_traces(application):
-    receive(application, *found_run())
-    otel_traces_assemble(now=timezone.now() + LATER)
-    candidate = CandidateVariable.objects.get(name="match_count")
+    candidate = CandidateVariable.objects.create(
+        application=application, tool_name="calendar.find_events", name="match_count", count=1
+    )
     variable = candidate_variable_adopt(candidate=candidate)
     assert StateVariable.objects.filter(pk=variable.pk, name="match_count").exists()
     assert not CandidateVariable.objects.filter(name="match_count").exists()

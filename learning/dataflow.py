@@ -1,0 +1,552 @@
+"""Data flow found in the values of one trace (pure: no Django).
+
+A runtime rarely says what the task state is. It sends calls: a tool, its arguments, its
+output, whether it failed, and sometimes the conversation. ``trace_reconstruct`` reads one
+trace's steps in order and finds where each argument value came from:
+
+- values seen earlier in the same trace are indexed by a normalised key (a hash lookup): the
+  outputs of earlier successful calls at any depth (objects, lists, a bare string answer,
+  identifier-like tokens inside text), the user's messages (words, identifier-like tokens and
+  two- and three-word phrases), the state a runtime sent, and earlier calls' arguments;
+- an argument value (at any depth) whose key was seen before the call *flowed*: its variable is
+  a requirement of the tool. The variable is named from the argument that receives the value
+  (``variable_name``: camelCase to snake_case, a list's items singular, the vocabulary's
+  aliases), or is the state variable the runtime named;
+- a value is a value of every variable it flowed into, and the output path it came from
+  (``reservations[]``, ``flights[].flight_number``) names the variable for every value at that
+  path in the trace: the producer's effect is the variable, and the path a candidate alias. An
+  output field already named as a known variable (the vocabulary, or a name that flowed in this
+  trace) holds values of it too;
+- a variable holds every value known so far in the trace (a set). A step *produces* a variable
+  when its output brings a value of it that the trace did not know (so a second search that
+  finds new flights produces ``flight_number`` again, merge ``append``); an output repeating the
+  call's own argument values (an echo) brings nothing.
+
+Values too common to mean anything are never matched (``trivial``): null, booleans, empty
+values, numbers of fewer than ``MIN_DIGITS`` digits, strings shorter than ``MIN_LENGTH``, and a
+single word of at most ``COMMON_WORD_LENGTH`` letters that an English dictionary (WordNet's
+lemmas, regular endings stripped) or the short list of English function words knows. Values
+of a state the runtime sent are matched by the looser rule inference always had (three
+characters, four digits): the runtime named them.
+
+Work and memory are linear in the trace and capped per trace: at most ``MAX_VALUES`` distinct
+values are indexed, ``MAX_LEAVES`` leaves read, containers followed ``MAX_DEPTH`` deep, strings
+read up to ``MAX_STRING`` characters and ``MAX_VARIABLES`` variables named; past a cap, what
+was found stands and the rest is not read.
+"""
+
+from __future__ import annotations
+
+import re
+from bisect import bisect_right
+from collections.abc import Collection, Iterable, Iterator
+from dataclasses import dataclass, field
+from functools import lru_cache
+from typing import Any, TypedDict
+
+from .lexicon import LexiconMissing, data_directory
+
+MIN_LENGTH = 3
+MIN_DIGITS = 4
+COMMON_WORD_LENGTH = 8
+MAX_VALUES = 5_000
+MAX_LEAVES = 50_000
+MAX_DEPTH = 20
+MAX_STRING = 2_000
+MAX_VARIABLES = 200
+MAX_PHRASE = 3  # words in a phrase of a user message that an argument may repeat
+MAX_PHRASES = 20_000  # words and phrases of the user's messages indexed per trace
+# English function words WordNet does not list (it holds nouns, verbs, adjectives, adverbs).
+FUNCTION_WORDS = frozenset(
+    "a an the and or but nor not no yes none all any some each every both either neither this "
+    "that these those it its he she they them their his her our your my we you me us i of to in "
+    "on at by for from with without into onto over under about as than then so if else when "
+    "where which who whom whose what why how there here is are was were be been being do does "
+    "did done has have had can could may might must shall should will would ok okay null nil "
+    "true false n/a na".split()
+)
+IDENTIFIER = re.compile(r"#?[A-Za-z0-9][A-Za-z0-9_.@#:/+-]*[A-Za-z0-9]")
+WORD = re.compile(r"[^\W_]+(?:[-'.@_][^\W_]+)*")
+# An object key holding a run of three digits is data (``credit_card_4421``), not a field name:
+# it is a value too, and its path is written ``{}``, like a list's ``[]``.
+DATA_KEY = re.compile(r"[0-9]{3}")
+CAMEL = re.compile(r"(?<=[a-z0-9])(?=[A-Z])|(?<=[A-Z])(?=[A-Z][a-z])")
+USER = "user message"
+
+
+class StepFlow(TypedDict):
+    """What one step's reconstruction says, read by ``learning.aggregates.aggregate_add``."""
+
+    present: list[str]  # variables with a value known before the call
+    flows: list[tuple[str, str, str]]  # (variable, argument path, origin)
+    effects: list[tuple[str, str]]  # (variable, output path) brought new values
+
+
+@dataclass
+class Reconstruction:
+    steps: list[StepFlow] = field(default_factory=list)
+    # (step, tool, output field name, variable, example value): output fields that fed a
+    # variable under another name, candidate aliases for a person to accept
+    candidates: list[tuple[int, str, str, str, Any]] = field(default_factory=list)
+    # caps reached while reading this trace (empty: it was read whole)
+    capped: set[str] = field(default_factory=set)
+
+
+@lru_cache(maxsize=1)
+def _english_words() -> frozenset[str]:
+    """WordNet's one-word lemmas of at most ``COMMON_WORD_LENGTH`` letters, read once: a set
+    lookup per word, so a trace full of made-up words costs no file reads."""
+    try:
+        directory = data_directory()
+    except LexiconMissing:  # without WordNet, only function words count as everyday
+        return frozenset()
+    words: set[str] = set()
+    for pos in ("noun", "verb", "adj", "adv"):
+        with open(directory / f"index.{pos}", encoding="utf-8") as handle:
+            for line in handle:
+                lemma = line.split(" ", 1)[0]
+                if len(lemma) <= COMMON_WORD_LENGTH and lemma.isalpha():
+                    words.add(lemma)
+    return frozenset(words)
+
+
+# Inflections stripped to find a word's base form: flights, cancelled, booking, cheaper.
+SUFFIXES = (("ies", "y"), ("es", ""), ("s", ""), ("ed", ""), ("ed", "e"), ("ing", ""),
+            ("ing", "e"), ("er", ""), ("est", ""))  # fmt: skip
+
+
+def common_word(word: str) -> bool:
+    """Whether a lowercase word is everyday English: a function word or a WordNet lemma, or
+    one inflected by a regular ending."""
+    if word in FUNCTION_WORDS:
+        return True
+    words = _english_words()
+    if word in words:
+        return True
+    for suffix, ending in SUFFIXES:
+        if word.endswith(suffix) and len(word) > len(suffix) + 1:
+            base = word[: -len(suffix)] + ending
+            if base in words or (ending == "" and base[-1:] == base[-2:-1] and base[:-1] in words):
+                return True
+    return False
+
+
+def value_key(value: Any) -> str | None:
+    """The key a scalar is indexed and matched by: numbers as their decimal text (so 12345
+    matches "12345"), strings stripped and casefolded; None for what cannot be a value."""
+    if isinstance(value, bool) or value is None:
+        return None
+    if isinstance(value, int):
+        return str(value)
+    if isinstance(value, float):
+        if value != value or value in (float("inf"), float("-inf")):
+            return None
+        return str(int(value)) if value.is_integer() else repr(value)
+    if isinstance(value, str):
+        text = value[:MAX_STRING].strip().casefold()
+        return text or None
+    return None
+
+
+def trivial(key: str | None, *, declared: bool = False) -> bool:
+    """Whether a value is too common for a match to mean a flow (see the module's rule);
+    ``declared`` values (a state the runtime sent) need only the length and digit rules."""
+    if not key:
+        return True
+    if key[0] in NUMBER_START:
+        digits = key.lstrip("-").replace(".", "", 1)
+        if digits.isdigit():
+            return len(digits) < MIN_DIGITS
+    if len(key) < MIN_LENGTH:
+        return True
+    if declared or len(key) > COMMON_WORD_LENGTH:
+        return False
+    return key.isalpha() and common_word(key)
+
+
+NUMBER_START = frozenset("-.0123456789")
+
+
+def variable_name(name: str, *, listed: bool, aliases: dict[str, str]) -> str:
+    """The canonical variable an argument (or output field) named ``name`` stands for."""
+    if name in aliases:
+        return aliases[name]
+    snake = _snake(name, listed)
+    return aliases.get(snake, snake)
+
+
+@lru_cache(maxsize=20_000)
+def _snake(name: str, listed: bool) -> str:
+    snake = CAMEL.sub("_", name).replace("-", "_").replace(" ", "_").lower().strip("_")
+    return singular(snake) if listed else snake
+
+
+def singular(name: str) -> str:
+    """``item_ids`` → ``item_id``, ``categories`` → ``category``, ``boxes`` → ``box``."""
+    head, _, last = name.rpartition("_")
+    if last.endswith("ies") and len(last) > 4:
+        last = last[:-3] + "y"
+    elif last.endswith(("sses", "xes", "ches", "shes")):
+        last = last[:-2]
+    elif last.endswith("s") and not last.endswith(("ss", "us", "is")) and len(last) > 2:
+        last = last[:-1]
+    return f"{head}_{last}" if head else last
+
+
+def user_texts(messages: Any) -> list[str]:
+    """The text of the user's messages in a conversation (``{"role", "content"}`` objects, a
+    content being a string or a list of parts holding ``text`` or ``content``)."""
+    texts: list[str] = []
+    if not isinstance(messages, list):
+        return texts
+    for message in messages:
+        if not isinstance(message, dict) or message.get("role") != "user":
+            continue
+        content = message.get("content", message.get("parts"))
+        if isinstance(content, str):
+            texts.append(content)
+        elif isinstance(content, list):
+            for part in content:
+                if isinstance(part, str):
+                    texts.append(part)
+                elif isinstance(part, dict):
+                    text = part.get("text", part.get("content"))
+                    if isinstance(text, str):
+                        texts.append(text)
+    return texts
+
+
+@dataclass(slots=True)
+class _Leaf:
+    key: str
+    path: str
+    name: str  # the field holding it ("" at the root)
+    listed: bool  # an item of a list under ``name``
+
+
+class _Budget:
+    def __init__(self) -> None:
+        self.leaves = MAX_LEAVES
+        self.capped: set[str] = set()
+        # Reading outputs: an everyday value is kept once per path, for its field's name
+        # (``declared``: values are judged by the state's looser rule, for arguments and states)
+        self.declared = True
+        self.everyday_paths: set[str] = set()
+
+
+def _leaves(value: Any, root: str, budget: _Budget, *, text: bool) -> list[_Leaf]:
+    """The scalars of ``value`` with their paths; strings that are text (with spaces) also give
+    their identifier-like tokens when ``text``. Iterative: depth costs no recursion. Scalars of
+    a container come before the containers nested in it."""
+    found: list[_Leaf] = []
+    if not isinstance(value, dict | list):
+        _scalar(value, root, "", False, budget, text, found)
+        return found
+    pending: list[tuple[Any, str, str, bool, int]] = [(value, root, "", False, 0)]
+    while pending:
+        item, path, name, listed, depth = pending.pop()
+        if depth >= MAX_DEPTH:
+            budget.capped.add("depth")
+            continue
+        if isinstance(item, dict):
+            for key, child in item.items():
+                if isinstance(key, str) and DATA_KEY.search(key):  # ids as keys: values too
+                    child_path, child_name, child_listed = f"{path}{{}}", name, True
+                    if not _scalar(key, child_path, name, True, budget, text, found):
+                        return found
+                else:
+                    child_path, child_name, child_listed = f"{path}.{key}", str(key), False
+                if isinstance(child, dict | list):
+                    pending.append((child, child_path, child_name, child_listed, depth + 1))
+                elif not _scalar(child, child_path, child_name, child_listed, budget, text, found):
+                    return found
+        else:
+            child_path = f"{path}[]"
+            for child in item:
+                if isinstance(child, dict | list):
+                    pending.append((child, child_path, name, True, depth + 1))
+                elif not _scalar(child, child_path, name, True, budget, text, found):
+                    return found
+    return found
+
+
+def _scalar(
+    item: Any, path: str, name: str, listed: bool, budget: _Budget, text: bool, found: list[_Leaf]
+) -> bool:
+    """Add one scalar (and its text's identifiers) to ``found``; False once the budget is spent."""
+    if budget.leaves <= 0:
+        budget.capped.add("leaves")
+        return False
+    budget.leaves -= 1
+    key = item[:MAX_STRING].strip().casefold() or None if type(item) is str else value_key(item)
+    if trivial(key, declared=budget.declared):
+        # Never matched; an output's flag or everyday word may still have a named field (once
+        # per path: a list of 25,000 zeros is one field).
+        if not budget.declared and name and item is not None and path not in budget.everyday_paths:
+            budget.everyday_paths.add(path)
+            found.append(_Leaf("", path, name, listed))
+        return True
+    assert key is not None
+    found.append(_Leaf(key, path, name, listed))
+    if text and " " in key and isinstance(item, str):
+        for token in IDENTIFIER.findall(item[:MAX_STRING]):
+            token_key = token.casefold()
+            if token_key != key and _identifier_like(token):
+                found.append(_Leaf(token_key, f"{path} (in text)", name, listed))
+    return True
+
+
+def _identifier_like(token: str) -> bool:
+    """A token of free text that looks like an identifier: letters and digits mixed, a long
+    number, or a word with ``_``, ``@`` or ``#`` in it."""
+    has_digit = any(char.isdigit() for char in token)
+    has_alpha = any(char.isalpha() for char in token)
+    if has_digit and has_alpha:
+        return len(token) >= 4
+    if has_digit:
+        return sum(char.isdigit() for char in token) >= MIN_DIGITS
+    return any(char in "_@#" for char in token) and len(token) >= 4
+
+
+def _phrases(text: str) -> Iterator[str]:
+    """The words of a user's message, and its phrases of two and three words, casefolded."""
+    words = [word.casefold() for word in WORD.findall(text[: MAX_STRING * 4])]
+    for size in range(1, MAX_PHRASE + 1):
+        for start in range(len(words) - size + 1):
+            yield " ".join(words[start : start + size])
+    for token in IDENTIFIER.findall(text[: MAX_STRING * 4]):
+        yield token.casefold()
+
+
+def _phrase_key(key: str) -> str:
+    """An argument's key as the user's words would give it (punctuation between words gone)."""
+    return " ".join(WORD.findall(key))
+
+
+Origin = tuple[int, str, str]  # (known from step, tool, path)
+
+
+def trace_reconstruct(
+    steps: Iterable[dict[str, Any]],
+    *,
+    aliases: dict[str, str] | None = None,
+    vocabulary: frozenset[str] | None = None,
+) -> Reconstruction:
+    """The data flow of one trace's steps, in order.
+
+    Each step is a dict with ``tool``, ``args``, ``status`` (``success``/``error``), ``output``
+    and optionally ``state_before``/``state_after`` (variable → value, canonical names) and
+    ``user_texts`` (the user's messages so far, ``user_texts()``). ``aliases`` maps every name
+    the vocabulary knows to its canonical name; ``vocabulary`` (its canonical names,
+    ``vocabulary_names(aliases)``) may be given once for many traces.
+    """
+    aliases = aliases or {}
+    if vocabulary is None:
+        vocabulary = vocabulary_names(aliases)
+    vocabulary_effects: list[tuple[int, str, str]] = []  # (step, variable, output path)
+    budget = _Budget()
+    index: dict[str, Origin] = {}  # value key -> where the trace first held it
+    said: dict[str, int] = {}  # user's words and phrases -> the step they were known at
+    declared_as: dict[str, str] = {}  # value key -> the state variable a runtime named it
+    seen_texts: set[int] = set()
+    # Per value key, the variables it flowed into; per (tool, output path), the variables its
+    # values fed.
+    key_variables: dict[str, set[str]] = {}
+    key_known: dict[str, int] = {}  # value key -> the step it was first known at
+    path_variables: dict[tuple[str, str], set[str]] = {}
+    flows_by_step: list[list[tuple[str, str, str]]] = []
+    outputs_by_step: list[list[_Leaf]] = []
+    declared: list[tuple[int, str, bool]] = []  # (step, variable, the call added a value)
+    tools: list[str] = []
+
+    def remember(key: str, origin: Origin) -> None:
+        if key in index:
+            return
+        if len(index) >= MAX_VALUES:
+            budget.capped.add("values")
+            return
+        index[key] = origin
+
+    def read_state(state: dict[str, Any], number: int, previous: dict[str, Any] | None) -> None:
+        for variable, value in state.items():
+            if previous is not None and variable in previous and previous[variable] == value:
+                continue
+            brought = previous is not None and variable not in previous
+            if isinstance(value, dict | list):
+                keys = [leaf.key for leaf in _leaves(value, "", budget, text=False)]
+            else:
+                keys = [value_key(value) or ""]
+            for key in keys:
+                if trivial(key, declared=True):
+                    continue
+                declared_as.setdefault(key, variable)
+                brought = brought or (previous is not None and key not in index)
+                remember(key, (number, "", f"state {variable}"))
+            declared.append((number, variable, brought))
+
+    for number, step in enumerate(steps):
+        tool = str(step.get("tool") or "")
+        tools.append(tool)
+        for text in step.get("user_texts") or ():
+            digest = hash(text)
+            if digest in seen_texts:
+                continue
+            seen_texts.add(digest)
+            for phrase in _phrases(text):
+                if phrase in said or _trivial_phrase(phrase):
+                    continue
+                if len(said) >= MAX_PHRASES:
+                    budget.capped.add("phrases")
+                    break
+                said[phrase] = number
+        before = step.get("state_before") or {}
+        read_state(before, number, None)
+        arguments = _leaves(step.get("args") or {}, "", budget, text=False)
+        argument_keys = {leaf.key for leaf in arguments}
+        flows: list[tuple[str, str, str]] = []
+        for leaf in arguments:
+            origin = index.get(leaf.key)
+            if origin is None or origin[0] > number:
+                spoken = said.get(leaf.key)
+                if spoken is None and " " in leaf.key:
+                    spoken = said.get(_phrase_key(leaf.key))
+                origin = None if spoken is None else (spoken, "", USER)
+            if origin is None or trivial(leaf.key, declared=leaf.key in declared_as):
+                continue
+            variable = declared_as.get(leaf.key) or variable_name(
+                leaf.name, listed=leaf.listed, aliases=aliases
+            )
+            if not variable:
+                continue
+            key_variables.setdefault(leaf.key, set()).add(variable)
+            key_known[leaf.key] = min(key_known.get(leaf.key, origin[0]), origin[0])
+            if origin[1] and origin[2].startswith("output"):
+                path_variables.setdefault((origin[1], origin[2]), set()).add(variable)
+            flows.append((variable, leaf.path.lstrip("."), _origin_text(origin)))
+        flows_by_step.append(flows)
+        for leaf in arguments:
+            if not trivial(leaf.key):
+                remember(leaf.key, (number + 1, tool, "argument " + leaf.path.lstrip(".")))
+        outputs: list[_Leaf] = []
+        if step.get("status") == "success" and step.get("output") is not None:
+            budget.declared, budget.everyday_paths = False, set()
+            read = _leaves(step.get("output"), "output", budget, text=True)
+            budget.declared = True
+            for leaf in read:
+                if leaf.key and leaf.key in argument_keys:
+                    continue  # an echo of the call's own arguments
+                if trivial(leaf.key):
+                    # An everyday value says nothing by itself, but a field the vocabulary
+                    # names (``event_updated: true``) is that variable's effect.
+                    if vocabulary and leaf.name and "(in text)" not in leaf.path:
+                        named = _field_variable(leaf, aliases, vocabulary, frozenset())
+                        if named:
+                            vocabulary_effects.append((number, named, leaf.path))
+                    continue
+                outputs.append(leaf)
+                remember(leaf.key, (number + 1, tool, leaf.path))
+        outputs_by_step.append(outputs)
+        read_state(step.get("state_after") or {}, number + 1, before)
+
+    flowed = {variable for variables in key_variables.values() for variable in variables}
+    reconstruction = Reconstruction(capped=budget.capped)
+    first_known: dict[str, int] = {}
+    effects_by_step: list[dict[str, str]] = [{} for _ in tools]
+    proposals: set[tuple[str, str, str]] = set()
+
+    def name(variable: str, step: int) -> bool:
+        if variable in first_known:
+            first_known[variable] = min(first_known[variable], step)
+            return True
+        if len(first_known) >= MAX_VARIABLES:
+            budget.capped.add("variables")
+            return False
+        first_known[variable] = step
+        return True
+
+    for known_at, variable, brought in declared:
+        if name(variable, known_at) and brought and known_at >= 1:
+            effects_by_step[known_at - 1].setdefault(variable, f"state.{variable}")
+    for key, variables in key_variables.items():
+        for variable in variables:
+            name(variable, key_known[key])
+    for number, variable, path in vocabulary_effects:
+        if name(variable, number + 1):
+            effects_by_step[number].setdefault(variable, path)
+    for number, outputs in enumerate(outputs_by_step):
+        tool = tools[number]
+        for leaf in outputs:
+            variables = set(key_variables.get(leaf.key, ()))
+            variables |= path_variables.get((tool, leaf.path), set())
+            field_name = _field_variable(leaf, aliases, vocabulary, flowed)
+            if field_name:
+                variables.add(field_name)
+            if not variables:
+                continue
+            # New in the trace: this very output is where the trace first held the value.
+            new = index.get(leaf.key) == (number + 1, tool, leaf.path)
+            for variable in sorted(variables):
+                if not name(variable, number + 1) or not new:
+                    continue
+                effects_by_step[number].setdefault(variable, leaf.path)
+                proposed = (tool, leaf.name, variable)
+                if (
+                    leaf.name
+                    and variable_name(leaf.name, listed=leaf.listed, aliases=aliases) != variable
+                    and "(in text)" not in leaf.path
+                    and proposed not in proposals
+                ):
+                    proposals.add(proposed)
+                    reconstruction.candidates.append((number, tool, leaf.name, variable, leaf.key))
+    order = sorted((first, variable) for variable, first in first_known.items())
+    firsts = [first for first, _ in order]
+    for number in range(len(tools)):
+        known = bisect_right(firsts, number)
+        reconstruction.steps.append(
+            {
+                "present": sorted(variable for _, variable in order[:known]),
+                "flows": flows_by_step[number],
+                "effects": sorted(effects_by_step[number].items()),
+            }
+        )
+    reconstruction.capped = budget.capped
+    return reconstruction
+
+
+def _field_variable(
+    leaf: _Leaf, aliases: dict[str, str], vocabulary: frozenset[str], flowed: Collection[str]
+) -> str | None:
+    """The known variable an output field's name says it holds: its own name, at any depth,
+    when that is a variable (the vocabulary's, or one that flowed in the trace); an alias only
+    for a field at the top of the output (``summary`` inside ``forecast`` is not the
+    vocabulary's ``summary_text``)."""
+    if not leaf.name or "(in text)" in leaf.path:
+        return None
+    plain = _snake(leaf.name, leaf.listed)
+    if plain in vocabulary or plain in flowed:
+        return plain
+    named = variable_name(leaf.name, listed=leaf.listed, aliases=aliases)
+    if named in vocabulary and leaf.path.count(".") <= 1:
+        return named
+    return None
+
+
+def vocabulary_names(aliases: dict[str, str]) -> frozenset[str]:
+    """The canonical names of a vocabulary's alias map."""
+    return frozenset(aliases.values())
+
+
+def _trivial_phrase(phrase: str) -> bool:
+    """A user's word is trivial by the values' rule; a phrase when every word is a function
+    word or a short number."""
+    words = phrase.split(" ")
+    if len(words) == 1:
+        return trivial(phrase)
+    return all(word in FUNCTION_WORDS or (word.isdigit() and len(word) < 3) for word in words)
+
+
+def _origin_text(origin: Origin) -> str:
+    """Where a value came from, as the evidence shows it: ``search_flights output.flights[]
+    .flight_number``, ``user message``, ``state reservation_id``, ``get_user argument user_id``."""
+    _, tool, path = origin
+    return f"{tool} {path}" if tool else path

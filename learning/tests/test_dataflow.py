@@ -1,0 +1,276 @@
+"""Data flow found in the values of one trace (learning.dataflow, pure)."""
+
+from learning import dataflow
+from learning.aggregates import aggregate_add, new_aggregate
+from learning.dataflow import trace_reconstruct, trivial, value_key, variable_name
+from learning.inference import infer_contract
+
+
+def call(tool: str, args: dict, output=None, *, status: str = "success", **extra) -> dict:
+    return {"tool": tool, "args": args, "output": output, "status": status, **extra}
+
+
+def flows(reconstruction, step: int) -> list[tuple[str, str, str]]:
+    return reconstruction.steps[step]["flows"]
+
+
+def effects(reconstruction, step: int) -> list[tuple[str, str]]:
+    return reconstruction.steps[step]["effects"]
+
+
+def test_it_finds_a_value_nested_in_an_earlier_output():
+    found = trace_reconstruct(
+        [
+            call("search_flights", {"origin": "JFK"}, {"flights": [{"flight_number": "HAT136"}]}),
+            call("book", {"flights": [{"flight_number": "HAT136", "cabin": "economy"}]}),
+        ]
+    )
+    assert flows(found, 1) == [
+        (
+            "flight_number",
+            "flights[].flight_number",
+            "search_flights output.flights[].flight_number",
+        )
+    ]
+    assert effects(found, 0) == [("flight_number", "output.flights[].flight_number")]
+    assert found.steps[0]["present"] == [] and found.steps[1]["present"] == ["flight_number"]
+
+
+def test_it_names_a_list_argument_by_its_item():
+    found = trace_reconstruct(
+        [
+            call("get_order", {"order_id": "#W2378156"}, {"items": [{"item_id": "1008292230"}]}),
+            call("return_items", {"itemIds": ["1008292230"]}),
+        ]
+    )
+    assert flows(found, 1) == [("item_id", "itemIds[]", "get_order output.items[].item_id")]
+    assert effects(found, 0) == [("item_id", "output.items[].item_id")]
+
+
+def test_it_finds_a_bare_string_answer():
+    found = trace_reconstruct(
+        [
+            call("find_user_id_by_email", {"email": "mia@example.com"}, "mia_li_3668"),
+            call("get_user_details", {"user_id": "mia_li_3668"}, {"name": "Mia Li"}),
+        ]
+    )
+    assert flows(found, 1) == [("user_id", "user_id", "find_user_id_by_email output")]
+    assert effects(found, 0) == [("user_id", "output")]
+
+
+def test_it_finds_an_identifier_inside_text():
+    found = trace_reconstruct(
+        [
+            call("place_order", {"item": "1008292230"}, "Order #W2378156 was placed for you."),
+            call("cancel_order", {"order_id": "#W2378156", "reason": "no longer needed"}),
+        ]
+    )
+    assert flows(found, 1) == [("order_id", "order_id", "place_order output (in text)")]
+    assert effects(found, 0) == [("order_id", "output (in text)")]
+
+
+def test_it_finds_values_only_the_user_typed():
+    said = ["Hi, I am Mia Garcia, zip code 80237. My reservation is NO6JO3."]
+    found = trace_reconstruct(
+        [
+            call("find_user", {"first_name": "Mia", "last_name": "Garcia", "zip": "80237"},
+                 user_texts=said),
+            call("get_reservation", {"reservation_id": "NO6JO3"}, user_texts=said),
+        ]
+    )  # fmt: skip
+    assert sorted(flows(found, 0)) == [
+        ("first_name", "first_name", "user message"),
+        ("last_name", "last_name", "user message"),
+        ("zip", "zip", "user message"),
+    ]
+    assert flows(found, 1) == [("reservation_id", "reservation_id", "user message")]
+    assert "reservation_id" in found.steps[0]["present"]  # said before the first call
+    assert effects(found, 0) == effects(found, 1) == []
+
+
+def test_it_finds_a_phrase_the_user_typed():
+    found = trace_reconstruct(
+        [call("search_events", {"q": "Dentist Appointment"}, user_texts=["Move my dentist "
+                                                                        "appointment to 3 PM"])]
+    )  # fmt: skip
+    assert flows(found, 0) == [("q", "q", "user message")]
+
+
+def test_it_keeps_every_value_a_variable_had_and_new_ones_are_effects():
+    found = trace_reconstruct(
+        [
+            call("get_user", {"user_id": "mia_li_3668"},
+                 {"reservations": ["NO6JO3", "AIXC49", "HKEG34"]}),
+            call("get_reservation", {"reservation_id": "NO6JO3"}, {"status": "active"}),
+            call("find_reservation", {"email": "mia@example.com"}, {"reservation_id": "ZFA04Y"}),
+            call("get_reservation", {"reservation_id": "HKEG34"}, {"status": "active"}),
+            call("get_reservation", {"reservation_id": "ZFA04Y"}, {"status": "active"}),
+        ]
+    )  # fmt: skip
+    # Reading one more reservation kept the three read before: both are found later.
+    assert flows(found, 3) == [
+        ("reservation_id", "reservation_id", "get_user output.reservations[]")
+    ]
+    assert flows(found, 4) == [
+        ("reservation_id", "reservation_id", "find_reservation output.reservation_id")
+    ]
+    # A call that brings a value the trace did not know produces the variable, known or not.
+    assert effects(found, 0) == [("reservation_id", "output.reservations[]")]
+    assert effects(found, 2) == [("reservation_id", "output.reservation_id")]
+    assert "reservation_id" in found.steps[2]["present"]
+
+
+def test_an_echo_of_the_calls_own_arguments_is_no_effect():
+    found = trace_reconstruct(
+        [
+            call("get_user", {"user_id": "mia_li_3668"}, {"user_id": "mia_li_3668",
+                                                          "email": "mia@example.com"}),
+            call("update_user", {"user_id": "mia_li_3668"}),
+        ]
+    )  # fmt: skip
+    assert effects(found, 0) == []
+    assert flows(found, 1) == [("user_id", "user_id", "get_user argument user_id")]
+
+
+def test_it_ignores_values_too_common_to_mean_anything():
+    trivia = {"cabin": "economy", "count": 2, "refundable": True, "note": "", "gift": None,
+              "amount": 42.5, "status": "pending", "id": "ab"}  # fmt: skip
+    found = trace_reconstruct([call("first", {}, trivia), call("second", dict(trivia))])
+    assert flows(found, 1) == [] and effects(found, 0) == []
+    for value in ("economy", "pending", "the", 2, 999, True, None, "", "  ", "ab", 42.5):
+        assert trivial(value_key(value)), value
+    for value in ("HAT136", "mia_li_3668", "Mia", 12345, "2024-05-20", "#W2378156", 1234.5):
+        assert not trivial(value_key(value)), value
+
+
+def test_a_value_two_tools_returned_came_from_the_first():
+    found = trace_reconstruct(
+        [
+            call("search_a", {"q": "sync meeting"}, {"event_id": "evt_9031"}),
+            call("search_b", {"q": "team sync"}, {"event_id": "evt_9031"}),
+            call("get_event", {"event_id": "evt_9031"}),
+        ]
+    )
+    assert flows(found, 2) == [("event_id", "event_id", "search_a output.event_id")]
+    assert effects(found, 0) == [("event_id", "output.event_id")]
+    assert effects(found, 1) == []
+
+
+def test_ids_used_as_keys_are_values_too():
+    found = trace_reconstruct(
+        [
+            call("get_user", {"user_id": "mia_li_3668"},
+                 {"payment_methods": {"credit_card_4421": {"brand": "visa"}}}),
+            call("pay", {"payment_id": "credit_card_4421"}),
+        ]
+    )  # fmt: skip
+    assert flows(found, 1) == [("payment_id", "payment_id", "get_user output.payment_methods{}")]
+
+
+def test_a_failed_calls_output_brings_nothing():
+    found = trace_reconstruct(
+        [
+            call("get_user", {"user_id": "x"}, {"reservation_id": "NO6JO3"}, status="error"),
+            call("get_reservation", {"reservation_id": "NO6JO3"}),
+        ]
+    )
+    assert flows(found, 1) == [] and effects(found, 0) == []
+
+
+def test_a_state_the_runtime_sent_is_read_under_its_names():
+    found = trace_reconstruct(
+        [
+            call("invite", {"recipients": [{"email": "ana@example.org"}]},
+                 state_before={"attendee_email": "ana@example.org"},
+                 state_after={"attendee_email": "ana@example.org", "invite_id": "inv-1"}),
+        ]
+    )  # fmt: skip
+    assert flows(found, 0) == [("attendee_email", "recipients[].email", "state attendee_email")]
+    assert effects(found, 0) == [("invite_id", "state.invite_id")]
+    assert found.steps[0]["present"] == ["attendee_email"]
+
+
+def test_names_are_canonical():
+    assert variable_name("userId", listed=False, aliases={}) == "user_id"
+    assert variable_name("item_ids", listed=True, aliases={}) == "item_id"
+    assert variable_name("categories", listed=True, aliases={}) == "category"
+    assert variable_name("eventID", listed=False, aliases={}) == "event_id"
+    assert variable_name("evtId", listed=False, aliases={"evtId": "event_id"}) == "event_id"
+    assert variable_name("evt_id", listed=False, aliases={"evt_id": "event_id"}) == "event_id"
+
+
+def test_an_output_field_that_fed_another_name_is_a_candidate_alias():
+    found = trace_reconstruct(
+        [
+            call("get_user", {"user_id": "mia_li_3668"}, {"reservations": ["NO6JO3", "AIXC49"]}),
+            call("get_reservation", {"reservation_id": "NO6JO3"}),
+        ]
+    )
+    assert found.candidates == [(0, "get_user", "reservations", "reservation_id", "no6jo3")]
+
+
+def test_declared_aliases_name_variables_and_fields():
+    aliases = {"reservation_id": "reservation_id", "reservations": "reservation_id"}
+    found = trace_reconstruct(
+        [call("get_user", {"user_id": "mia_li_3668"}, {"reservations": ["NO6JO3"]})],
+        aliases=aliases,
+    )
+    # No later call read it: the vocabulary says what the field holds.
+    assert effects(found, 0) == [("reservation_id", "output.reservations[]")]
+
+
+def test_caps_bound_the_work_on_a_hostile_trace(monkeypatch):
+    big = {f"k{n}": f"value-{n:06d}" for n in range(dataflow.MAX_VALUES + 500)}
+    found = trace_reconstruct([call("dump", {}, big), call("use", {"x": "value-000001"})])
+    assert "values" in found.capped
+    assert flows(found, 1) == [("x", "x", "dump output.k1")]
+
+    deep: dict = {"id": "deep-value-1"}
+    for _ in range(dataflow.MAX_DEPTH + 5):
+        deep = {"inner": deep}
+    assert "depth" in trace_reconstruct([call("deep", {}, deep)]).capped
+
+    monkeypatch.setattr(dataflow, "MAX_LEAVES", 100)
+    wide = trace_reconstruct([call("wide", {}, [f"item-{n:05d}" for n in range(10_000)])])
+    assert "leaves" in wide.capped
+
+
+def test_a_variable_present_before_failures_and_successes_alike_is_no_precondition():
+    aggregate = new_aggregate()
+    for run in range(12):
+        steps = [
+            call("get_user", {"user_id": f"usr_{run:04d}"}, {"plan_id": f"plan_{run:04d}"}),
+            call("upgrade", {"user_id": f"usr_{run:04d}", "tier": "gold"},
+                 status="error" if run % 3 == 0 else "success"),
+        ]  # fmt: skip
+        for step, flow in zip(steps, trace_reconstruct(steps).steps, strict=True):
+            if step["tool"] == "upgrade":
+                aggregate_add(aggregate, {**step, "trace_id": f"r{run}", "dataflow": flow})
+    inferred = infer_contract(
+        name="upgrade", description="", input_schema=None, aggregate=aggregate
+    )
+    # user_id flows into every successful call: a requirement; plan_id is there before the
+    # failures too, and never flows: not a precondition.
+    assert inferred["requires"] == ["user_id"]
+    assert inferred["evidence"]["gated"] == []
+
+
+def test_failures_that_lack_a_variable_still_gate_it():
+    aggregate = new_aggregate()
+    for run in range(12):
+        logged_in = run % 3 != 0
+        token = f"tok-{run:04d}"
+        steps = [
+            call("login", {"account": f"acct-{run:04d}"}, {"session_token": token} if logged_in
+                 else None, status="success" if logged_in else "error"),
+            *([call("read_inbox", {"session_token": token}, {"unread": 3})] if logged_in else []),
+            call("send", {"body": f"message number {run}"},
+                 status="success" if logged_in else "error"),
+        ]  # fmt: skip
+        for step, flow in zip(steps, trace_reconstruct(steps).steps, strict=True):
+            if step["tool"] == "send":
+                aggregate_add(aggregate, {**step, "trace_id": f"r{run}", "dataflow": flow})
+    # The token never flows into send's arguments, but every failure lacked it.
+    inferred = infer_contract(name="send", description="", input_schema=None, aggregate=aggregate)
+    assert inferred["evidence"]["gated"] == ["session_token"]
+    assert inferred["requires"] == ["session_token"]

@@ -6,6 +6,7 @@ import time
 from collections import Counter
 
 import pytest
+from django.core.cache import caches
 from rest_framework.permissions import AllowAny
 from rest_framework.response import Response
 from rest_framework.test import APIRequestFactory

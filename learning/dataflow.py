@@ -234,14 +234,17 @@ class _Budget:
         self.everyday_paths: set[str] = set()
 
 
-def _leaves(value: Any, root: str, budget: _Budget, *, text: bool) -> list[_Leaf]:
+def _leaves(value: Any, root: str, budget: _Budget, *, text: bool) -> Iterator[_Leaf]:
     """The scalars of ``value`` with their paths; strings that are text (with spaces) also give
     their identifier-like tokens when ``text``. Iterative: depth costs no recursion. Scalars of
-    a container come before the containers nested in it."""
+    a container come before the containers nested in it. Yielded one by one, so a caller that
+    keeps only what matches holds no leaf it does not need: memory stays in proportion to what
+    matched, not to the trace."""
     found: list[_Leaf] = []
     if not isinstance(value, dict | list):
         _scalar(value, root, "", False, budget, text, found)
-        return found
+        yield from found
+        return
     pending: list[tuple[Any, str, str, bool, int]] = [(value, root, "", False, 0)]
     while pending:
         item, path, name, listed, depth = pending.pop()
@@ -249,25 +252,36 @@ def _leaves(value: Any, root: str, budget: _Budget, *, text: bool) -> list[_Leaf
             budget.capped.add("depth")
             continue
         if isinstance(item, dict):
+            keyed_path = f"{path}{{}}"  # one string for every id-like key of this object
             for key, child in item.items():
                 if isinstance(key, str) and DATA_KEY.search(key):  # ids as keys: values too
-                    child_path, child_name, child_listed = f"{path}{{}}", name, True
-                    if not _scalar(key, child_path, name, True, budget, text, found):
-                        return found
+                    child_path, child_name, child_listed = keyed_path, name, True
+                    more = _scalar(key, child_path, name, True, budget, text, found)
+                    yield from found
+                    found.clear()
+                    if not more:
+                        return
                 else:
                     child_path, child_name, child_listed = f"{path}.{key}", str(key), False
                 if isinstance(child, dict | list):
                     pending.append((child, child_path, child_name, child_listed, depth + 1))
-                elif not _scalar(child, child_path, child_name, child_listed, budget, text, found):
-                    return found
+                else:
+                    more = _scalar(child, child_path, child_name, child_listed, budget, text, found)
+                    yield from found
+                    found.clear()
+                    if not more:
+                        return
         else:
             child_path = f"{path}[]"
             for child in item:
                 if isinstance(child, dict | list):
                     pending.append((child, child_path, name, True, depth + 1))
-                elif not _scalar(child, child_path, name, True, budget, text, found):
-                    return found
-    return found
+                else:
+                    more = _scalar(child, child_path, name, True, budget, text, found)
+                    yield from found
+                    found.clear()
+                    if not more:
+                        return
 
 
 def _scalar(
@@ -351,13 +365,15 @@ def trace_reconstruct(
     seen_texts: set[int] = set()
     # Per value key, the variables it flowed into; per (tool, output path), the variables its
     # values fed.
-    key_variables: dict[str, set[str]] = {}
+    key_variables: dict[str, tuple[str, ...]] = {}  # tuples: most keys feed one variable
     key_known: dict[str, int] = {}  # value key -> the step it was first known at
     path_variables: dict[tuple[str, str], set[str]] = {}
     flows_by_step: list[list[tuple[str, str, str]]] = []
     outputs_by_step: list[list[_Leaf]] = []
     declared: list[tuple[int, str, bool]] = []  # (step, variable, the call added a value)
     tools: list[str] = []
+    flowing: set[str] = set()
+    stated: set[str] = set()
 
     def remember(key: str, origin: Origin) -> None:
         if key in index:
@@ -371,17 +387,25 @@ def trace_reconstruct(
         for variable, value in state.items():
             if previous is not None and variable in previous and previous[variable] == value:
                 continue
+            if variable not in stated:
+                if len(stated) >= MAX_VARIABLES:  # none past it could be named
+                    budget.capped.add("variables")
+                    continue
+                stated.add(variable)
             brought = previous is not None and variable not in previous
+            keys: Iterable[str]
             if isinstance(value, dict | list):
-                keys = [leaf.key for leaf in _leaves(value, "", budget, text=False)]
+                keys = (leaf.key for leaf in _leaves(value, "", budget, text=False))
             else:
                 keys = [value_key(value) or ""]
+            origin: Origin = (number, "", f"state {variable}")  # one tuple for all its values
             for key in keys:
                 if trivial(key, declared=True):
                     continue
-                declared_as.setdefault(key, variable)
+                if key in declared_as or len(declared_as) < MAX_VALUES:
+                    declared_as.setdefault(key, variable)
                 brought = brought or (previous is not None and key not in index)
-                remember(key, (number, "", f"state {variable}"))
+                remember(key, origin)
             declared.append((number, variable, brought))
 
     for number, step in enumerate(steps):
@@ -401,11 +425,25 @@ def trace_reconstruct(
                 said[phrase] = number
         before = step.get("state_before") or {}
         read_state(before, number, None)
-        arguments = _leaves(step.get("args") or {}, "", budget, text=False)
-        argument_keys = {leaf.key for leaf in arguments}
-        flows: list[tuple[str, str, str]] = []
-        for leaf in arguments:
+        argument_keys: set[str] = set()
+        argument_origins: dict[str, Origin] = {}
+        # (variable, argument path, origin) once each: a list of 10,000 values that came from
+        # one place is one route.
+        flows: dict[tuple[str, str, str], None] = {}
+        for leaf in _leaves(step.get("args") or {}, "", budget, text=False):
+            if len(argument_keys) < MAX_VALUES:  # echoes are looked for among the first ones
+                argument_keys.add(leaf.key)
             origin = index.get(leaf.key)
+            if not trivial(leaf.key):
+                # Known from the next step on (``origin[0] > number`` below reads it so); one
+                # origin per argument path, shared by its values.
+                if leaf.path not in argument_origins:
+                    argument_origins[leaf.path] = (
+                        number + 1,
+                        tool,
+                        "argument " + leaf.path.lstrip("."),
+                    )
+                remember(leaf.key, argument_origins[leaf.path])
             if origin is None or origin[0] > number:
                 spoken = said.get(leaf.key)
                 if spoken is None and " " in leaf.key:
@@ -418,21 +456,26 @@ def trace_reconstruct(
             )
             if not variable:
                 continue
-            key_variables.setdefault(leaf.key, set()).add(variable)
+            if variable not in flowing:
+                # Past MAX_VARIABLES no variable could be named anyway: a trace of thousands of
+                # arguments costs no more than one of MAX_VARIABLES.
+                if len(flowing) >= MAX_VARIABLES:
+                    budget.capped.add("variables")
+                    continue
+                flowing.add(variable)
+            fed = key_variables.get(leaf.key, ())
+            if variable not in fed:
+                key_variables[leaf.key] = (*fed, variable)
             key_known[leaf.key] = min(key_known.get(leaf.key, origin[0]), origin[0])
             if origin[1] and origin[2].startswith("output"):
                 path_variables.setdefault((origin[1], origin[2]), set()).add(variable)
-            flows.append((variable, leaf.path.lstrip("."), _origin_text(origin)))
-        flows_by_step.append(flows)
-        for leaf in arguments:
-            if not trivial(leaf.key):
-                remember(leaf.key, (number + 1, tool, "argument " + leaf.path.lstrip(".")))
+            flows[(variable, leaf.path.lstrip("."), _origin_text(origin))] = None
+        flows_by_step.append(list(flows))
         outputs: list[_Leaf] = []
         if step.get("status") == "success" and step.get("output") is not None:
             budget.declared, budget.everyday_paths = False, set()
-            read = _leaves(step.get("output"), "output", budget, text=True)
-            budget.declared = True
-            for leaf in read:
+            # Read as it is walked: the budget judges values by outputs' rule meanwhile.
+            for leaf in _leaves(step.get("output"), "output", budget, text=True):
                 if leaf.key and leaf.key in argument_keys:
                     continue  # an echo of the call's own arguments
                 if trivial(leaf.key):
@@ -445,6 +488,7 @@ def trace_reconstruct(
                     continue
                 outputs.append(leaf)
                 remember(leaf.key, (number + 1, tool, leaf.path))
+            budget.declared = True
         outputs_by_step.append(outputs)
         read_state(step.get("state_after") or {}, number + 1, before)
 

@@ -1700,6 +1700,7 @@ def main_in_process(database: str) -> None:
         # Each refused login and failed delivery logs a line: the tables say what they were.
         logging.getLogger("django.request").setLevel(logging.ERROR)
         logging.getLogger("api.webhooks").setLevel(logging.WARNING)
+        logging.getLogger("axes").setLevel(logging.ERROR)
         classes: dict[str, Callable[[], Trial]] = {
             "webhooks": class_webhook_receivers,
             "ssrf": class_webhook_targets,

@@ -19,8 +19,16 @@ class Trace(models.Model):
     trace_id = models.CharField(max_length=200)
     step = models.PositiveIntegerField()
     tool_name = models.CharField(max_length=200)  # indexed with id: trace_tool_idx
+    # No index: nothing looks traces up by tool. A trace names a tool only if the tool was
+    # approved when it arrived, and an approved tool has audit entries, which protect it from
+    # deletion, so even SET_NULL never runs (Django raises ProtectedError before any update).
     tool = models.ForeignKey(
-        Tool, null=True, blank=True, on_delete=models.SET_NULL, related_name="traces"
+        Tool,
+        null=True,
+        blank=True,
+        on_delete=models.SET_NULL,
+        related_name="traces",
+        db_index=False,
     )
     unknown_tool = models.BooleanField(
         default=False, help_text="The registry had no such tool when the trace arrived."

@@ -48,4 +48,16 @@ class Migration(migrations.Migration):
             name="tool_name",
             field=models.CharField(max_length=200),
         ),
+        migrations.AlterField(
+            model_name="trace",
+            name="tool",
+            field=models.ForeignKey(
+                blank=True,
+                db_index=False,
+                null=True,
+                on_delete=django.db.models.deletion.SET_NULL,
+                related_name="traces",
+                to="registry.tool",
+            ),
+        ),
     ]

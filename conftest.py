@@ -13,6 +13,7 @@ import pytest
 from django.contrib.auth.models import Group
 from django.core.management import call_command
 from django.db import connection
+from django.db.models.sql.compiler import SQLCompiler
 
 from registry.models import Permission, StateVariable
 from tests.helpers import client_for, contract
@@ -187,3 +188,28 @@ def demo_site(live_server):
     """The demo registry and traces loaded, served live: the base URL."""
     call_command("load_demo", verbosity=0, stdout=io.StringIO())
     return live_server.url
+
+
+@pytest.fixture
+def distinct_leaks(monkeypatch):
+    """The SQL of every ``DISTINCT`` query compiled while the test runs whose ordering added
+    columns to what it selects: an empty list when none did.
+
+    Django compiles ``.values_list("tool_name").distinct()`` on a model whose ``Meta.ordering``
+    is ``["-pk"]`` into ``SELECT DISTINCT tool_name, id``: the ordering's columns join the
+    selection (``SQLCompiler.get_extra_select``), and DISTINCT then returns one row per row
+    instead of one per value. That method is the one place the compiler does this, whatever
+    the model, the ordering (its default or an explicit ``order_by``) or the call site, so
+    recording what it returns finds every instance of the class, from the SQL itself."""
+    leaks: list[str] = []
+    compile_extra = SQLCompiler.get_extra_select
+
+    def recorded(self, order_by, select):
+        extra = compile_extra(self, order_by, select)
+        if extra:
+            columns = ", ".join(sql for _, (sql, _params), _alias in extra)
+            leaks.append(f"{self.query.model.__name__}: DISTINCT also over {columns}")
+        return extra
+
+    monkeypatch.setattr(SQLCompiler, "get_extra_select", recorded)
+    return leaks

@@ -6,13 +6,15 @@ from django.conf import settings
 from django.contrib import admin, messages
 from django.contrib.admin.views.main import ChangeList
 from django.core.exceptions import PermissionDenied, ValidationError
-from django.db.models import F, FloatField, Model, OuterRef, Subquery, TextField
+from django.core.paginator import Paginator
+from django.db.models import F, FloatField, Model, OuterRef, QuerySet, Subquery, TextField
 from django.db.models.fields.json import KT
 from django.db.models.functions import Cast, NullIf
 from django.shortcuts import get_object_or_404
 from django.template.response import TemplateResponse
 from django.urls import path, reverse
 from django.utils import timezone
+from django.utils.functional import cached_property
 from django.utils.html import format_html, format_html_join
 from django.utils.safestring import mark_safe
 from django.utils.timesince import timesince
@@ -120,6 +122,22 @@ class DayFilter(admin.SimpleListFilter):
         return queryset.filter(occurred_at__lt=start + timedelta(days=1))
 
 
+class CappedCountPaginator(Paginator):
+    """Pages over a table too big to count: counts at most ``CAP`` rows of what the filters
+    chose, so a page never costs a whole-table (or whole-filter) count, and the pages it offers
+    stop where OFFSET would start to cost as much. Filters narrow what lies beyond."""
+
+    CAP = 10_000
+
+    @cached_property
+    def count(self) -> int:
+        objects = self.object_list
+        if not isinstance(objects, QuerySet):
+            return min(len(objects), self.CAP)
+        # Only ids, in the list's order and limited: one index read of at most CAP entries.
+        return objects.values("pk")[: self.CAP].count()
+
+
 @admin.register(Trace)
 class TraceAdmin(ReadOnlyAdmin):
     """Traces, newest first; filtered to one ``trace_id`` (a run), its steps in order."""
@@ -135,9 +153,11 @@ class TraceAdmin(ReadOnlyAdmin):
     ]
     list_filter = [ToolNameFilter, DayFilter, "status", "unknown_tool", "application"]
     list_select_related = ["application"]
-    search_fields = ["=trace_id", "=tool_name"]
+    # Exact, as stored: "=field" would be iexact, an UPPER(...) no index serves.
+    search_fields = ["trace_id__exact", "tool_name__exact"]
     raw_id_fields = ["tool", "application"]
     show_full_result_count = False
+    paginator = CappedCountPaginator
     list_per_page = 50
     fields: ClassVar[tuple[str, ...]] = (
         "run",

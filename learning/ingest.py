@@ -275,13 +275,17 @@ def tool_names_refused(*, application: Application, names: set[str]) -> set[str]
     unseen = names - tool_names_visible(application)
     if not unseen:
         return set()
+    # ``order_by()``: the model's ordering (``-pk``) would join the DISTINCT selection and
+    # return a row per trace instead of one per name (here and below).
     used = set(
         Trace.objects.filter(application=application, unknown_tool=True, tool_name__in=unseen)
+        .order_by()
         .values_list("tool_name", flat=True)
         .distinct()
     )
     used_total = (
         Trace.objects.filter(application=application, unknown_tool=True)
+        .order_by()
         .values("tool_name")
         .distinct()
         .count()
@@ -305,6 +309,7 @@ def _over_allowance(
     list(Application.objects.select_for_update().filter(pk=application.pk).values_list("pk"))
     used = set(
         Trace.objects.filter(application=application, unknown_tool=True)
+        .order_by()
         .values_list("tool_name", flat=True)
         .distinct()
     )

@@ -18,9 +18,17 @@ class Trace(models.Model):
 
     trace_id = models.CharField(max_length=200)
     step = models.PositiveIntegerField()
-    tool_name = models.CharField(max_length=200, db_index=True)
+    tool_name = models.CharField(max_length=200)  # indexed with id: trace_tool_idx
+    # No index: nothing looks traces up by tool. A trace names a tool only if the tool was
+    # approved when it arrived, and an approved tool has audit entries, which protect it from
+    # deletion, so even SET_NULL never runs (Django raises ProtectedError before any update).
     tool = models.ForeignKey(
-        Tool, null=True, blank=True, on_delete=models.SET_NULL, related_name="traces"
+        Tool,
+        null=True,
+        blank=True,
+        on_delete=models.SET_NULL,
+        related_name="traces",
+        db_index=False,
     )
     unknown_tool = models.BooleanField(
         default=False, help_text="The registry had no such tool when the trace arrived."
@@ -41,6 +49,7 @@ class Trace(models.Model):
         on_delete=models.CASCADE,
         related_name="traces",
         help_text="The application whose runtime reported it; empty: an operator's import.",
+        db_index=False,  # indexed with id: trace_application_idx
     )
     aggregated = models.BooleanField(default=False)
 
@@ -59,6 +68,20 @@ class Trace(models.Model):
             ),
         ]
         indexes = [
+            # The admin's list filtered by a tool or an application, newest first, reads a page
+            # of one index (the filter's rows in id order) rather than walking the primary key
+            # backwards past every other tool's or application's traces. Each also serves its
+            # column alone (a tool's traces at pruning, an application's at deletion), so
+            # neither column has an index of its own.
+            models.Index(fields=["tool_name", "id"], name="trace_tool_idx"),
+            models.Index(fields=["application", "id"], name="trace_application_idx"),
+            # A run by its id: the admin's search, and drift evidence finding the runs behind a
+            # few example ids without reading the tool's other traces. The unique constraints
+            # lead with the application, or hold only operators' traces.
+            models.Index(fields=["trace_id"], name="trace_run_idx"),
+            # The admin's error filter: errors are few, so a page of them is not a walk
+            # backwards through every success.
+            models.Index(fields=["id"], condition=Q(status="error"), name="trace_error_idx"),
             # Refresh reads only traces not yet folded into aggregates: a small, partial index.
             models.Index(
                 fields=["tool_name", "id"], condition=Q(aggregated=False), name="trace_pending_idx"

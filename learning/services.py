@@ -45,8 +45,14 @@ REFRESH_CHUNK = 500
 def tools_with_new_traces() -> list[str]:
     """Tools whose aggregates moved since their last inference, or with traces still pending."""
     dirty = ToolStats.objects.filter(dirty=True).values_list("tool_name", flat=True)
-    pending = Trace.objects.filter(aggregated=False).values_list("tool_name", flat=True)
-    return sorted(set(dirty) | set(pending.distinct()))
+    # ``order_by()``: the model's ordering would make DISTINCT return a row per trace.
+    pending = (
+        Trace.objects.filter(aggregated=False)
+        .order_by()
+        .values_list("tool_name", flat=True)
+        .distinct()
+    )
+    return sorted(set(dirty) | set(pending))
 
 
 @dataclass
@@ -74,6 +80,7 @@ def tools_refresh(*, tool_names: list[str]) -> list[RefreshResult]:
         chunk = tool_names[start : start + REFRESH_CHUNK]
         pending = set(
             Trace.objects.filter(aggregated=False, tool_name__in=chunk)
+            .order_by()  # one row per name, not per trace (the model orders by -pk)
             .values_list("tool_name", flat=True)
             .distinct()
         )

@@ -66,6 +66,7 @@ def ticket_source_servers() -> list[str]:
     evidence names them."""
     names = (
         ReviewTicket.objects.filter(evidence__source="mcp")
+        .order_by()  # the model's ordering would make DISTINCT return a row per ticket
         .values_list("evidence__server", flat=True)
         .distinct()
     )

@@ -3,6 +3,9 @@ from datetime import timedelta
 
 import pytest
 from django.core.management import CommandError, call_command
+from django.db import connection
+from django.db.models import ProtectedError
+from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
 
 from learning.ingest import traces_ingest
@@ -269,3 +272,14 @@ def test_an_effect_the_traces_add_still_raises_the_risk_above_the_approved_label
 
     risk = [item for item in result.drift if item["field"] == "risk"]
     assert risk and risk[0]["added"] == ["high"]
+
+
+def test_a_tool_traces_name_is_never_deleted_so_traces_need_no_index_by_tool(get_event):
+    """``Trace.tool`` has no index: the traces that name a tool arrived after its approval, whose
+    audit entries protect it, so deleting it is refused before any query reads the traces."""
+    traces_ingest(items=enumerate([call(1)]))
+    assert Trace.objects.get().tool == get_event
+    with CaptureQueriesContext(connection) as captured, pytest.raises(ProtectedError):
+        get_event.delete()
+    assert not [query for query in captured if "learning_trace" in query["sql"]]
+    assert Trace.objects.get().tool == get_event

@@ -1,0 +1,132 @@
+"""The trace table's reads that people and refreshes make are served by its indexes.
+
+On PostgreSQL, with enough traces (spread over tools, applications, days, a few errors and
+unregistered names) and fresh statistics (``ANALYZE``) that the planner costs a sequential scan
+honestly: every query the admin's trace list runs, for each filter it offers and its search,
+and drift evidence's lookup of example runs, is planned without a ``Seq Scan on
+learning_trace``. No ``enable_seqscan = off``: the plans are the ones production gets for
+these statistics, so an index that did not fit a filter would show as a scan here.
+"""
+
+from datetime import timedelta
+
+import pytest
+from django.db import connection
+from django.test.utils import CaptureQueriesContext
+from django.utils import timezone
+
+from learning.admin import CappedCountPaginator
+from learning.models import ToolDayStats, Trace
+from learning.services import _drift_items_supported
+from registry.models import Application, Tool
+
+pytestmark = [
+    pytest.mark.django_db,
+    pytest.mark.skipif(connection.vendor != "postgresql", reason="PostgreSQL's plans (CI)"),
+]
+
+TRACES = 12_000
+TOOLS = 200
+APPLICATIONS = 60
+
+
+@pytest.fixture
+def traces(db) -> list[Application]:
+    applications = [Application.objects.create(name=f"app-{n}") for n in range(APPLICATIONS)]
+    for n in range(TOOLS):  # the tool filter offers registered tools
+        Tool.objects.create(name=f"tool.{n}")
+    now = timezone.now()
+    # The day filter offers the days the per-day statistics have.
+    ToolDayStats.objects.create(tool_name="tool.7", day=(now - timedelta(days=3)).date(), calls=1)
+    Trace.objects.bulk_create(
+        Trace(
+            trace_id=f"run-{n // 4}",
+            step=n % 4,
+            tool_name=f"tool.{n % TOOLS}",
+            unknown_tool=n % 20 == 0,
+            status=Trace.Status.ERROR if n % 37 == 0 else Trace.Status.SUCCESS,
+            args={"n": n},
+            occurred_at=now - timedelta(minutes=7 * n),
+            application=None if n % 50 < 4 else applications[(n // 4) % APPLICATIONS],
+            aggregated=True,
+        )
+        for n in range(TRACES)
+    )
+    with connection.cursor() as cursor:
+        cursor.execute("ANALYZE learning_trace")
+    return applications
+
+
+def _trace_plans(queries: list[dict]) -> dict[str, str]:
+    plans = {}
+    with connection.cursor() as cursor:
+        for query in queries:
+            if '"learning_trace"' not in query["sql"]:
+                continue
+            cursor.execute("EXPLAIN " + query["sql"])
+            plans[query["sql"]] = "\n".join(row[0] for row in cursor.fetchall())
+    return plans
+
+
+def _list_filters(applications: list[Application]) -> dict[str, tuple[str, ...]]:
+    """Each filter of the list (and its search), with the indexes every query it runs must
+    read: the ones made for it, where the filter alone picks few rows."""
+    day = (timezone.now() - timedelta(days=3)).date().isoformat()
+    application = applications[3].pk
+    return {
+        "": (),
+        "tool_name=tool.7": ("trace_tool_idx",),
+        f"day={day}": ("trace_occurred_idx",),
+        f"day={day}&tool_name=tool.7": (),
+        "status__exact=error": ("trace_error_idx",),
+        "status__exact=success": (),
+        "unknown_tool__exact=1": (),
+        "unknown_tool__exact=0": (),
+        f"application__id__exact={application}": ("trace_application_idx",),
+        f"application__id__exact={application}&tool_name=tool.3": (),
+        "application__isnull=True": (),
+        "q=tool.7": ("trace_run_idx", "trace_tool_idx"),
+        "q=run-12": ("trace_run_idx", "trace_tool_idx"),
+        f"trace_id=run-15&application__id__exact={applications[15].pk}": (),
+        "trace_id=run-15": ("trace_run_idx",),
+        "p=3": (),
+    }
+
+
+def test_the_trace_list_reads_by_index_for_every_filter_and_search(traces, admin_client):
+    for query, indexes in _list_filters(traces).items():
+        with CaptureQueriesContext(connection) as captured:
+            answer = admin_client.get(f"/admin/learning/trace/?{query}")
+        assert answer.status_code == 200, query
+        if query and not query.startswith("p="):  # the filter was applied
+            assert answer.context["cl"].result_count < TRACES, query
+        plans = _trace_plans(captured.captured_queries)
+        assert plans, query
+        for sql, plan in plans.items():
+            assert "Seq Scan on learning_trace" not in plan, f"{query}\n{sql}\n{plan}"
+            assert all(index in plan for index in indexes), f"{query}\n{sql}\n{plan}"
+            # No count of every row the filter chose: a count reads a limited subquery.
+            if "COUNT(" in sql.upper():
+                assert "LIMIT" in sql.upper(), f"{query}\n{sql}"
+
+
+def test_the_trace_list_counts_no_further_than_its_cap(traces, admin_client, monkeypatch):
+    monkeypatch.setattr(CappedCountPaginator, "CAP", 1_000)
+    answer = admin_client.get("/admin/learning/trace/")
+    assert answer.context["cl"].result_count == 1_000
+    answer = admin_client.get("/admin/learning/trace/?tool_name=tool.7")
+    assert answer.context["cl"].result_count == TRACES // TOOLS
+    assert all(trace.tool_name == "tool.7" for trace in answer.context["cl"].result_list)
+
+
+def test_drift_evidence_finds_its_example_runs_by_index(traces):
+    items = [{"field": "produces", "added": ["event_details"]}]
+    aggregate = {"variables": {"event_details": {"examples": ["run-2", "run-52"]}}}
+    with CaptureQueriesContext(connection) as captured:
+        [item] = _drift_items_supported("tool.8", items, aggregate)
+    assert [run["trace_id"] for run in item["example_runs"]] == ["run-2", "run-52"]
+    plans = _trace_plans(captured.captured_queries)
+    assert len(plans) == 1
+    for sql, plan in plans.items():
+        assert "Seq Scan on learning_trace" not in plan, f"{sql}\n{plan}"
+        assert "trace_run_idx" in plan, plan

@@ -511,8 +511,8 @@ def trace_reconstruct(
     for known_at, variable, brought in declared:
         if name(variable, known_at) and brought and known_at >= 1:
             effects_by_step[known_at - 1].setdefault(variable, f"state.{variable}")
-    for key, variables in key_variables.items():
-        for variable in variables:
+    for key, fed in key_variables.items():
+        for variable in fed:
             name(variable, key_known[key])
     for number, variable, path in vocabulary_effects:
         if name(variable, number + 1):

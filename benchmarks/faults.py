@@ -317,7 +317,7 @@ def scenario_broker_down(services: Services, token: str) -> None:
     redis_stop()
     try:
         started = time.monotonic()
-        read, _ = call("GET", "/tools/?page_size=5&cold=1", token)
+        read, _ = call("GET", "/tools/?page_size=5", token)
         trace = probe_trace("broker-down")
         posted, answer = call("POST", "/traces/", token, [trace])
         seconds = time.monotonic() - started
@@ -351,7 +351,7 @@ def scenario_database_down(token: str) -> None:
         latencies, shapes, statuses = [], [], []
         trace = probe_trace("db-down")
         for method, path, body in (
-            ("GET", "/tools/?page_size=7&cold=2", None),
+            ("GET", "/tools/?page_size=7", None),
             ("POST", "/traces/", [trace]),
             ("GET", "/health/", None),
         ):
@@ -382,7 +382,7 @@ def scenario_database_down(token: str) -> None:
 
     connection.close()
     before = Trace.objects.filter(trace_id="db-down").count()
-    status, _ = call("GET", "/tools/?page_size=3&cold=3", token)
+    status, _ = call("GET", "/tools/?page_size=3", token)
     record(
         "service resumes by itself; nothing half-written",
         status == 200 and before == 0,

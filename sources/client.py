@@ -1,6 +1,6 @@
 """Listing an MCP server's tools with the official SDK, within bounds.
 
-No Django here: the caller passes the server's transport and the limits. ``tools_list``
+No Django here: the caller passes the server's transport and the limits. ``server_listing``
 initializes a session and pages through ``tools/list`` under one deadline, and stops with
 ``SyncFailed`` (a sentence for the server's record) when the server cannot be reached, answers
 with an error, takes too long, declares more tools than the cap or sends more bytes than the
@@ -159,28 +159,6 @@ class Listing:
 
     server_info: dict[str, Any]
     tools: list[dict[str, Any]]
-
-
-def tools_list(
-    *,
-    transport: str,
-    command: Sequence[str] = (),
-    url: str = "",
-    headers: Mapping[str, str] | None = None,
-    env: Mapping[str, str] | None = None,
-    limits: Limits,
-    allowlist: Sequence[str] | None = None,
-) -> list[dict[str, Any]]:
-    """``server_listing``'s tools only."""
-    return server_listing(
-        transport=transport,
-        command=command,
-        url=url,
-        headers=headers,
-        env=env,
-        limits=limits,
-        allowlist=allowlist,
-    ).tools
 
 
 def server_listing(

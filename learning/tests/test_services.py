@@ -13,6 +13,8 @@ from learning.models import DriftReport, InferredContract, ToolStats, Trace
 from learning.services import tool_refresh, tools_with_new_traces, traces_prune
 from registry.models import RiskLevel
 from reviews.models import ReviewTicket
+from reviews.services import registry_import
+from tests.helpers import contract
 
 pytestmark = pytest.mark.django_db
 
@@ -204,9 +206,6 @@ def test_refresh_of_an_unknown_tool_name_is_a_clear_error(get_event):
 def test_a_declared_destructive_tool_approved_at_medium_drifts_nothing_on_a_second_refresh(
     vocabulary,
 ):
-    from reviews.services import registry_import
-    from tests.helpers import contract
-
     RiskLevel.objects.filter(name="medium").update(ticket_on_drift=True, min_support=20)
     registry_import(
         data=[
@@ -239,9 +238,6 @@ def test_a_declared_destructive_tool_approved_at_medium_drifts_nothing_on_a_seco
 
 
 def test_an_effect_the_traces_add_still_raises_the_risk_above_the_approved_label(vocabulary):
-    from reviews.services import registry_import
-    from tests.helpers import contract
-
     registry_import(
         data={
             "state_variables": [{"name": "deleted_event_id"}],

@@ -15,7 +15,7 @@ from django.test.utils import CaptureQueriesContext
 
 from registry.models import ContractVersion, Tool
 from reviews.models import AuditEntry, ReviewTicket
-from sources.client import Limits, tools_list
+from sources.client import Limits, server_listing
 from sources.models import DeclaredTool, McpServer
 from sources.services import mcp_server_add, mcp_server_sync
 
@@ -94,7 +94,9 @@ def assert_resync_writes_nothing(server: McpServer) -> None:
 
 def test_it_proposes_every_tool_of_mcp_server_time_as_declared(db):
     server = mcp_server_add(name="clock", command=[sys.executable, "-m", "mcp_server_time"])
-    declared = tools_list(transport="stdio", command=server.command, limits=Limits(30, 100, 10**6))
+    declared = server_listing(
+        transport="stdio", command=server.command, limits=Limits(30, 100, 10**6)
+    ).tools
 
     report = mcp_server_sync(server=server)
 
@@ -109,7 +111,9 @@ def test_it_proposes_every_tool_of_mcp_server_time_as_declared(db):
 @needs_everything
 def test_it_proposes_every_tool_of_server_everything_over_stdio(db):
     server = mcp_server_add(name="everything", command=["node", str(EVERYTHING), "stdio"])
-    declared = tools_list(transport="stdio", command=server.command, limits=Limits(30, 100, 10**7))
+    declared = server_listing(
+        transport="stdio", command=server.command, limits=Limits(30, 100, 10**7)
+    ).tools
 
     report = mcp_server_sync(server=server)
 
@@ -165,7 +169,7 @@ def test_it_proposes_every_tool_of_server_everything_over_streamable_http(
 ):
     settings.MCP_URL_ALLOWLIST = [everything_over_http]
     server = mcp_server_add(name="remote", url=everything_over_http)
-    declared = tools_list(transport="http", url=server.url, limits=Limits(30, 100, 10**7))
+    declared = server_listing(transport="http", url=server.url, limits=Limits(30, 100, 10**7)).tools
 
     report = mcp_server_sync(server=server)
 
@@ -181,7 +185,7 @@ def test_it_proposes_every_tool_of_server_everything_over_legacy_sse(
     # The legacy transport posts to another path the server names: its origin is allowed.
     settings.MCP_URL_ALLOWLIST = [everything_over_sse.removesuffix("/sse")]
     server = mcp_server_add(name="legacy", url=everything_over_sse, legacy_sse=True)
-    declared = tools_list(transport="sse", url=server.url, limits=Limits(30, 100, 10**7))
+    declared = server_listing(transport="sse", url=server.url, limits=Limits(30, 100, 10**7)).tools
 
     report = mcp_server_sync(server=server)
 
@@ -365,9 +369,9 @@ def test_runtimes_of_its_applications_get_the_tools_with_annotations_and_pins(
     )
     declared = {
         tool["name"]: tool
-        for tool in tools_list(
+        for tool in server_listing(
             transport="stdio", command=server.command, limits=Limits(30, 100, 10**6)
-        )
+        ).tools
     }
     mcp_server_sync(server=server, approve=True)
 

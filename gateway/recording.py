@@ -28,6 +28,7 @@ class Recorder:
         self.overflow = 0
         self.failed = 0
         self.traces = 0
+        self.writing = 0  # calls taken from the queue and being stored now
         self.refusals = 0
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, name="gateway-recorder", daemon=True)
@@ -51,6 +52,7 @@ class Recorder:
     def stats(self) -> dict[str, int]:
         return {
             "queued": self.queue.qsize(),
+            "writing": self.writing,
             "overflow": self.overflow,
             "failed": self.failed,
             "traces": self.traces,
@@ -72,6 +74,7 @@ class Recorder:
             batch.append(self.queue.get(timeout=self.flush_seconds))
         except queue.Empty:
             return batch
+        self.writing = 1  # from here on, what was taken is not lost from the figures
         while len(batch) < self.batch:
             try:
                 batch.append(self.queue.get_nowait())
@@ -81,6 +84,7 @@ class Recorder:
 
     def _write(self, batch: list[CallRecord]) -> None:
         close_old_connections()
+        self.writing = len(batch)
         try:
             traces, refusals = calls_record(batch)
         except Exception:  # noqa: BLE001 - the writer outlives a failing database
@@ -88,6 +92,7 @@ class Recorder:
             logger.exception("gateway: %s calls not recorded", len(batch))
             return
         finally:
+            self.writing = 0
             close_old_connections()
         self.traces += traces
         self.refusals += refusals

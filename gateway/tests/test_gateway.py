@@ -61,6 +61,21 @@ def database_env() -> dict[str, str]:
     return {"DATABASE_URL": url}
 
 
+@pytest.fixture(autouse=True)
+def gateway_idle(transactional_db, gateway_url):
+    """After each test, wait until the gateway has stored every call it took (and run the
+    refreshes that follow, eagerly, in its own process) before the test's tables are emptied:
+    a TRUNCATE racing the gateway's writer would fail the flush."""
+    yield
+    health = gateway_url.removesuffix("/mcp/").removesuffix("/mcp") + "/healthz"
+    settled = 0
+    deadline = time.monotonic() + 30
+    while settled < 2 and time.monotonic() < deadline:
+        recorder = httpx2.get(health, timeout=5).json()["recorder"]
+        settled = settled + 1 if recorder["queued"] == 0 and recorder["writing"] == 0 else 0
+        time.sleep(0.3)
+
+
 @pytest.fixture(scope="module")
 def everything_port() -> int:
     """The port server-everything listens on over HTTP: chosen before the gateway starts, whose

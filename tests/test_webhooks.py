@@ -376,8 +376,9 @@ def test_deliveries_to_a_tarpit_run_on_the_webhooks_worker_each_attempt_recorded
     assert wait_for(each_attempted_once, timeout=90), list(deliveries.values())
     assert not deliveries.exclude(status="pending").exists()
     attempts = sum(delivery.attempts for delivery in deliveries)
-    # Each attempt ended at its deadline: two or three bytes of the tarpit's 38 each.
-    assert tarpit.calls <= attempts and tarpit.sent <= 3 * attempts
+    # Each attempt ended at its deadline, long before the tarpit's 38 bytes (one a second):
+    # about two bytes each, more on a loaded machine, never the whole answer.
+    assert tarpit.calls <= attempts and tarpit.sent < 38 * attempts // 2
 
 
 def test_the_test_endpoint_is_throttled_per_application(runtime_client_factory, monkeypatch):

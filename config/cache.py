@@ -26,11 +26,13 @@ from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any, BinaryIO
 from urllib.parse import urlsplit
 
-from django.core.cache.backends.base import DEFAULT_TIMEOUT
+from django.core.cache.backends.base import DEFAULT_TIMEOUT, BaseCache
 from django.core.cache.backends.filebased import FileBasedCache
+from django_redis.cache import RedisCache
 from redis.backoff import NoBackoff
 from redis.connection import Connection, SSLConnection, UnixDomainSocketConnection
 from redis.exceptions import ConnectionError as RedisConnectionError
+from redis.exceptions import RedisError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 from redis.retry import Retry
 
@@ -264,6 +266,11 @@ class SharedFileCache(_FileBasedCache):
         with self._exclusive():
             return super().add(key, value, timeout, version)
 
+    def add_many(self, keys: list[str], value: Any, timeout: float | None) -> list[str]:
+        """``add`` of each key under one hold of the lock: the keys added, in order."""
+        with self._exclusive():
+            return [key for key in keys if super().add(key, value, timeout)]
+
     def incr(self, key: str, delta: int = 1, version: int | None = None) -> int:
         fname = self._key_to_file(key, version)
         with self._exclusive():
@@ -306,3 +313,29 @@ class SharedFileCache(_FileBasedCache):
 
 
 _MISSING = object()
+
+
+def cache_add_many(cache: BaseCache, keys: list[str], value: Any, timeout: int) -> list[str]:
+    """``add`` of each key, in one round trip: the keys added (absent before), in order.
+
+    On Redis, one pipeline of ``SET NX EX``; on the embedded default's files, one hold of the
+    directory's lock. Elsewhere a loop of ``add``. A Redis that does not answer adds nothing,
+    as ``add`` does with ``IGNORE_EXCEPTIONS``.
+    """
+    if not keys:
+        return []
+    if isinstance(cache, RedisCache):
+        client = cache.client.get_client(write=True)
+        encoded = cache.client.encode(value)
+        try:
+            with client.pipeline(transaction=False) as pipeline:
+                for key in keys:
+                    pipeline.set(cache.make_and_validate_key(key), encoded, nx=True, ex=timeout)
+                answers = pipeline.execute()
+        except RedisError as exc:
+            logger.warning("Redis did not answer a batch of %d adds: %s", len(keys), exc)
+            return []
+        return [key for key, added in zip(keys, answers, strict=True) if added]
+    if isinstance(cache, SharedFileCache):
+        return cache.add_many(keys, value, timeout)
+    return [key for key in keys if cache.add(key, value, timeout)]

@@ -12,7 +12,8 @@ class LearningConfig(AppConfig):
         # An operator's verb lexicon is read now: a bad file stops start-up with its reason.
         lexicon_configure(extra=settings.RISK_VERBS_FILE or None)
 
-        from .signals import tool_stats_changed
-        from .tasks import tool_refresh_soon
+        from .signals import tool_stats_changed, traces_stored
+        from .tasks import tool_refresh_soon, traces_fold_soon
 
         tool_stats_changed.connect(tool_refresh_soon, dispatch_uid="learning-refresh-soon")
+        traces_stored.connect(traces_fold_soon, dispatch_uid="learning-fold-soon")

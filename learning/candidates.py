@@ -44,7 +44,7 @@ def candidate_variables_count(*, application: Application, found: list[Candidate
         entry = seen.setdefault((tool, name), [0, [], ""])
         entry[0] += 1
         entry[2] = entry[2] or alias_of
-        example = _example(value)
+        example = candidate_example(value)
         if len(entry[1]) < MAX_EXAMPLES and example not in entry[1]:
             entry[1].append(example)
     tools = {tool for tool, _ in seen}
@@ -88,7 +88,8 @@ def candidate_variables_count(*, application: Application, found: list[Candidate
     CandidateVariable.objects.bulk_create(new, ignore_conflicts=True)
 
 
-def _example(value: Any) -> Any:
+def candidate_example(value: Any) -> Any:
+    """What is kept of a candidate's example value: a short text or a scalar."""
     if isinstance(value, str):
         return value[:MAX_EXAMPLE_CHARS]
     if isinstance(value, bool | int | float) or value is None:

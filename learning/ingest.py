@@ -1,10 +1,14 @@
-"""Ingest: store traces and fold them into each tool's aggregates, in one transaction.
+"""Ingest: store traces first, fold them into each tool's statistics after.
 
-Ingest stores a batch and, in the same transaction, folds the traces it actually inserted into
-each tool's aggregates: it claims them (``aggregated = false``) with ``FOR UPDATE SKIP LOCKED``,
-merges one delta per tool under the tool's stats row lock (taken in name order, so two ingests
-never deadlock) and marks them folded. A duplicate that lost an insert race is never folded
-twice and a trace is never lost. A refresh (``learning.services``) then reads aggregates only.
+Ingest parses and checks a batch, stores it (COPY on PostgreSQL, a bulk insert on SQLite) not
+yet folded (``aggregated = false``) and answers; nothing it does locks anything another request
+for another application waits on. Once the batch commits, ``traces_stored`` is sent and the fold
+task is queued (``learning.tasks``). The fold (``traces_fold``) claims the oldest unfolded traces
+in large batches (``FOR UPDATE SKIP LOCKED``: two folders never take the same trace), finds each
+trace's data flow, merges one delta per tool under the tool's stats row lock (taken in name
+order, so two folders never deadlock) and marks the traces folded, all in one transaction: a
+folder that dies mid-way leaves its traces unfolded for the next one, and none is folded twice.
+A refresh (``learning.services``) then reads aggregates only.
 """
 
 from __future__ import annotations
@@ -28,13 +32,13 @@ from registry.selectors import alias_map, tool_names_visible
 
 from .aggregates import aggregate_add, aggregate_effects_add, aggregate_merge, new_aggregate
 from .baselines import baseline_snapshot
-from .candidates import Candidate, candidate_variables_count
+from .candidates import Candidate, candidate_example, candidate_variables_count
 from .dataflow import trace_reconstruct, vocabulary_names
 from .days import days_fold
 from .models import ToolStats, Trace
-from .otel import states_shared, states_whole
+from .otel import SAME, states_shared, states_whole
 from .outputs import output_batch_budget, output_checker
-from .signals import tool_stats_changed
+from .signals import tool_stats_changed, traces_stored
 from .traces import trace_parse
 
 logger = logging.getLogger(__name__)
@@ -72,15 +76,17 @@ def traces_ingest(
     application's allowance of unregistered names and never count toward a registered tool's
     learning; past the allowance both are refused with the same reason.
 
-    Before folding, each trace's data flow is found in its values (``learning.dataflow``,
-    from the batch's steps and the trace's steps stored before them); output fields that fed a
-    variable under another name are counted as candidate aliases of the application.
-
-    ``share_states`` stores each state once per trace (``learning.otel.states_shared``: for
-    assembled OpenTelemetry traces, whose steps all repeat one initial state); aggregates read
-    the whole states all the same. Traces whose index is in ``uncaptured`` (a call sent without
-    its arguments or result) are stored and counted in the tool's days (calls, errors,
-    latency) but folded into no aggregate: their missing arguments and output say nothing.
+    Each trace's data flow is found here, where the user's words are (they are read, never
+    stored): from the batch's steps and the trace's steps stored before them
+    (``learning.dataflow``), and kept with the trace until it is folded (``dataflow``). Traces
+    are stored unfolded; the fold (``traces_fold``), queued when the batch commits, adds them
+    to their tools' statistics, and output fields that fed a variable under another name to
+    the application's candidate aliases. ``share_states`` stores each state once per trace
+    (``learning.otel.states_shared``: for assembled OpenTelemetry traces, whose steps all
+    repeat one initial state); the fold reads the whole states all the same. Traces whose
+    index is in ``uncaptured`` (a call sent without its arguments or result) are stored
+    ``captured = false``: counted in the tool's days (calls, errors, latency), folded into no
+    aggregate, since their missing arguments and output say nothing.
     """
     batch_size = batch_size or settings.TRACE_BATCH_SIZE
     aliases = alias_map()
@@ -113,22 +119,23 @@ def traces_ingest(
                 "index": index,
                 "tool_name": trace["tool"],
                 "tool_id": tools.get(trace["tool"]) if known else None,
+                # A registered tool the application may not see is kept like an unknown name,
+                # never folded into that tool's learning (``_foldable``).
                 "unknown_tool": not known,
-                # A registered tool the application may not see: kept like an unknown name,
-                # never folded into that tool's learning. A name with no approved version (a
-                # shadow tool, perhaps proposed already) is folded like an unknown one.
-                "foldable": known or trace["tool"] not in approved,
                 "error": trace["error"] or "",
                 "application_id": application_id,
-                "uncaptured": index in uncaptured,
+                "captured": index not in uncaptured,
+                "aggregated": False,
             }
         if not rows:
             continue
-        late: dict[str, list[tuple[str, list[tuple[str, str]]]]] = {}
-        candidates = _reconstruct(rows, application_id=application_id, aliases=aliases, late=late)
-        late = {
-            name: found for name, found in late.items() if name in visible or name not in approved
-        }
+        _reconstruct(
+            rows,
+            application_id=application_id,
+            aliases=aliases,
+            # A name the application may see, or one with no approved contract, is learnt from.
+            foldable=lambda step: step["tool"] in visible or step["tool"] not in approved,
+        )
         with transaction.atomic():
             if application is not None:
                 for key in _over_allowance(application, rows):
@@ -142,8 +149,8 @@ def traces_ingest(
                     )
             if not rows:
                 continue
-            # Either way, exactly the rows this transaction stored come back, to be folded once;
-            # a (trace_id, step) this application stored before, or a concurrent writer did, is
+            # Either way, exactly the rows this transaction stored are counted as accepted; a
+            # (trace_id, step) this application stored before, or a concurrent writer did, is
             # a duplicate.
             written = list(rows.values())
             if share_states:
@@ -152,30 +159,30 @@ def traces_ingest(
                     for row, (before, after) in zip(written, states_shared(written), strict=True)
                 ]
             if connection.vendor == "postgresql":
-                keys = _insert_returning(written)
+                stored = _insert_returning(written)
             else:
-                Trace.objects.bulk_create(
-                    [Trace(**_model_fields(row)) for row in written], ignore_conflicts=True
-                )
-                keys = _claim_inserted(rows, application_id=application_id)
-            stored = [rows[key] for key in keys]
-            by_tool: dict[str, list[dict[str, Any]]] = {}
-            for row in stored:
-                if row["foldable"]:
-                    by_tool.setdefault(row["tool_name"], []).append(row)
-            _fold(by_tool, received_at=None, late=late)
-            if application is not None:
-                kept = {(row["trace_id"], row["step"]) for row in stored}
-                candidate_variables_count(
-                    application=application,
-                    found=[found for key, found in candidates if key in kept],
-                )
-            if by_tool or late:
-                changed = sorted({*by_tool, *late})
-                transaction.on_commit(partial(tool_stats_changed.send, None, tool_names=changed))
-        result.accepted += len(stored)
-        result.duplicates += len(rows) - len(stored)
+                stored = _insert_new(written, application_id=application_id)
+            if stored:
+                transaction.on_commit(partial(traces_stored.send, None, count=stored))
+        result.accepted += stored
+        result.duplicates += len(rows) - stored
     return result
+
+
+def _insert_new(rows: list[dict[str, Any]], *, application_id: int | None) -> int:
+    """SQLite: store the rows whose (trace_id, step) the owner has not stored; return how many.
+
+    A transaction there takes the write lock as it begins (``transaction_mode`` IMMEDIATE): no
+    other writer comes between the read of the keys stored and the insert.
+    """
+    stored = set(
+        Trace.objects.filter(
+            _owner(application_id), trace_id__in={row["trace_id"] for row in rows}
+        ).values_list("trace_id", "step")
+    )
+    new = [row for row in rows if (row["trace_id"], row["step"]) not in stored]
+    Trace.objects.bulk_create([Trace(**_model_fields(row)) for row in new], batch_size=500)
+    return len(new)
 
 
 MAX_EARLIER_STEPS = 1000  # stored steps of a trace read back to reconstruct its later ones
@@ -187,12 +194,14 @@ def _reconstruct(
     *,
     application_id: int | None,
     aliases: dict[str, str],
-    late: dict[str, list[tuple[str, list[tuple[str, str]]]]],
-) -> list[tuple[tuple[str, int], Candidate]]:
+    foldable: Callable[[dict[str, Any]], bool],
+) -> None:
     """Find each row's data flow (``learning.dataflow``) from the steps before it: those of the
     batch and, for a trace whose first step here is not its first, the ones stored earlier
-    (a runtime that posts a call at a time). Each row gets its ``dataflow``; returns the
-    candidate aliases found, with the row each came from."""
+    (a runtime that posts a call at a time). Each row gets its ``dataflow``: what the fold
+    reads of it, with, on the first row of a trace here, the effects of earlier, foldable
+    steps that these steps reveal (``revealed``, by tool), and on each row the candidate
+    aliases its output showed (``candidates``, for an application's traces)."""
     by_trace: dict[str, list[dict[str, Any]]] = {}
     for row in rows.values():
         by_trace.setdefault(row["trace_id"], []).append(row)
@@ -203,16 +212,11 @@ def _reconstruct(
     }
     earlier: dict[str, list[dict[str, Any]]] = {}
     if later:
-        owner = (
-            Q(application__isnull=True)
-            if application_id is None
-            else Q(application_id=application_id)
-        )
         stored = (
-            Trace.objects.filter(owner, trace_id__in=later)
+            Trace.objects.filter(_owner(application_id), trace_id__in=later)
             .order_by("trace_id", "step")
             .values("trace_id", "step", "tool_name", "args", "output", "status",
-                    "state_before", "state_after")[: MAX_EARLIER_STEPS * len(later)]
+                    "state_before", "state_after", "captured")[: MAX_EARLIER_STEPS * len(later)]
         )  # fmt: skip
         for stored_step in stored:
             if stored_step["step"] < later[stored_step["trace_id"]]:
@@ -223,7 +227,6 @@ def _reconstruct(
             whole = states_whole([(s["step"], s["state_before"], s["state_after"]) for s in steps])
             for step in steps:
                 step["state_before"], step["state_after"] = whole[step["step"]]
-    found: list[tuple[tuple[str, int], Candidate]] = []
     vocabulary = vocabulary_names(aliases)
     for trace_id, steps in by_trace.items():
         steps.sort(key=lambda row: row["step"])
@@ -232,7 +235,7 @@ def _reconstruct(
             [*context, *steps], aliases=aliases, vocabulary=vocabulary
         )
         for row, flow in zip(steps, reconstruction.steps[len(context) :], strict=True):
-            row["dataflow"] = flow
+            row["dataflow"] = dict(flow)
         if reconstruction.capped:
             logger.info(
                 "trace %r: its data flow was read up to the caps (%s)",
@@ -241,20 +244,62 @@ def _reconstruct(
             )
         if context:
             # An effect shows when a later call uses the value: the stored calls' effects that
-            # these steps reveal, beyond what was found when they were folded, are folded now.
-            folded = trace_reconstruct(context, aliases=aliases, vocabulary=vocabulary).steps
+            # these steps reveal, beyond what was found when they were stored, are folded with
+            # these steps.
+            found = trace_reconstruct(context, aliases=aliases, vocabulary=vocabulary).steps
+            revealed: list[tuple[str, list[tuple[str, str]]]] = []
             for earlier_step, was, now in zip(
-                context, folded, reconstruction.steps[: len(context)], strict=True
+                context, found, reconstruction.steps[: len(context)], strict=True
             ):
-                revealed = [effect for effect in now["effects"] if effect not in was["effects"]]
-                if revealed and earlier_step["status"] == "success":
-                    late.setdefault(earlier_step["tool"], []).append((trace_id, revealed))
+                effects = [effect for effect in now["effects"] if effect not in was["effects"]]
+                if (
+                    effects
+                    and earlier_step["status"] == "success"
+                    and earlier_step["captured"]
+                    and foldable(earlier_step)
+                ):
+                    revealed.append((earlier_step["tool"], effects))
+            if revealed:
+                steps[0]["dataflow"]["revealed"] = revealed
+        if application_id is None:
+            continue
         for number, tool, name, variable, example in reconstruction.candidates:
             if number >= len(context):
                 row = steps[number - len(context)]
-                candidate = (row["step"], tool, name, example, variable)
-                found.append(((trace_id, row["step"]), candidate))
-    return found
+                row["dataflow"].setdefault("candidates", []).append(
+                    (tool, name, candidate_example(example), variable)
+                )
+
+
+def _owner(application_id: int | None) -> Q:
+    """The traces of one application, or the operator's imports (None)."""
+    return (
+        Q(application__isnull=True) if application_id is None else Q(application_id=application_id)
+    )
+
+
+def _states_read_whole(rows: list[dict[str, Any]]) -> None:
+    """Give each step of an assembled trace that stores its states once per trace
+    (``learning.otel.states_shared``) its whole states, rebuilt from its trace's stored steps:
+    the output check reads ``state_after``."""
+    shared: dict[int | None, set[str]] = {}
+    for row in rows:
+        if SAME in row["state_before"] or SAME in row["state_after"]:
+            shared.setdefault(row["application_id"], set()).add(row["trace_id"])
+    for application_id, trace_ids in shared.items():
+        steps: dict[str, list[tuple[int, dict, dict]]] = {}
+        for trace_id, *step in (
+            Trace.objects.filter(_owner(application_id), trace_id__in=trace_ids)
+            .order_by("trace_id", "step")
+            .values_list("trace_id", "step", "state_before", "state_after")
+        ):
+            steps.setdefault(trace_id, []).append((step[0], step[1], step[2]))
+        whole = {trace_id: states_whole(found) for trace_id, found in steps.items()}
+        for row in rows:
+            if row["application_id"] == application_id and row["trace_id"] in whole:
+                states = whole[row["trace_id"]].get(row["step"])
+                if states is not None:
+                    row["state_before"], row["state_after"] = states
 
 
 def unknown_tool_reason(name: str, application: Application) -> str:
@@ -324,30 +369,12 @@ def _model_fields(row: dict) -> dict:
     return {column: row[column] for column in TRACE_COLUMNS if column in row}
 
 
-def _claim_inserted(
-    rows: dict[tuple[str, int], dict[str, Any]], *, application_id: int | None
-) -> list[tuple[str, int]]:
-    """SQLite: the batch's rows still unfolded are the ones this transaction inserted."""
-    owner = (
-        Q(application__isnull=True) if application_id is None else Q(application_id=application_id)
-    )
-    claimed = Trace.objects.select_for_update(skip_locked=True).filter(
-        owner, aggregated=False, trace_id__in={key[0] for key in rows}
-    )
-    ids = {
-        (trace_id, step): pk for pk, trace_id, step in claimed.values_list("pk", "trace_id", "step")
-    }
-    ids = {key: pk for key, pk in ids.items() if key in rows}
-    Trace.objects.filter(pk__in=ids.values()).update(aggregated=True)
-    return [key for key in rows if key in ids]
-
-
 TRACE_COLUMNS = [
     "trace_id", "step", "tool_name", "tool_id", "unknown_tool", "args", "status", "state_before",
     "state_after", "output", "error", "duration_ms", "occurred_at", "received_at",
-    "application_id", "aggregated",
+    "application_id", "aggregated", "captured", "dataflow",
 ]  # fmt: skip
-JSON_COLUMNS = {"args", "state_before", "state_after", "output"}
+JSON_COLUMNS = {"args", "state_before", "state_after", "output", "dataflow"}
 
 
 # A JSON value of at most this many nodes is encoded in one piece by the C encoder, which holds
@@ -409,12 +436,9 @@ def _json_is_small(value: Any) -> bool:
     return True
 
 
-def _insert_returning(rows: list[dict]) -> list[tuple[str, int]]:
-    """PostgreSQL: COPY the batch into a temporary table, then INSERT ... ON CONFLICT DO NOTHING
-    RETURNING: exactly the rows this transaction stored come back.
-
-    They are stored already marked as folded: the fold happens in this same transaction.
-    """
+def _insert_returning(rows: list[dict]) -> int:
+    """PostgreSQL: COPY the batch into a temporary table, then INSERT ... ON CONFLICT DO NOTHING:
+    the rows this transaction stored are counted; return how many."""
     now = timezone.now()
     columns = ", ".join(TRACE_COLUMNS)
     with connection.cursor() as cursor:
@@ -428,7 +452,7 @@ def _insert_returning(rows: list[dict]) -> list[tuple[str, int]]:
             pending: list[str] = []
             size = 0
             for row in rows:
-                row["received_at"], row["aggregated"] = now, True
+                row["received_at"] = now
                 for piece in _copy_pieces(row):
                     pending.append(piece)
                     size += len(piece)
@@ -438,38 +462,117 @@ def _insert_returning(rows: list[dict]) -> list[tuple[str, int]]:
             copy.write("".join(pending))
         cursor.execute(
             f"INSERT INTO learning_trace ({columns}) SELECT {columns} "
-            "FROM learning_trace_incoming ON CONFLICT DO NOTHING "
-            "RETURNING trace_id, step"
+            "FROM learning_trace_incoming ON CONFLICT DO NOTHING"
         )
-        stored = {tuple(key) for key in cursor.fetchall()}
+        stored = cursor.rowcount
         cursor.execute("DELETE FROM learning_trace_incoming")
-    return [
-        (row["trace_id"], row["step"]) for row in rows if (row["trace_id"], row["step"]) in stored
-    ]
+    return int(stored)
 
 
-def tool_fold(*, tool_name: str) -> int:
-    """Fold traces still pending (an ingest interrupted mid-way); return how many.
+@dataclass
+class FoldResult:
+    claimed: dict[str, int] = field(default_factory=dict)  # traces per tool name
+    changed: list[str] = field(default_factory=list)  # tools whose statistics moved
 
-    Traces of a registered (approved) tool from an application that could not see it are
-    claimed but never folded into its learning.
+    @property
+    def total(self) -> int:
+        return sum(self.claimed.values())
+
+
+def traces_fold(
+    *,
+    tool_names: Collection[str] | None = None,
+    limit: int = FOLD_BATCH,
+    refreshing: Collection[str] = (),
+) -> FoldResult:
+    """Fold at most ``limit`` unfolded traces, the oldest first (only ``tool_names``' when
+    given), into their tools' statistics, in one transaction.
+
+    The traces are claimed with ``FOR UPDATE SKIP LOCKED`` on PostgreSQL, so concurrent folders
+    take different traces and ingest is never waited for; SQLite has one writer at a time. A
+    trace is folded by the transaction that marks it folded: if the folder dies, both roll back
+    and the next fold takes it. Once the fold commits, ``tool_stats_changed`` is sent with the
+    tools whose statistics moved (their refreshes are scheduled together), but those named in
+    ``refreshing``: the caller refreshes them next.
     """
-    registered = Tool.objects.filter(name=tool_name, current_version__isnull=False).exists()
-    folded = 0
-    while True:
-        with transaction.atomic():
-            claimed = list(
-                Trace.objects.select_for_update(skip_locked=True)
-                .filter(tool_name=tool_name, aggregated=False)
-                .order_by("id")
-                .values("id", "received_at", "unknown_tool", *TRACE_FIELDS)[:FOLD_BATCH]
+    result = FoldResult()
+    with transaction.atomic():
+        claimed = Trace.objects.select_for_update(skip_locked=True).filter(aggregated=False)
+        if tool_names is not None:
+            claimed = claimed.filter(tool_name__in=tool_names)
+        rows = list(claimed.order_by("id").values(*FOLD_FIELDS)[:limit])
+        if not rows:
+            return result
+        for row in rows:
+            result.claimed[row["tool_name"]] = result.claimed.get(row["tool_name"], 0) + 1
+            row["uncaptured"] = not row["captured"]
+        approved = set(
+            Tool.objects.filter(name__in=result.claimed, current_version__isnull=False).values_list(
+                "name", flat=True
             )
-            if not claimed:
-                return folded
-            foldable = [row for row in claimed if not (registered and row["unknown_tool"])]
-            _fold({tool_name: foldable} if foldable else {}, received_at="received_at")
-            Trace.objects.filter(pk__in=[trace["id"] for trace in claimed]).update(aggregated=True)
-            folded += len(claimed)
+        )
+        _states_read_whole(rows)
+        late: dict[str, list[tuple[str, list[tuple[str, str]]]]] = {}
+        found: dict[int, list[Candidate]] = {}
+        for row in rows:
+            flow = row.pop("dataflow") or {}
+            if flow:
+                # Stored by ingest; a trace stored without it is read alone (aggregate_add).
+                row["dataflow"] = {key: flow[key] for key in ("present", "flows", "effects")}
+            for tool, effects in flow.get("revealed", ()):
+                late.setdefault(tool, []).append((row["trace_id"], effects))
+            if row["application_id"] is not None:
+                found.setdefault(row["application_id"], []).extend(
+                    (row["step"], tool, name, example, variable)
+                    for tool, name, example, variable in flow.get("candidates", ())
+                )
+        applications = Application.objects.in_bulk([key for key, value in found.items() if value])
+        for application_id in sorted(applications):  # their rows locked in one order: no deadlock
+            candidate_variables_count(
+                application=applications[application_id], found=found[application_id]
+            )
+        by_tool: dict[str, list[dict[str, Any]]] = {}
+        for row in rows:
+            if _foldable(row, approved=approved):
+                by_tool.setdefault(row["tool_name"], []).append(row)
+        _fold(by_tool, received_at="received_at", late=late)
+        ids = [row["id"] for row in rows]
+        for start in range(0, len(ids), MARK_CHUNK):
+            # What the fold needed of the data flow is in the statistics now.
+            Trace.objects.filter(pk__in=ids[start : start + MARK_CHUNK]).update(
+                aggregated=True, dataflow=None
+            )
+        result.changed = sorted({*by_tool, *late})
+        announced = sorted(set(result.changed) - set(refreshing))
+        if announced:
+            transaction.on_commit(partial(tool_stats_changed.send, None, tool_names=announced))
+    return result
+
+
+def traces_fold_pending(
+    *, tool_names: Collection[str] | None = None, refreshing: Collection[str] = ()
+) -> dict[str, int]:
+    """Fold batch after batch until no trace (of ``tool_names``) is left unfolded; return how
+    many traces of each tool were folded."""
+    folded: dict[str, int] = {}
+    while (result := traces_fold(tool_names=tool_names, refreshing=refreshing)).total:
+        for name, count in result.claimed.items():
+            folded[name] = folded.get(name, 0) + count
+    return folded
+
+
+def _foldable(row: dict[str, Any], *, approved: set[str]) -> bool:
+    """A trace is folded into its tool's learning unless the tool has an approved contract and
+    the application that sent it could not see the tool: then it is kept like a trace of an
+    unknown name. A name with no approved version (a shadow tool, perhaps proposed already) is
+    folded like an unknown one."""
+    return not (row["unknown_tool"] and row["tool_name"] in approved)
+
+
+MARK_CHUNK = 5000
+FOLD_FIELDS = [
+    "id", "tool_name", "unknown_tool", "captured", "received_at", "dataflow", *TRACE_FIELDS,
+]  # fmt: skip
 
 
 def _fold(

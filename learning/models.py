@@ -51,7 +51,20 @@ class Trace(models.Model):
         help_text="The application whose runtime reported it; empty: an operator's import.",
         db_index=False,  # indexed with id: trace_application_idx
     )
+    # False from the moment ingest stores a trace until the fold (``learning.ingest.traces_fold``)
+    # has added it to its tool's statistics, in the same transaction as the statistics.
     aggregated = models.BooleanField(default=False)
+    # The trace's data flow (``learning.dataflow``), found at ingest where the user's words are
+    # (never stored), kept until the fold has added it to the statistics; then emptied.
+    dataflow = models.JSONField(null=True, blank=True)
+    # A default the database holds (no table rewrite when the column is added, and a row written
+    # without it, by an older process during a deploy, is a captured call).
+    captured = models.BooleanField(
+        default=True,
+        db_default=True,
+        help_text="The call came with its arguments and result; if not, it counts in the tool's "
+        "days (calls, errors, latency) but is learnt from in no aggregate.",
+    )
 
     class Meta:
         ordering = ["-pk"]
@@ -82,7 +95,9 @@ class Trace(models.Model):
             # The admin's error filter: errors are few, so a page of them is not a walk
             # backwards through every success.
             models.Index(fields=["id"], condition=Q(status="error"), name="trace_error_idx"),
-            # Refresh reads only traces not yet folded into aggregates: a small, partial index.
+            # The fold claims the oldest traces not folded yet, and a refresh a tool's: small,
+            # partial indexes (only the backlog is in them).
+            models.Index(fields=["id"], condition=Q(aggregated=False), name="trace_unfolded_idx"),
             models.Index(
                 fields=["tool_name", "id"], condition=Q(aggregated=False), name="trace_pending_idx"
             ),

@@ -1,7 +1,7 @@
 """Refresh: infer each tool's contract from its aggregates, judge drift, prune old traces.
 
-A refresh reads aggregates only (folded at ingest, ``learning.ingest``): O(tools with new
-traces), never a rescan of traces. Drift is reported here; the ticket a person reviews is
+A refresh reads aggregates only (folded after ingest, ``learning.ingest.traces_fold``): O(tools
+with new traces), never a rescan of traces. Drift is reported here; the ticket a person reviews is
 opened (or updated) by ``reviews.services.drift_ticket_open_or_update``.
 """
 
@@ -34,7 +34,7 @@ from .inference import (
     prepare_labels,
     suggest_risk,
 )
-from .ingest import stats_locked, stats_write, tool_fold
+from .ingest import stats_locked, stats_write, traces_fold_pending
 from .models import DriftReport, InferredContract, ToolDayStats, ToolStats, Trace
 from .selectors import risk_labels
 
@@ -78,13 +78,8 @@ def tools_refresh(*, tool_names: list[str]) -> list[RefreshResult]:
     results = []
     for start in range(0, len(tool_names), REFRESH_CHUNK):
         chunk = tool_names[start : start + REFRESH_CHUNK]
-        pending = set(
-            Trace.objects.filter(aggregated=False, tool_name__in=chunk)
-            .order_by()  # one row per name, not per trace (the model orders by -pk)
-            .values_list("tool_name", flat=True)
-            .distinct()
-        )
-        folded = {name: tool_fold(tool_name=name) for name in pending}
+        # Traces the fold has not reached yet (its task queued, or lost) are folded first.
+        folded = traces_fold_pending(tool_names=chunk, refreshing=chunk)
         # A version published since the last fold resets the since-version aggregate.
         stale = ToolStats.objects.filter(tool_name__in=chunk, tool__isnull=False).exclude(
             since_version_id=F("tool__current_version_id")

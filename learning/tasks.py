@@ -2,6 +2,7 @@
 
 import hashlib
 import logging
+import time
 from typing import Any
 
 from celery import shared_task
@@ -9,7 +10,9 @@ from django.conf import settings
 from django.core.cache import cache
 from django.db import InterfaceError, OperationalError
 
-from . import otel_ingest, services
+from config.cache import cache_add_many
+
+from . import ingest, otel_ingest, services
 
 logger = logging.getLogger(__name__)
 
@@ -49,24 +52,53 @@ def tool_refresh_soon(sender: Any = None, *, tool_names: list[str], **kwargs: An
     pending already: under steady ingest a tool is refreshed once per window, not per batch.
     Connected to ``tool_stats_changed``; return how many were scheduled.
 
-    The pending mark expires a little after its window, so a message the broker lost delays the
-    tool's next refresh by at most that (the hourly sweep still runs). A broker that refuses the
-    message costs nothing more than that either: the traces are committed and the tool dirty.
+    The pending marks of a fold's tools are set in one cache round trip (a pipeline on Redis);
+    only the tools newly marked get a message. A mark expires a little after its window, so a
+    message the broker lost delays the tool's next refresh by at most that (the hourly sweep
+    still runs). A broker that refuses the message costs nothing more than that either: the
+    traces are folded and the tool dirty.
     """
     countdown = settings.LEARNING_REFRESH_DEBOUNCE_SECONDS
+    keys = {_pending_key(name): name for name in tool_names}
     scheduled = 0
-    for name in tool_names:
-        key = _pending_key(name)
-        if not cache.add(key, 1, timeout=countdown + 60):
-            continue
+    for key in cache_add_many(cache, list(keys), 1, timeout=countdown + 60):
         try:
-            tool_refresh_due.apply_async((name,), countdown=countdown, retry=False)
+            tool_refresh_due.apply_async((keys[key],), countdown=countdown, retry=False)
         except Exception as exc:  # the broker's errors vary by transport; the commit stands
             cache.delete(key)
-            logger.warning("refresh of %s not scheduled: %s", name, exc)
+            logger.warning("refresh of %s not scheduled: %s", keys[key], exc)
             continue
         scheduled += 1
     return scheduled
+
+
+# A fold task stops taking batches after this long and queues its successor, so its time
+# limits hold however large the backlog; each batch is one transaction (ingest.FOLD_BATCH).
+FOLD_TASK_SECONDS = 120
+
+
+@durable_task(soft_time_limit=240, time_limit=300)
+def traces_fold(self) -> int:
+    """Fold the traces ingest stored (queued when they commit; the hourly sweep too), batch
+    after batch, until none is left or ``FOLD_TASK_SECONDS`` have passed."""
+    deadline = time.monotonic() + FOLD_TASK_SECONDS
+    folded = 0
+    while count := ingest.traces_fold().total:
+        folded += count
+        if time.monotonic() > deadline:
+            traces_fold_soon()
+            break
+    return folded
+
+
+def traces_fold_soon(sender: Any = None, **kwargs: Any) -> None:
+    """Queue a fold. Connected to ``traces_stored``. The traces are committed already: a
+    broker that refuses the message delays their fold until the next one, or the hourly
+    sweep (``refresh_contracts``)."""
+    try:
+        traces_fold.apply_async(retry=False)
+    except Exception as exc:  # the broker's errors vary by transport; the commit stands
+        logger.warning("fold not queued: %s: %s", type(exc).__name__, exc)
 
 
 def _pending_key(tool_name: str) -> str:
@@ -76,7 +108,9 @@ def _pending_key(tool_name: str) -> str:
 
 @durable_task(soft_time_limit=60, time_limit=90)
 def refresh_contracts(self) -> int:
-    """Fan out one refresh per tool with new traces (the periodic entry point)."""
+    """Fan out one refresh per tool with new traces (the periodic entry point), and a fold of
+    any trace whose fold was never queued."""
+    traces_fold_soon()
     names = services.tools_with_new_traces()
     for name in names:
         tool_refresh.delay(name)

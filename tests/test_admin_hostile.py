@@ -90,7 +90,7 @@ def lived_in(registry, proposer):
     """Rows behind every list filter: a filter with no choices is left out of the list, and
     its values never parsed (the trace list's day filter answered 500 only once a day had
     traces)."""
-    from learning.ingest import traces_ingest
+    from learning.ingest import traces_fold_pending, traces_ingest
     from reviews.tests.factories import change_ticket
 
     client_for("assistant")
@@ -102,6 +102,7 @@ def lived_in(registry, proposer):
         for n in range(3)
     ]  # fmt: skip
     traces_ingest(items=enumerate(calls), application=application)
+    traces_fold_pending()
     change_ticket(proposer)
 
 

@@ -12,6 +12,7 @@ from django.utils import timezone
 from google.rpc import status_pb2
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceResponse
 
+from learning.ingest import traces_fold_pending
 from learning.models import CandidateVariable, OtelSpan, OtelTrace, SpanIntake, ToolStats, Trace
 from learning.otel_ingest import otel_traces_assemble
 from learning.otel_replay import request_as_json
@@ -44,7 +45,11 @@ def failure(response, status: int) -> status_pb2.Status:
 
 
 def assemble():
-    return otel_traces_assemble(now=timezone.now() + timedelta(minutes=5))
+    """Assemble the ready traces, then the fold their commit queues (a test's transaction never
+    commits); how many traces were assembled."""
+    assembled = otel_traces_assemble(now=timezone.now() + timedelta(minutes=5))
+    traces_fold_pending()
+    return assembled
 
 
 def stored() -> list[tuple]:

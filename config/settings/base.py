@@ -337,11 +337,17 @@ CELERY_TASK_TIME_LIMIT = 360  # stays below the broker's visibility_timeout
 # renders, OTLP assembly and syncs never wait behind them. A worker started without -Q consumes
 # both (the embedded default); production runs one worker per queue (docker-compose.yml).
 CELERY_TASK_DEFAULT_QUEUE = "celery"
+# The fold of stored traces into statistics (learning.tasks.traces_fold) has one too: ingest's
+# pace follows it, and a backlog of refreshes or renders never holds it up.
 CELERY_TASK_QUEUES = [
     Queue("celery", routing_key="celery"),
     Queue("webhooks", routing_key="webhooks"),
+    Queue("fold", routing_key="fold"),
 ]
-CELERY_TASK_ROUTES = {"api.tasks.webhook_deliver": {"queue": "webhooks"}}
+CELERY_TASK_ROUTES = {
+    "api.tasks.webhook_deliver": {"queue": "webhooks"},
+    "learning.tasks.traces_fold": {"queue": "fold"},
+}
 CELERY_TASK_ACKS_LATE = True
 CELERY_TASK_REJECT_ON_WORKER_LOST = True
 CELERY_WORKER_PREFETCH_MULTIPLIER = 1

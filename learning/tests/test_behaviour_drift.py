@@ -3,7 +3,7 @@
 import pytest
 from django.utils import timezone
 
-from learning.ingest import traces_ingest
+from learning.ingest import traces_fold_pending, traces_ingest
 from learning.models import DriftReport, ToolStats
 from learning.services import tool_refresh
 from registry.models import RiskLevel
@@ -67,6 +67,7 @@ def calls(
 def ingest(traces: list[dict]) -> None:
     result = traces_ingest(items=enumerate(traces))
     assert result.rejected == [] and result.accepted == len(traces)
+    traces_fold_pending()
 
 
 def items_by_field(result) -> dict:

@@ -1,4 +1,4 @@
-"""Per-tool, per-day statistics folded at ingest: what the tool-health charts draw."""
+"""Per-tool, per-day statistics folded after ingest: what the tool-health charts draw."""
 
 from datetime import UTC, date, datetime, timedelta
 
@@ -6,7 +6,7 @@ import pytest
 from django.utils import timezone
 
 from learning.aggregates import aggregate_percentile
-from learning.ingest import tool_fold, traces_ingest
+from learning.ingest import traces_fold_pending, traces_ingest
 from learning.models import InferredContract, ToolDayStats, Trace
 from learning.services import tool_refresh, traces_prune
 from learning.tests.test_services import call
@@ -20,6 +20,12 @@ def at(moment: datetime, step: int, **kwargs) -> dict:
     return {**call(step, **kwargs), "occurred_at": moment.isoformat(), "duration_ms": 100 + step}
 
 
+def ingest_and_fold(**kwargs) -> None:
+    """Ingest, then the fold its commit queues (a test's transaction never commits)."""
+    traces_ingest(**kwargs)
+    traces_fold_pending()
+
+
 def days() -> dict[date, ToolDayStats]:
     return {row.day: row for row in ToolDayStats.objects.filter(tool_name="calendar.get_event")}
 
@@ -27,7 +33,7 @@ def days() -> dict[date, ToolDayStats]:
 def test_it_folds_calls_errors_durations_and_last_seen_per_day(get_event):
     traces = [at(DAY_1 + timedelta(minutes=n), n, run="a") for n in range(5)]
     traces += [at(DAY_2 - timedelta(minutes=n), n, run="b", status="error") for n in range(3)]
-    traces_ingest(items=enumerate(traces))
+    ingest_and_fold(items=enumerate(traces))
 
     rows = days()
     assert sorted(rows) == [date(2026, 3, 1), date(2026, 3, 2)]
@@ -41,27 +47,27 @@ def test_it_folds_calls_errors_durations_and_last_seen_per_day(get_event):
 
 
 def test_it_adds_later_batches_and_never_counts_a_duplicate_twice(get_event):
-    traces_ingest(items=enumerate([at(DAY_1, n, run="a") for n in range(4)]))
-    traces_ingest(items=enumerate([at(DAY_1, n, run="a") for n in range(6)]))  # 4 repeats
-    traces_ingest(items=enumerate([at(DAY_1, 0, run="c", status="error")]), batch_size=1)
+    ingest_and_fold(items=enumerate([at(DAY_1, n, run="a") for n in range(4)]))
+    ingest_and_fold(items=enumerate([at(DAY_1, n, run="a") for n in range(6)]))  # 4 repeats
+    ingest_and_fold(items=enumerate([at(DAY_1, 0, run="c", status="error")]), batch_size=1)
     row = days()[date(2026, 3, 1)]
     assert (row.calls, row.errors) == (7, 1)
     assert Trace.objects.filter(tool_name="calendar.get_event").count() == 7
 
 
-def test_traces_left_pending_by_an_interrupted_ingest_are_folded_into_days_once(get_event):
+def test_stored_traces_are_folded_into_days_once(get_event):
     traces_ingest(items=enumerate([at(DAY_1, n, run="a") for n in range(4)]))
-    ToolDayStats.objects.all().delete()  # as if the fold had been lost with its transaction
-    Trace.objects.filter(step__lt=2).update(aggregated=False)
-    assert tool_fold(tool_name="calendar.get_event") == 2
-    assert days()[date(2026, 3, 1)].calls == 2
-    assert tool_fold(tool_name="calendar.get_event") == 0
+    assert days() == {}  # stored, not folded yet
+    assert traces_fold_pending(tool_names=["calendar.get_event"]) == {"calendar.get_event": 4}
+    assert days()[date(2026, 3, 1)].calls == 4
+    assert traces_fold_pending(tool_names=["calendar.get_event"]) == {}
+    assert days()[date(2026, 3, 1)].calls == 4
 
 
 def test_days_outlive_pruned_traces_but_not_their_own_retention(get_event, settings):
     old = timezone.now() - timedelta(days=60)
-    traces_ingest(items=enumerate([at(old, n, run="old") for n in range(3)]))
-    traces_ingest(items=enumerate([at(timezone.now(), 0, run="new")]))
+    ingest_and_fold(items=enumerate([at(old, n, run="old") for n in range(3)]))
+    ingest_and_fold(items=enumerate([at(timezone.now(), 0, run="new")]))
     assert traces_prune() == 3
     assert sum(row.calls for row in days().values()) == 4
 
@@ -72,7 +78,7 @@ def test_days_outlive_pruned_traces_but_not_their_own_retention(get_event, setti
 
 def test_an_unregistered_name_keeps_days_only_as_long_as_its_traces(get_event):
     old = timezone.now() - timedelta(days=60)
-    traces_ingest(items=enumerate([at(old, 0, run="x", tool="shadow.tool")]))
+    ingest_and_fold(items=enumerate([at(old, 0, run="x", tool="shadow.tool")]))
     assert ToolDayStats.objects.filter(tool_name="shadow.tool").count() == 1
     traces_prune()
     assert not ToolDayStats.objects.filter(tool_name="shadow.tool").exists()

@@ -11,6 +11,7 @@ from learning.candidates import (
     candidate_variable_adopt,
     candidate_variables_count,
 )
+from learning.ingest import traces_fold_pending
 from learning.models import CandidateVariable, OtelTrace, Trace
 from learning.otel import spans_decode
 from learning.otel_ingest import otel_traces_assemble, spans_receive
@@ -68,6 +69,8 @@ def test_a_result_field_that_fed_another_name_is_a_candidate_alias(application):
         tool_call(2, "calendar.get_event", trace=trace, args={"eventId": "evt_1234"}),
     )
     otel_traces_assemble(now=timezone.now() + LATER)
+    assert not CandidateVariable.objects.exists()  # the fold finds data flow and candidates
+    traces_fold_pending()
     candidate = CandidateVariable.objects.get()
     assert (candidate.tool_name, candidate.name, candidate.alias_of, candidate.count) == (
         "calendar.find_events", "hits", "event_id", 1,

@@ -1,4 +1,7 @@
-"""A fold committed while a refresh runs keeps its tool dirty, and schedules one refresh."""
+"""A fold committed while a refresh runs keeps its tool dirty, and schedules one refresh.
+
+Ingest stores traces; the fold its commit queues (run eagerly here) adds them to the tool's
+statistics and schedules the refresh."""
 
 import threading
 
@@ -8,7 +11,7 @@ from django.test import override_settings
 from django.utils import timezone
 
 from learning import services, tasks
-from learning.ingest import traces_ingest
+from learning.ingest import traces_fold_pending, traces_ingest
 from learning.models import ToolStats
 
 
@@ -22,11 +25,12 @@ def trace(n: int) -> dict:
 
 
 def ingest_in_another_connection(n: int) -> None:
-    """Ingest and commit from another thread, hence another database connection."""
+    """Ingest and fold from another thread, hence another database connection."""
 
     def run():
         try:
             traces_ingest(items=[(0, trace(n))])
+            traces_fold_pending()
         finally:
             connections.close_all()
 
@@ -76,7 +80,7 @@ def ingest_and_commit(n: int, capture) -> None:
 @pytest.mark.django_db
 @override_settings(LEARNING_REFRESH_DEBOUNCE_SECONDS=30)
 def test_it_schedules_one_refresh_per_tool_however_many_ingests_commit(
-    get_event, monkeypatch, django_capture_on_commit_callbacks
+    get_event, monkeypatch, django_capture_on_commit_callbacks, eager
 ):
     sent = []
     monkeypatch.setattr(
@@ -94,7 +98,7 @@ def test_it_schedules_one_refresh_per_tool_however_many_ingests_commit(
 
 @pytest.mark.django_db
 def test_a_broker_that_refuses_the_message_leaves_the_tool_to_be_scheduled_again(
-    get_event, monkeypatch, django_capture_on_commit_callbacks
+    get_event, monkeypatch, django_capture_on_commit_callbacks, eager
 ):
     def refuse(*args, **kwargs):
         raise ConnectionError("broker away")
@@ -122,6 +126,7 @@ def test_the_tool_page_says_when_inference_ran_on_how_many_traces_and_what_came_
     traces_ingest(items=enumerate(trace(n) for n in range(3)))
     services.tool_refresh(tool_name="calendar.get_event")
     traces_ingest(items=[(0, trace(3))])
+    traces_fold_pending()
 
     page = admin_client.get(reverse("admin:registry_tool_health", args=[get_event.pk]))
 

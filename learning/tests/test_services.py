@@ -8,7 +8,7 @@ from django.db.models import ProtectedError
 from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
 
-from learning.ingest import traces_ingest
+from learning.ingest import traces_fold_pending, traces_ingest
 from learning.models import DriftReport, InferredContract, ToolStats, Trace
 from learning.services import tool_refresh, tools_with_new_traces, traces_prune
 from registry.models import RiskLevel
@@ -55,9 +55,14 @@ def test_it_keeps_an_unknown_tool_flagged(get_event):
     assert trace.unknown_tool and trace.tool is None
 
 
-def test_ingest_folds_each_inserted_trace_once(get_event):
+def test_ingest_stores_and_the_fold_counts_each_inserted_trace_once(get_event):
     traces_ingest(items=enumerate(call(i) for i in range(40)))
     traces_ingest(items=enumerate(call(i) for i in range(45)))  # 40 duplicates, 5 new
+    assert Trace.objects.filter(aggregated=False).count() == 45
+    assert not ToolStats.objects.exists()  # stored and answered; folded after
+
+    assert traces_fold_pending() == {"calendar.get_event": 45}
+
     stats = ToolStats.objects.get(tool_name="calendar.get_event")
     assert stats.traces_total == 45
     assert stats.aggregate["total"] == 45
@@ -137,6 +142,7 @@ def test_a_level_with_auto_approve_publishes_a_clean_inferred_change(get_event):
 
 def test_prune_deletes_only_folded_traces_past_retention(get_event):
     traces_ingest(items=enumerate(call(i) for i in range(40)))
+    traces_fold_pending()
     Trace.objects.filter(step__lt=30).update(occurred_at=timezone.now() - timedelta(days=90))
     Trace.objects.filter(step__lt=5).update(aggregated=False)  # not folded yet: kept
     assert traces_prune(older_than=timedelta(days=30)) == 25

@@ -159,8 +159,8 @@ def _fresh_cache():
     cache.clear()
 
 
-@pytest.fixture
-def worker(django_db_blocker):
+def _worker_start() -> subprocess.Popen:
+    """A real Celery worker (solo pool) on the test database and the configured broker."""
     env = {**os.environ, "DJANGO_SETTINGS_MODULE": "config.settings.test"}
     database = connection.settings_dict
     if database["ENGINE"].endswith("postgresql"):
@@ -170,17 +170,41 @@ def worker(django_db_blocker):
         )
     else:
         env["DATABASE_URL"] = f"sqlite:///{database['NAME']}"
-    process = subprocess.Popen(
+    return subprocess.Popen(
         [sys.executable, "-m", "celery", "-A", "config", "worker", "--pool", "solo",
          "--loglevel", "WARNING", "--without-heartbeat", "--without-gossip", "--without-mingle"],
         cwd=ROOT, env=env,
     )  # fmt: skip
-    yield process
+
+
+def _worker_stop(process: subprocess.Popen) -> None:
     process.terminate()
     try:
         process.wait(20)
     except subprocess.TimeoutExpired:
         process.kill()
+
+
+@pytest.fixture
+def worker(django_db_blocker):
+    process = _worker_start()
+    yield process
+    _worker_stop(process)
+
+
+@pytest.fixture
+def start_worker(django_db_blocker):
+    """Starts a real worker each time it is called (each stopped after the test): a test can
+    kill one and start the next."""
+    started: list[subprocess.Popen] = []
+
+    def start() -> subprocess.Popen:
+        started.append(_worker_start())
+        return started[-1]
+
+    yield start
+    for process in started:
+        _worker_stop(process)
 
 
 @pytest.fixture

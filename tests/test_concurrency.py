@@ -144,7 +144,7 @@ def test_reviewers_racing_on_sibling_tickets_never_deadlock(
 def test_two_workers_refreshing_a_shadow_tool_at_once_open_one_proposal(vocabulary):
     from django.utils import timezone
 
-    from learning.ingest import traces_ingest
+    from learning.ingest import traces_fold_pending, traces_ingest
     from learning.services import tools_refresh
     from registry.models import Application
 
@@ -160,6 +160,7 @@ def test_two_workers_refreshing_a_shadow_tool_at_once_open_one_proposal(vocabula
         for step in range(40)
     ]  # fmt: skip
     assert traces_ingest(items=enumerate(traces), application=assistant).accepted == 40
+    traces_fold_pending()
 
     outcomes = run_together(
         *[(lambda: tools_refresh(tool_names=["crm.lookup_account"])) for _ in range(3)]
@@ -222,3 +223,40 @@ def test_an_approval_racing_a_replaced_proposal_never_publishes_the_replacement(
         assert not published.filter(description=payload).exists(), outcomes
         assert published.count() <= 1
         assert all(isinstance(o, (ReviewTicket, ContractVersion, ReviewError)) for o in outcomes)
+
+
+def test_folders_at_once_fold_every_trace_exactly_once(vocabulary):
+    """Four folders take the backlog together: each claims traces the others have not (SKIP
+    LOCKED), and the statistics count every trace once."""
+    from django.utils import timezone
+
+    from learning.ingest import traces_fold, traces_ingest
+    from learning.models import ToolDayStats, ToolStats, Trace
+    from registry.models import Application
+
+    assistant = Application.objects.create(name="assistant", all_tools=True)
+    tools = ["t.one", "t.two", "t.three"]
+    traces = [
+        {"trace_id": f"run-{n}", "step": 0, "tool": tools[n % 3], "args": {"n": f"arg-{n}"},
+         "status": "success", "duration_ms": 5, "occurred_at": timezone.now().isoformat()}
+        for n in range(600)
+    ]  # fmt: skip
+    assert traces_ingest(items=enumerate(traces), application=assistant).accepted == 600
+
+    def folder() -> int:
+        folded = 0
+        while count := traces_fold(limit=25).total:
+            folded += count
+        return folded
+
+    outcomes = run_together(folder, folder, folder, folder)
+
+    assert sum(outcomes) == 600, outcomes
+    assert sum(1 for folded in outcomes if folded) > 1, outcomes  # they shared the backlog
+    assert not Trace.objects.filter(aggregated=False).exists()
+    stats = {row.tool_name: row for row in ToolStats.objects.all()}
+    assert {name: row.traces_total for name, row in stats.items()} == dict.fromkeys(tools, 200)
+    assert {name: row.aggregate["total"] for name, row in stats.items()} == dict.fromkeys(
+        tools, 200
+    )
+    assert sum(ToolDayStats.objects.values_list("calls", flat=True)) == 600

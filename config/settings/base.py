@@ -430,7 +430,7 @@ if not API_BUNDLE_URL.startswith("/") or not API_BUNDLE_URL.endswith("/"):
 TRACE_RETENTION = timedelta(days=env_value("TRACE_RETENTION_DAYS", env.int, 30))
 # Per-tool daily statistics (the tool-health charts) outlive traces: one row per tool and day.
 TOOL_DAY_RETENTION = timedelta(days=env_value("TOOL_DAY_RETENTION_DAYS", env.int, 400))
-TRACE_BATCH_SIZE = 20_000  # per transaction: larger batches fold fewer stats rows per trace
+TRACE_BATCH_SIZE = 20_000  # traces ingest stores per transaction (and holds in memory)
 API_MAX_TRACES_PER_REQUEST = 1000
 DATA_UPLOAD_MAX_MEMORY_SIZE = env_value("DATA_UPLOAD_MAX_MEMORY_SIZE", env.int, 5 * 1024 * 1024)
 

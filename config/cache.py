@@ -268,8 +268,12 @@ class SharedFileCache(_FileBasedCache):
 
     def add_many(self, keys: list[str], value: Any, timeout: float | None) -> list[str]:
         """``add`` of each key under one hold of the lock: the keys added, in order."""
+        added = []
         with self._exclusive():
-            return [key for key in keys if super().add(key, value, timeout)]
+            for key in keys:  # a loop: super() takes no arguments in a comprehension
+                if super().add(key, value, timeout):
+                    added.append(key)
+        return added
 
     def incr(self, key: str, delta: int = 1, version: int | None = None) -> int:
         fname = self._key_to_file(key, version)

@@ -103,3 +103,43 @@ def test_a_reader_leaves_an_expired_entry_for_a_writer_to_replace(tmp_path, cloc
     assert len(cache._list_cache_files()) == 1
     assert cache.add("mark", 2, 10)
     assert cache.get("mark") == 2
+
+
+def test_add_many_adds_only_the_absent_keys_under_one_lock(tmp_path, monkeypatch):
+    from config.cache import cache_add_many
+
+    cache = SharedFileCache(str(tmp_path / "cache"), {})
+    cache.add("b", "held", 600)
+    locks = []
+    exclusive = cache._exclusive
+    monkeypatch.setattr(cache, "_exclusive", lambda: locks.append(1) or exclusive())
+
+    assert cache_add_many(cache, ["a", "b", "c"], 1, 600) == ["a", "c"]
+
+    assert len(locks) == 1  # one hold of the lock for the whole batch
+    assert (cache.get("a"), cache.get("b"), cache.get("c")) == (1, "held", 1)
+    assert cache_add_many(cache, ["a", "d"], 1, 600) == ["d"]
+
+
+def test_add_many_on_redis_is_one_pipeline_and_adds_only_the_absent_keys():
+    from django_redis.cache import RedisCache
+
+    from config.cache import cache_add_many
+
+    cache = caches["default"]
+    if not isinstance(cache, RedisCache):
+        pytest.skip("the cache is not Redis (REDIS_URL unset)")
+    cache.add("held", "x", 600)
+    client = cache.client.get_client(write=True)
+    commands = []
+    real = client.execute_command
+    client.execute_command = lambda *args, **kwargs: commands.append(args) or real(*args, **kwargs)
+    try:
+        assert cache_add_many(cache, ["fresh-1", "held", "fresh-2"], 1, 600) == [
+            "fresh-1",
+            "fresh-2",
+        ]
+    finally:
+        del client.execute_command
+    assert commands == []  # no command one at a time: the pipeline sent them together
+    assert (cache.get("fresh-1"), cache.get("held"), cache.get("fresh-2")) == (1, "x", 1)

@@ -133,3 +133,24 @@ def test_the_tool_page_says_when_inference_ran_on_how_many_traces_and_what_came_
     text = " ".join(page.content.decode().split())
     assert "Inferred from 3 traces 0 minutes ago (" in text
     assert "4 received in all, newer ones re-inferred within 30 seconds" in text
+
+
+@pytest.mark.django_db
+def test_a_folds_tools_are_marked_pending_in_one_cache_call_and_only_new_ones_scheduled(
+    monkeypatch,
+):
+    marked = []
+    real = tasks.cache_add_many
+    monkeypatch.setattr(
+        tasks,
+        "cache_add_many",
+        lambda cache, keys, *a, **kw: marked.append(keys) or real(cache, keys, *a, **kw),
+    )
+    sent = []
+    monkeypatch.setattr(tasks.tool_refresh_due, "apply_async", lambda *a, **kw: sent.append(a[0]))
+
+    assert tasks.tool_refresh_soon(tool_names=["t.a", "t.b", "t.c"]) == 3
+    assert tasks.tool_refresh_soon(tool_names=["t.b", "t.c", "t.d"]) == 1  # b, c pending
+
+    assert [len(keys) for keys in marked] == [3, 3]  # one cache call per fold
+    assert sent == [("t.a",), ("t.b",), ("t.c",), ("t.d",)]

@@ -43,6 +43,8 @@ def test_the_periodic_refresh_opens_exactly_one_drift_ticket(worker, runtime_cli
         )
         assert response.status_code == 200, response.content
     assert Trace.objects.count() == len(traces)
+    # Stored and answered; the worker folds them after.
+    assert wait_for(lambda: not Trace.objects.filter(aggregated=False).exists())
     assert ToolStats.objects.filter(dirty=True).count() == 39  # 38 tools and one unknown
 
     refresh_contracts.delay()

@@ -175,6 +175,7 @@ class TraceAdmin(ReadOnlyAdmin):
         "output_pretty",
         "error",
         "unknown_tool",
+        "captured",
         "aggregated",
     )
     readonly_fields = fields
@@ -185,7 +186,7 @@ class TraceAdmin(ReadOnlyAdmin):
         return (
             super()
             .get_queryset(request)
-            .defer(*RUN_JSON)
+            .defer(*RUN_JSON, "dataflow")  # the fold's, until it has run: never shown
             .annotate(**{f"{name}_text": Cast(name, TextField()) for name in RUN_JSON})
         )
 

@@ -130,3 +130,21 @@ def test_drift_evidence_finds_its_example_runs_by_index(traces):
     for sql, plan in plans.items():
         assert "Seq Scan on learning_trace" not in plan, f"{sql}\n{plan}"
         assert "trace_run_idx" in plan, plan
+
+
+def test_the_folds_claim_reads_only_the_backlog(traces):
+    """The fold claims the oldest unfolded traces (and a refresh a tool's) from the partial
+    indexes of the backlog, never by scanning the folded traces."""
+    from learning.ingest import traces_fold
+
+    for tool_names in (None, ["tool.7", "tool.8"]):
+        newest = Trace.objects.order_by("-pk").values("pk")[:300]
+        Trace.objects.filter(pk__in=newest).update(aggregated=False)
+        with connection.cursor() as cursor:
+            cursor.execute("ANALYZE learning_trace")
+        with CaptureQueriesContext(connection) as captured:
+            assert traces_fold(tool_names=tool_names).total
+        claim = next(q for q in captured.captured_queries if "SKIP LOCKED" in q["sql"])
+        plan = _trace_plans([claim])[claim["sql"]]
+        assert "Seq Scan on learning_trace" not in plan, plan
+        assert "trace_unfolded_idx" in plan or "trace_pending_idx" in plan, plan

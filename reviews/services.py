@@ -507,14 +507,32 @@ def drift_ticket_open_or_update(
     """The one ticket of one drift: opened the first time, its evidence updated afterwards.
 
     Idempotent on ``fingerprint`` (unique on tickets): a rerun, a retried task or two workers
-    racing find the same ticket. At a risk level that does not ticket drift but lets clean
-    inferred changes publish alone, a clean proposal is published at once (audited as
-    ``auto_published``). None when the proposal is not a valid contract (logged).
+    racing find the same ticket. A drift that grows or changes while its ticket is open (more
+    traces show more) stays on that ticket: its proposal is replaced (approvals withdrawn,
+    audited) and it takes the new fingerprint, so a tool has one open drift ticket per approved
+    version, never two for reviewers to reconcile. At a risk level that does not ticket drift
+    but lets clean inferred changes publish alone, a clean proposal is published at once
+    (audited as ``auto_published``). None when the proposal is not a valid contract (logged).
     """
     tool_lock(tool_id=tool.pk)  # tool first, as publishing does
     ticket = ReviewTicket.objects.select_for_update().filter(fingerprint=fingerprint).first()
     created = False
-    if ticket is None:
+    grown = (
+        ReviewTicket.objects.select_for_update()
+        .filter(tool=tool, base=base, kind=ReviewTicket.Kind.DRIFT, status=ReviewTicket.Status.OPEN)
+        .first()
+        if ticket is None
+        else None
+    )
+    if grown is not None:
+        try:
+            ticket = ticket_proposal_replace(ticket=grown, document=document, evidence=evidence)
+        except ContractInvalid as exc:
+            logger.warning("drift proposal for %s is not a valid contract: %s", tool.name, exc)
+            return None
+        ReviewTicket.objects.filter(pk=ticket.pk).update(fingerprint=fingerprint)
+        ticket.fingerprint = fingerprint
+    elif ticket is None:
         try:
             with transaction.atomic():
                 ticket = contract_propose(

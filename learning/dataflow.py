@@ -26,8 +26,10 @@ Values too common to mean anything are never matched (``trivial``): null, boolea
 values, numbers of fewer than ``MIN_DIGITS`` digits, strings shorter than ``MIN_LENGTH``, and a
 single word of at most ``COMMON_WORD_LENGTH`` letters that an English dictionary (WordNet's
 lemmas, regular endings stripped) or the short list of English function words knows. Values
-of a state the runtime sent are matched by the looser rule inference always had (three
-characters, four digits): the runtime named them.
+of a state the runtime sent, and words the user put in quotes (``'temp'``), are matched by the
+looser rule inference always had (three characters, four digits): the runtime or the user
+named them. An identifier is never too common: a small whole number in a field named as an id
+(``id``, ``ticket_id``, ``tweetId``) matches the same number in another id-named field only.
 
 Work and memory are linear in the trace and capped per trace: at most ``MAX_VALUES`` distinct
 values are indexed, ``MAX_LEAVES`` leaves read, containers followed ``MAX_DEPTH`` deep, strings
@@ -70,6 +72,11 @@ WORD = re.compile(r"[^\W_]+(?:[-'.@_][^\W_]+)*")
 # An object key holding a run of three digits is data (``credit_card_4421``), not a field name:
 # it is a value too, and its path is written ``{}``, like a list's ``[]``.
 DATA_KEY = re.compile(r"[0-9]{3}")
+# Text between quotes; an apostrophe inside a word (Kelly's) opens nothing.
+QUOTED = re.compile(
+    r"(?<!\w)'([^'\n]{1,200})'(?!\w)|\"([^\"\n]{1,200})\"|`([^`\n]{1,200})`|“([^”\n]{1,200})”"
+)
+ID_KEY = "id#"  # a small number in an id-named field: its key, which no other value can take
 CAMEL = re.compile(r"(?<=[a-z0-9])(?=[A-Z])|(?<=[A-Z])(?=[A-Z][a-z])")
 USER = "user message"
 
@@ -293,6 +300,8 @@ def _scalar(
         return False
     budget.leaves -= 1
     key = item[:MAX_STRING].strip().casefold() or None if type(item) is str else value_key(item)
+    if key and key.isdigit() and len(key) < MIN_DIGITS and type(item) is not str and _id_name(name):
+        key = ID_KEY + key  # a small identifier, matched between id-named fields only
     if trivial(key, declared=budget.declared):
         # Never matched; an output's flag or everyday word may still have a named field (once
         # per path: a list of 25,000 zeros is one field).
@@ -308,6 +317,22 @@ def _scalar(
             if token_key != key and _identifier_like(token):
                 found.append(_Leaf(token_key, f"{path} (in text)", name, listed))
     return True
+
+
+def _id_name(name: str) -> bool:
+    """Whether a field's name says it holds identifiers: ``id``, ``ids``, ``ticket_id``,
+    ``tweetId``."""
+    snake = _snake(name, True) if name else ""
+    return snake == "id" or snake.endswith("_id")
+
+
+def _quoted(text: str) -> Iterator[str]:
+    """What the user put between quotes (``'temp'``, "Q3 plan", `main`), casefolded."""
+    for match in QUOTED.finditer(text[: MAX_STRING * 4]):
+        quoted = next(group for group in match.groups() if group is not None)
+        key = quoted.strip().casefold()
+        if key:
+            yield key
 
 
 def _identifier_like(token: str) -> bool:
@@ -362,6 +387,7 @@ def trace_reconstruct(
     index: dict[str, Origin] = {}  # value key -> where the trace first held it
     said: dict[str, int] = {}  # user's words and phrases -> the step they were known at
     declared_as: dict[str, str] = {}  # value key -> the state variable a runtime named it
+    quoted: set[str] = set()  # what the user put in quotes: named, however everyday
     seen_texts: set[int] = set()
     # Per value key, the variables it flowed into; per (tool, output path), the variables its
     # values fed.
@@ -423,6 +449,12 @@ def trace_reconstruct(
                     budget.capped.add("phrases")
                     break
                 said[phrase] = number
+            for phrase in _quoted(text):
+                if len(said) >= MAX_PHRASES:
+                    budget.capped.add("phrases")
+                    break
+                said.setdefault(phrase, number)
+                quoted.add(phrase)
         before = step.get("state_before") or {}
         read_state(before, number, None)
         argument_keys: set[str] = set()
@@ -449,7 +481,10 @@ def trace_reconstruct(
                 if spoken is None and " " in leaf.key:
                     spoken = said.get(_phrase_key(leaf.key))
                 origin = None if spoken is None else (spoken, "", USER)
-            if origin is None or trivial(leaf.key, declared=leaf.key in declared_as):
+            user_named = leaf.key in declared_as or (
+                origin is not None and origin[2] == USER and leaf.key in quoted
+            )
+            if origin is None or trivial(leaf.key, declared=user_named):
                 continue
             variable = declared_as.get(leaf.key) or variable_name(
                 leaf.name, listed=leaf.listed, aliases=aliases
@@ -522,7 +557,12 @@ def trace_reconstruct(
         for leaf in outputs:
             variables = set(key_variables.get(leaf.key, ()))
             variables |= path_variables.get((tool, leaf.path), set())
-            field_name = _field_variable(leaf, aliases, vocabulary, flowed)
+            # By its field's name alone, a sentence is not a value of a variable that merely
+            # flowed in this trace (a status ``message`` is not the ``message`` a user asked to
+            # send); a variable of the vocabulary is named by people, and may hold text.
+            field_name = _field_variable(
+                leaf, aliases, vocabulary, flowed if " " not in leaf.key else frozenset()
+            )
             if field_name:
                 variables.add(field_name)
             if not variables:

@@ -8,7 +8,12 @@ After Contract2Tool (arXiv 2606.07904, section IV), but deterministic:
   produces its id; a variable added once in twenty calls is incidental, not an effect).
 - ``requires``: variables whose values flow into the arguments (nested too; found by
   ``learning.dataflow`` in earlier outputs, the user's messages or the state) in at least
-  ``flow_ratio`` of successes, plus variables present in every success and absent from at
+  ``flow_ratio`` of successes, or ``required_flow_ratio`` of them when the argument is required
+  (the input schema's ``required``: declared, or always sent). A required argument is sent on
+  every call, so the question is only whether it carries data someone had to know or a setting
+  the model chose; values that flowed in a third of the calls say data (the other calls'
+  values were derived: a date written out, a name abbreviated), while a setting never flows.
+  Plus variables present in every success and absent from at
   least ``failure_ratio`` of failures (preconditions seen only through failures). A variable
   that is merely always there (a user id, a locale) never flows and is present in failures too,
   so it is not a precondition; a variable feeding an argument sent only sometimes is optional.
@@ -28,6 +33,7 @@ from __future__ import annotations
 import hashlib
 import json
 import math
+import re
 from collections.abc import Iterable
 from dataclasses import dataclass
 
@@ -37,11 +43,14 @@ from .aggregates import ROUTE_ARROW, aggregate_percentile, inferable_name
 from .outputs import output_schema_proposal
 from .risk import RISK_ORDER, prepare_labels, suggest_risk
 
+ARGUMENT_END = re.compile(r"[.\[]")  # where a route's argument path goes below its argument
+
 
 @dataclass(frozen=True)
 class Thresholds:
     produces_ratio: float = 0.3
     flow_ratio: float = 0.8
+    required_flow_ratio: float = 0.3
     failure_ratio: float = 0.5
     min_count: int = 3
 
@@ -65,6 +74,8 @@ def infer_contract(
     total = aggregate.get("total", 0)
     variables = aggregate.get("variables", {})
     produces, requires, gated = [], [], []
+    schema, unsafe = _schema(aggregate, input_schema, total)
+    required = set(schema.get("required") or ())
     for var, entry in sorted(variables.items()):
         if (
             successes
@@ -72,7 +83,8 @@ def infer_contract(
             and (entry["added_ok"] / successes >= thresholds.produces_ratio)
         ):
             produces.append(var)
-        flows = successes and entry["flows"] / successes >= thresholds.flow_ratio
+        ratio = thresholds.required_flow_ratio if _feeds(entry, required) else thresholds.flow_ratio
+        flows = successes and entry["flows"] / successes >= ratio
         missing_in_errors = errors - entry["before_err"]
         gate = (
             successes >= thresholds.min_count
@@ -84,7 +96,6 @@ def infer_contract(
             requires.append(var)
         if gate:
             gated.append(var)
-    schema, unsafe = _schema(aggregate, input_schema, total)
     risk, risk_confidence, risk_evidence = suggest_risk(
         name=name, description=description, produces=produces, permissions=list(permissions),
         labelled=labelled, annotations=annotations,
@@ -129,6 +140,16 @@ def infer_contract(
             },
         },
     }
+
+
+def _feeds(entry: dict, required: set[str]) -> bool:
+    """Whether a variable's values flowed into a required argument (the top-level argument of
+    a route's ``origin → argument path``)."""
+    for route in entry.get("routes") or ():
+        _, arrow, path = route.partition(ROUTE_ARROW)
+        if arrow and ARGUMENT_END.split(path, maxsplit=1)[0] in required:
+            return True
+    return False
 
 
 def _routes(variables: dict, chosen: list[str], *, flows: bool) -> dict[str, list[dict]]:

@@ -44,6 +44,7 @@ from bisect import bisect_right
 from collections.abc import Collection, Iterable, Iterator
 from dataclasses import dataclass, field
 from functools import lru_cache
+from itertools import islice
 from typing import Any, TypedDict
 
 from .lexicon import LexiconMissing, data_directory
@@ -395,6 +396,7 @@ def trace_reconstruct(
     key_known: dict[str, int] = {}  # value key -> the step it was first known at
     path_variables: dict[tuple[str, str], set[str]] = {}
     flows_by_step: list[list[tuple[str, str, str]]] = []
+    arguments_by_step: list[set[str]] = []
     outputs_by_step: list[list[_Leaf]] = []
     declared: list[tuple[int, str, bool]] = []  # (step, variable, the call added a value)
     tools: list[str] = []
@@ -462,7 +464,14 @@ def trace_reconstruct(
         # (variable, argument path, origin) once each: a list of 10,000 values that came from
         # one place is one route.
         flows: dict[tuple[str, str, str], None] = {}
-        for leaf in _leaves(step.get("args") or {}, "", budget, text=False):
+        args = step.get("args") or {}
+        # The variables the call's own arguments are named as (the first MAX_VARIABLES).
+        arguments = {
+            variable_name(name, listed=isinstance(value, list), aliases=aliases)
+            for name, value in islice(args.items() if isinstance(args, dict) else (), MAX_VARIABLES)
+            if isinstance(name, str)
+        }
+        for leaf in _leaves(args, "", budget, text=False):
             if len(argument_keys) < MAX_VALUES:  # echoes are looked for among the first ones
                 argument_keys.add(leaf.key)
             origin = index.get(leaf.key)
@@ -506,6 +515,7 @@ def trace_reconstruct(
                 path_variables.setdefault((origin[1], origin[2]), set()).add(variable)
             flows[(variable, leaf.path.lstrip("."), _origin_text(origin))] = None
         flows_by_step.append(list(flows))
+        arguments_by_step.append(arguments)
         outputs: list[_Leaf] = []
         if step.get("status") == "success" and step.get("output") is not None:
             budget.declared, budget.everyday_paths = False, set()
@@ -518,7 +528,7 @@ def trace_reconstruct(
                     # names (``event_updated: true``) is that variable's effect.
                     if vocabulary and leaf.name and "(in text)" not in leaf.path:
                         named = _field_variable(leaf, aliases, vocabulary, frozenset())
-                        if named:
+                        if named and named not in arguments:
                             vocabulary_effects.append((number, named, leaf.path))
                     continue
                 outputs.append(leaf)
@@ -563,6 +573,10 @@ def trace_reconstruct(
             field_name = _field_variable(
                 leaf, aliases, vocabulary, flowed if " " not in leaf.key else frozenset()
             )
+            if field_name in arguments_by_step[number]:
+                # Named as one of the call's own arguments: a report on it (an order placed
+                # answers with its price), not a new value of it.
+                field_name = None
             if field_name:
                 variables.add(field_name)
             if not variables:

@@ -324,3 +324,15 @@ def test_a_sentence_is_not_a_value_of_a_variable_that_only_flowed_by_its_fields_
     )  # fmt: skip
     assert flows(found, 0) == [("message", "message", "user message")]
     assert effects(found, 1) == []
+
+
+def test_an_output_field_named_as_one_of_the_calls_arguments_is_a_report_not_an_effect():
+    vocabulary = {"amount": "amount", "price": "price", "order_id": "order_id"}
+    found = trace_reconstruct(
+        [
+            call("place_order", {"amount": 100, "price": 700, "symbol": "TSLA"},
+                 {"amount": 100, "price": 700.0, "order_id": 12446, "status": "Pending"}),
+        ],
+        aliases=vocabulary,
+    )  # fmt: skip
+    assert effects(found, 0) == [("order_id", "output.order_id")]

@@ -28,6 +28,7 @@ from .contract import (
     MAX_ANNOTATION_KEY,
     MAX_ANNOTATION_TITLE,
     MAX_ANNOTATIONS_CHARS,
+    MAX_DESCRIPTION,
     MERGE_RULES,
 )
 from .schema_limits import schema_limit_errors
@@ -130,6 +131,12 @@ def contract_check(document: Any, *, context: RegistryContext) -> tuple[dict, Er
     description = doc.get("description")
     if not isinstance(description, str) or not description.strip():
         add("description", "must be non-empty text")
+    elif len(description) > MAX_DESCRIPTION:
+        add(
+            "description",
+            f"{len(description):,} characters; at most {MAX_DESCRIPTION:,}, what a reviewer "
+            "can read: move reference material to documentation the tool links to",
+        )
 
     for schema_field, required in (("input_schema", True), ("output_schema", False)):
         schema = doc.get(schema_field)

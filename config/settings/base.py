@@ -196,6 +196,7 @@ AXES_FAILURE_LIMIT = env_value("LOGIN_FAILURE_LIMIT", env.int, 5)
 AXES_COOLOFF_TIME = timedelta(minutes=env_value("LOGIN_COOLOFF_MINUTES", env.int, 15))
 AXES_LOCKOUT_PARAMETERS = [["username", "ip_address"]]
 LOGIN_ACCOUNT_PACE_SECONDS = positive_from_env("LOGIN_ACCOUNT_PACE_SECONDS", env.int, 10)
+LOGIN_ADDRESS_ACCOUNTS = positive_from_env("LOGIN_ADDRESS_ACCOUNTS", env.int, 3)
 AXES_RESET_ON_SUCCESS = True
 # The same address the API's throttles use (REMOTE_ADDR, or as TRUSTED_PROXIES say).
 AXES_CLIENT_IP_CALLABLE = "api.auth.client_address"

@@ -26,10 +26,11 @@ Values too common to mean anything are never matched (``trivial``): null, boolea
 values, numbers of fewer than ``MIN_DIGITS`` digits, strings shorter than ``MIN_LENGTH``, and a
 single word of at most ``COMMON_WORD_LENGTH`` letters that an English dictionary (WordNet's
 lemmas, regular endings stripped) or the short list of English function words knows. Values
-of a state the runtime sent, and words the user put in quotes (``'temp'``), are matched by the
-looser rule inference always had (three characters, four digits): the runtime or the user
-named them. An identifier is never too common: a small whole number in a field named as an id
-(``id``, ``ticket_id``, ``tweetId``) matches the same number in another id-named field only.
+of a state the runtime sent, words the user put in quotes (``'temp'``) and the items of an
+output's listing (``["document", "temp"]``) are matched by the looser rule inference always had
+(three characters, four digits): the runtime, the user or the listing named them. An
+identifier is never too common: a small whole number in a field named as an id (``id``,
+``ticket_id``, ``tweetId``) matches the same number in another id-named field only.
 
 Work and memory are linear in the trace and capped per trace: at most ``MAX_VALUES`` distinct
 values are indexed, ``MAX_LEAVES`` leaves read, containers followed ``MAX_DEPTH`` deep, strings
@@ -303,7 +304,7 @@ def _scalar(
     key = item[:MAX_STRING].strip().casefold() or None if type(item) is str else value_key(item)
     if key and key.isdigit() and len(key) < MIN_DIGITS and type(item) is not str and _id_name(name):
         key = ID_KEY + key  # a small identifier, matched between id-named fields only
-    if trivial(key, declared=budget.declared):
+    if trivial(key, declared=budget.declared or listed):
         # Never matched; an output's flag or everyday word may still have a named field (once
         # per path: a list of 25,000 zeros is one field).
         if not budget.declared and name and item is not None and path not in budget.everyday_paths:
@@ -389,6 +390,7 @@ def trace_reconstruct(
     said: dict[str, int] = {}  # user's words and phrases -> the step they were known at
     declared_as: dict[str, str] = {}  # value key -> the state variable a runtime named it
     quoted: set[str] = set()  # what the user put in quotes: named, however everyday
+    listed_words: set[str] = set()  # everyday words that were items of an output's listing
     seen_texts: set[int] = set()
     # Per value key, the variables it flowed into; per (tool, output path), the variables its
     # values fed.
@@ -490,8 +492,10 @@ def trace_reconstruct(
                 if spoken is None and " " in leaf.key:
                     spoken = said.get(_phrase_key(leaf.key))
                 origin = None if spoken is None else (spoken, "", USER)
-            user_named = leaf.key in declared_as or (
-                origin is not None and origin[2] == USER and leaf.key in quoted
+            user_named = (
+                leaf.key in declared_as
+                or (origin is not None and origin[2] == USER and leaf.key in quoted)
+                or (origin is not None and origin[2] != USER and leaf.key in listed_words)
             )
             if origin is None or trivial(leaf.key, declared=user_named):
                 continue
@@ -523,7 +527,9 @@ def trace_reconstruct(
             for leaf in _leaves(step.get("output"), "output", budget, text=True):
                 if leaf.key and leaf.key in argument_keys:
                     continue  # an echo of the call's own arguments
-                if trivial(leaf.key):
+                if leaf.listed and not trivial(leaf.key, declared=True):
+                    listed_words.add(leaf.key)  # an item of a listing names something
+                elif trivial(leaf.key):
                     # An everyday value says nothing by itself, but a field the vocabulary
                     # names (``event_updated: true``) is that variable's effect.
                     if vocabulary and leaf.name and "(in text)" not in leaf.path:

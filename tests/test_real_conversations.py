@@ -176,13 +176,13 @@ def test_contracts_learnt_from_real_conversations_hold_todays_figures(
     requires, produces = result["requires"], result["produces"]
     figures = f"requires {requires}, produces {produces}"
     assert requires["f1"] >= 0.83 and requires["precision"] >= 0.95, figures
-    assert produces["f1"] >= (0.73 if vocabulary == "empty" else 0.58), figures
+    assert produces["f1"] >= (0.76 if vocabulary == "empty" else 0.6), figures
 
 
 @pytest.mark.slow
 @pytest.mark.xfail(
     strict=True,
-    reason="the targets are not met yet: requires F1 0.84, produces F1 0.59-0.74 "
+    reason="the targets are not met yet: requires F1 0.84, produces F1 0.62-0.77 "
     "(docs/benchmarks.md, Real conversations); strict, so meeting them fails this mark",
 )
 @pytest.mark.django_db(transaction=True, serialized_rollback=True)

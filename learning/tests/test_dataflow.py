@@ -336,3 +336,19 @@ def test_an_output_field_named_as_one_of_the_calls_arguments_is_a_report_not_an_
         aliases=vocabulary,
     )  # fmt: skip
     assert effects(found, 0) == [("order_id", "output.order_id")]
+
+
+def test_an_everyday_word_listed_in_an_output_names_something():
+    found = trace_reconstruct(
+        [
+            call("ls", {}, {"current_directory_content": ["document", "notes.txt"]}),
+            call("cd", {"folder": "document"}, {"cwd": "document"}),
+        ]
+    )
+    assert flows(found, 1) == [("folder", "folder", "ls output.current_directory_content[]")]
+    assert effects(found, 0) == [("folder", "output.current_directory_content[]")]
+    # The same word in a field that is not a listing still says nothing by itself.
+    status = trace_reconstruct(
+        [call("get", {}, {"status": "document"}), call("cd", {"folder": "document"})]
+    )
+    assert flows(status, 1) == []

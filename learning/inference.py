@@ -41,7 +41,7 @@ from registry.cost import cost_changed
 
 from .aggregates import ROUTE_ARROW, aggregate_percentile, inferable_name
 from .outputs import output_schema_proposal
-from .risk import RISK_ORDER, prepare_labels, suggest_risk
+from .risk import RISK_ORDER, Lexicon, prepare_labels, suggest_risk
 
 ARGUMENT_END = re.compile(r"[.\[]")  # where a route's argument path goes below its argument
 
@@ -68,6 +68,7 @@ def infer_contract(
     permissions: Iterable[str] = (),
     annotations: dict | None = None,
     thresholds: Thresholds = Thresholds(),
+    lex: Lexicon | None = None,
 ) -> dict:
     successes = aggregate.get("successes", 0)
     errors = aggregate.get("errors", 0)
@@ -99,7 +100,7 @@ def infer_contract(
     risk, risk_confidence, risk_evidence = suggest_risk(
         name=name, description=description, produces=produces, permissions=list(permissions),
         labelled=labelled, annotations=annotations,
-        arguments=list((schema or {}).get("properties") or {}), gated=gated,
+        arguments=list((schema or {}).get("properties") or {}), gated=gated, lex=lex,
     )  # fmt: skip
     support = total
     # More traces, more confidence; 30 traces give about 0.95.
@@ -125,7 +126,7 @@ def infer_contract(
             "cost": round(evidence, 3),
         },
         # Why each suggestion was made, for the reviewer: the risk's words, effects,
-        # permissions and neighbours (learning.risk.danger_evidence); and how many argument
+        # permissions and neighbours (learning.risk._evidence); and how many argument
         # names and output keys were left out for not being identifier-like.
         "evidence": {
             "risk": risk_evidence,

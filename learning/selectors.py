@@ -2,8 +2,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from datetime import date, datetime, timedelta
+from pathlib import Path
 from typing import Any
 
+from django.conf import settings
 from django.db.models import OuterRef, Subquery
 from django.utils import timezone
 
@@ -14,6 +16,7 @@ from .charts import DayPoint, Marker, chart_window, day_points
 from .evidence import contract_differences
 from .models import DriftReport, InferredContract, ToolDayStats, ToolStats, Trace
 from .otel import states_whole
+from .risk import Lexicon, lexicon
 
 HEALTH_DAYS = 90
 RECENT_VERSIONS = 10
@@ -173,6 +176,12 @@ def field_text(value: Any) -> str:
     if isinstance(value, str):
         return value
     return json_text(value, sort_keys=True)
+
+
+def risk_lexicon() -> Lexicon:
+    """The risk lexicon: the reviewed one, with the operator's file (``RISK_VERBS_FILE``) over
+    it when one is set. Built once per process and file (``learning.risk.lexicon``)."""
+    return lexicon(Path(settings.RISK_VERBS_FILE) if settings.RISK_VERBS_FILE else None)
 
 
 def risk_labels() -> list[dict[str, Any]]:

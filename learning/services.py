@@ -36,7 +36,7 @@ from .inference import (
 )
 from .ingest import stats_locked, stats_write, tool_fold
 from .models import DriftReport, InferredContract, ToolDayStats, ToolStats, Trace
-from .selectors import risk_labels
+from .selectors import risk_labels, risk_lexicon
 
 logger = logging.getLogger(__name__)
 REFRESH_CHUNK = 500
@@ -73,7 +73,8 @@ def tool_refresh(*, tool_name: str) -> RefreshResult:
 def tools_refresh(*, tool_names: list[str]) -> list[RefreshResult]:
     """Infer and judge drift for many tools with a handful of queries per chunk."""
     ranks = risk_ranks()
-    labelled = prepare_labels(risk_labels())
+    lex = risk_lexicon()
+    labelled = prepare_labels(risk_labels(), lex)
     lowest = RiskLevel.objects.order_by("rank").first()
     results = []
     for start in range(0, len(tool_names), REFRESH_CHUNK):
@@ -121,6 +122,7 @@ def tools_refresh(*, tool_names: list[str]) -> list[RefreshResult]:
                 labelled=labelled,
                 permissions=approved.permissions if approved else [],
                 annotations=approved.annotations if approved else None,
+                lex=lex,
             )
             result.inferred = inferred
             differing = contract_differences(approved.document() if approved else None, inferred)
@@ -205,6 +207,7 @@ def _risk_baseline(
         annotations=approved.annotations,
         arguments=arguments,
         gated=(inferred.get("evidence") or {}).get("gated") or [],
+        lex=risk_lexicon(),
     ).risk
 
 
@@ -431,6 +434,7 @@ def _risk_suggestion(
         permissions=[],
         labelled=labelled,
         gated=gated,
+        lex=risk_lexicon(),
     )
     return suggestion.risk, {
         "suggested": suggestion.risk,

@@ -24,7 +24,7 @@ from django.utils import timezone
 from django_celery_beat.models import IntervalSchedule, PeriodicTask
 
 from learning.risk import arguments_of, prepare_labels, suggest_risk
-from learning.selectors import risk_labels
+from learning.selectors import risk_labels, risk_lexicon
 from registry.contract import with_defaults
 from registry.models import Application, ContractVersion, RiskLevel, Tool, contract_hash
 from registry.selectors import registry_context
@@ -356,7 +356,7 @@ def _apply(
                 continue
             new_tools += 1
         if labelled is None:
-            labelled = prepare_labels(risk_labels())
+            labelled = prepare_labels(risk_labels(), risk_lexicon())
         context = context or registry_context()
         try:
             with transaction.atomic():
@@ -617,6 +617,7 @@ def _suggested(
         labelled=labelled,
         annotations=declared.declared.get("annotations"),
         arguments=arguments_of(declared.declared),
+        lex=risk_lexicon(),
     )
     out.update(
         suggested=suggestion.risk,
@@ -651,6 +652,7 @@ def _changed_risk(
         labelled=labelled,
         annotations=document.get("annotations"),
         arguments=arguments_of(document),
+        lex=risk_lexicon(),
     )
     suggested: dict[str, Any] = {}
     after = _suggested(declared, labelled, risks, suggested)

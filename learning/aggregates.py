@@ -41,7 +41,7 @@ def inferable_name(name: Any) -> bool:
     return isinstance(name, str) and INFERABLE_NAME.fullmatch(name) is not None
 
 
-def new_aggregate() -> dict:
+def new_aggregate() -> dict[str, Any]:
     return {
         "total": 0,
         "successes": 0,
@@ -60,7 +60,7 @@ def new_aggregate() -> dict:
     }
 
 
-def new_outputs() -> dict:
+def new_outputs() -> dict[str, Any]:
     """Output checks against the approved contract (``learning/outputs.py``), counted per
     failing path and per produced variable missing from ``state_after``; ``keys`` and ``roots``
     describe the outputs seen, for proposing an output schema that matches them."""
@@ -92,7 +92,9 @@ def json_type(value: Any) -> str:
     return "object"
 
 
-def _entry(agg: dict, section: str, name: str, cap: int, fresh: Callable[[], dict]) -> dict | None:
+def _entry(
+    agg: dict[str, Any], section: str, name: str, cap: int, fresh: Callable[[], dict[str, Any]]
+) -> dict[str, Any] | None:
     """The counters of one variable or argument, created if there is room under the cap."""
     entries = agg[section]
     entry = entries.get(name)
@@ -104,23 +106,23 @@ def _entry(agg: dict, section: str, name: str, cap: int, fresh: Callable[[], dic
     return entry
 
 
-def _variable(agg: dict, name: str) -> dict | None:
+def _variable(agg: dict[str, Any], name: str) -> dict[str, Any] | None:
     return _entry(agg, "variables", name, MAX_VARIABLES, _new_variable)
 
 
-def _arg(agg: dict, name: str) -> dict | None:
+def _arg(agg: dict[str, Any], name: str) -> dict[str, Any] | None:
     return _entry(agg, "args", name, MAX_ARGS, _new_arg)
 
 
-def _new_variable() -> dict:
+def _new_variable() -> dict[str, Any]:
     return {"before_ok": 0, "before_err": 0, "added_ok": 0, "flows": 0, "examples": []}
 
 
-def _new_arg() -> dict:
+def _new_arg() -> dict[str, Any]:
     return {"count": 0, "types": {}, "from": {}}
 
 
-def _route(entry: dict, route: str, trace_id: Any, count: int = 1) -> None:
+def _route(entry: dict[str, Any], route: str, trace_id: Any, count: int = 1) -> None:
     """How a variable's values went: which output path fed which argument (a requirement),
     or which output path brought them (an effect); at most MAX_ROUTES per variable."""
     routes = entry.setdefault("routes", {})
@@ -134,16 +136,16 @@ def _route(entry: dict, route: str, trace_id: Any, count: int = 1) -> None:
         _remember(counted["examples"], trace_id)
 
 
-def _example(entry: dict, trace_id: Any) -> None:
+def _example(entry: dict[str, Any], trace_id: Any) -> None:
     _remember(entry["examples"], trace_id)
 
 
-def _remember(examples: list, trace_id: Any) -> None:
+def _remember(examples: list[Any], trace_id: Any) -> None:
     if len(examples) < MAX_EXAMPLES and trace_id not in examples:
         examples.append(trace_id)
 
 
-def _slow(agg: dict, duration: float, trace_id: Any) -> None:
+def _slow(agg: dict[str, Any], duration: float, trace_id: Any) -> None:
     slowest = agg.setdefault("slowest", [])
     if len(slowest) >= MAX_EXAMPLES and duration <= slowest[-1][0]:
         return
@@ -154,7 +156,7 @@ def _slow(agg: dict, duration: float, trace_id: Any) -> None:
     del slowest[MAX_EXAMPLES:]
 
 
-def _count_output(agg: dict, check: dict, output: Any, trace_id: Any) -> None:
+def _count_output(agg: dict[str, Any], check: dict[str, Any], output: Any, trace_id: Any) -> None:
     """Fold one output check: ``{"paths": [...], "missing": [...], "unchecked": reason}``."""
     outputs = agg.setdefault("outputs", new_outputs())
     if check.get("unchecked"):
@@ -187,13 +189,13 @@ def _count_output(agg: dict, check: dict, output: Any, trace_id: Any) -> None:
         outputs["missing"][name] = outputs["missing"].get(name, 0) + 1
 
 
-def _count_path(paths: dict, path: str, count: int) -> None:
+def _count_path(paths: dict[str, Any], path: str, count: int) -> None:
     if path not in paths and len(paths) >= MAX_OUTPUT_PATHS:
         path = OTHER_PATHS
     paths[path] = paths.get(path, 0) + count
 
 
-def aggregate_add(agg: dict, trace: dict) -> None:
+def aggregate_add(agg: dict[str, Any], trace: dict[str, Any]) -> None:
     """Fold one trace (variable names already canonical) into ``agg``."""
     success = trace.get("status") == "success"
     agg["total"] += 1
@@ -260,7 +262,9 @@ def aggregate_add(agg: dict, trace: dict) -> None:
         _seen(agg, occurred.astimezone(UTC).isoformat(), occurred.astimezone(UTC).isoformat())
 
 
-def aggregate_effects_add(agg: dict, effects: list[tuple[str, str]], trace_id: Any) -> None:
+def aggregate_effects_add(
+    agg: dict[str, Any], effects: list[tuple[str, str]], trace_id: Any
+) -> None:
     """Fold the effects of a call folded before, revealed when a later call of its trace used
     the values it brought (``learning.dataflow``: an effect is known once a value flows)."""
     for name, path in effects:
@@ -271,7 +275,7 @@ def aggregate_effects_add(agg: dict, effects: list[tuple[str, str]], trace_id: A
             _route(entry, path, trace_id)
 
 
-def _seen(agg: dict, first: str | None, last: str | None) -> None:
+def _seen(agg: dict[str, Any], first: str | None, last: str | None) -> None:
     """When the folded calls were first and last made: UTC ISO texts, which sort as times."""
     if first is not None and (agg.get("first_seen") is None or first < agg["first_seen"]):
         agg["first_seen"] = first
@@ -279,7 +283,7 @@ def _seen(agg: dict, first: str | None, last: str | None) -> None:
         agg["last_seen"] = last
 
 
-def aggregate_merge(into: dict, other: dict) -> None:
+def aggregate_merge(into: dict[str, Any], other: dict[str, Any]) -> None:
     """Add ``other`` into ``into``; the same caps apply."""
     for key in ("total", "successes", "errors", "overflow"):
         into[key] = into.get(key, 0) + other.get(key, 0)
@@ -324,7 +328,7 @@ def aggregate_merge(into: dict, other: dict) -> None:
     _seen(into, other.get("first_seen"), other.get("last_seen"))
 
 
-def _merge_outputs(into: dict, other: dict | None) -> None:
+def _merge_outputs(into: dict[str, Any], other: dict[str, Any] | None) -> None:
     if not other:
         return
     for key in ("checked", "failed", "unchecked"):
@@ -348,7 +352,7 @@ def _merge_outputs(into: dict, other: dict | None) -> None:
             target["types"][kind] = target["types"].get(kind, 0) + count
 
 
-def _count_source(agg: dict, application_id: Any, count: int = 1) -> str:
+def _count_source(agg: dict[str, Any], application_id: Any, count: int = 1) -> str:
     """How many traces each application reported (``operator``: imports naming none); bounded:
     past MAX_SOURCES applications the rest count under ``other``. Returns the key counted."""
     sources = agg.setdefault("sources", {})
@@ -359,7 +363,7 @@ def _count_source(agg: dict, application_id: Any, count: int = 1) -> str:
     return key
 
 
-def aggregate_percentile(agg: dict, q: float) -> float | None:
+def aggregate_percentile(agg: dict[str, Any], q: float) -> float | None:
     """The q-th percentile (0-100) of durations, at the middle of its bucket."""
     buckets = sorted((int(bucket), count) for bucket, count in agg.get("durations", {}).items())
     total = sum(count for _, count in buckets)

@@ -34,8 +34,9 @@ import hashlib
 import json
 import math
 import re
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
+from typing import Any
 
 from registry.cost import cost_changed
 
@@ -62,14 +63,14 @@ def infer_contract(
     *,
     name: str,
     description: str,
-    input_schema: dict | None,
-    aggregate: dict,
-    labelled: Iterable[dict] = (),
+    input_schema: dict[str, Any] | None,
+    aggregate: dict[str, Any],
+    labelled: Iterable[Mapping[str, Any]] = (),
     permissions: Iterable[str] = (),
-    annotations: dict | None = None,
+    annotations: dict[str, Any] | None = None,
     thresholds: Thresholds = Thresholds(),
     lex: Lexicon | None = None,
-) -> dict:
+) -> dict[str, Any]:
     successes = aggregate.get("successes", 0)
     errors = aggregate.get("errors", 0)
     total = aggregate.get("total", 0)
@@ -143,7 +144,7 @@ def infer_contract(
     }
 
 
-def _feeds(entry: dict, required: set[str]) -> bool:
+def _feeds(entry: dict[str, Any], required: set[str]) -> bool:
     """Whether a variable's values flowed into a required argument (the top-level argument of
     a route's ``origin → argument path``)."""
     for route in entry.get("routes") or ():
@@ -153,10 +154,12 @@ def _feeds(entry: dict, required: set[str]) -> bool:
     return False
 
 
-def _routes(variables: dict, chosen: list[str], *, flows: bool) -> dict[str, list[dict]]:
+def _routes(
+    variables: dict[str, Any], chosen: list[str], *, flows: bool
+) -> dict[str, list[dict[str, Any]]]:
     """The routes behind each chosen variable, most seen first: ``origin → argument`` for a
     requirement, the output path for an effect."""
-    found: dict[str, list[dict]] = {}
+    found: dict[str, list[dict[str, Any]]] = {}
     for var in chosen:
         routes = [
             {"route": route, "traces": counted["count"], "examples": counted["examples"][:3]}
@@ -168,7 +171,7 @@ def _routes(variables: dict, chosen: list[str], *, flows: bool) -> dict[str, lis
     return found
 
 
-def _margin(variables: dict, successes: int, key: str, chosen: list[str]) -> float:
+def _margin(variables: dict[str, Any], successes: int, key: str, chosen: list[str]) -> float:
     """How clear-cut the choice was: 1 when every ratio is 0 or 1, lower near the thresholds."""
     if not successes or not variables:
         return 1.0
@@ -179,7 +182,9 @@ def _margin(variables: dict, successes: int, key: str, chosen: list[str]) -> flo
     return max(worst, 0.5 if chosen else 0.0) if worst < 1 else 1.0
 
 
-def _schema(aggregate: dict, declared: dict | None, total: int) -> tuple[dict, int]:
+def _schema(
+    aggregate: dict[str, Any], declared: dict[str, Any] | None, total: int
+) -> tuple[dict[str, Any], int]:
     """The input schema the traces propose: the one proposal a drift ticket carries and the
     tool page shows. Without a declared schema (a shadow tool, a contract with none): each
     argument seen with its JSON types, required when always sent. With one: the declared schema
@@ -190,7 +195,7 @@ def _schema(aggregate: dict, declared: dict | None, total: int) -> tuple[dict, i
     (a model reads them and a runtime chooses them); the others are counted, and returned
     beside the schema (an aggregate folded before names were checked may still hold some)."""
     declared_properties = (declared or {}).get("properties") or {}
-    observed: dict[str, dict] = {}
+    observed: dict[str, dict[str, Any]] = {}
     always: list[str] = []
     unsafe = 0
     for arg, entry in sorted(aggregate.get("args", {}).items()):
@@ -242,11 +247,11 @@ def _rank(ranks: dict[str, int], risk: str | None) -> int:
 
 def contract_drift(
     *,
-    approved: dict,
-    inferred: dict,
+    approved: dict[str, Any],
+    inferred: dict[str, Any],
     risk_rank: dict[str, int] | None = None,
     baseline_risk: str | None = None,
-) -> list[dict]:
+) -> list[dict[str, Any]]:
     """What the tool now does differently from its approved contract.
 
     ``baseline_risk`` is the suggestion for the approved contract itself: a risk suggested from
@@ -283,7 +288,7 @@ def contract_drift(
     return items
 
 
-def _schema_drift(approved: dict, inferred: dict) -> list[dict]:
+def _schema_drift(approved: dict[str, Any], inferred: dict[str, Any]) -> list[dict[str, Any]]:
     declared = approved.get("properties") or {}
     observed = inferred.get("properties") or {}
     closed = approved.get("additionalProperties") is False
@@ -330,7 +335,7 @@ def _schema_drift(approved: dict, inferred: dict) -> list[dict]:
     return items
 
 
-def drift_fingerprint(tool: str, items: list[dict]) -> str:
+def drift_fingerprint(tool: str, items: list[dict[str, Any]]) -> str:
     """Stable over reruns: what drifted, not how often it was seen."""
     essence = sorted(
         json.dumps([item["field"], sorted(item["added"]), sorted(item["removed"])])
@@ -340,8 +345,12 @@ def drift_fingerprint(tool: str, items: list[dict]) -> str:
 
 
 def apply_drift(
-    approved: dict, inferred: dict, items: list[dict], *, outputs: dict | None = None
-) -> dict:
+    approved: dict[str, Any],
+    inferred: dict[str, Any],
+    items: list[dict[str, Any]],
+    *,
+    outputs: dict[str, Any] | None = None,
+) -> dict[str, Any]:
     """The approved contract with each drifted field taken from the inferred one; an output
     drift proposes the output schema the ``outputs`` seen since the version match."""
     proposal = json.loads(json.dumps(approved))

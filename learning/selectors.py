@@ -23,7 +23,7 @@ RECENT_VERSIONS = 10
 COMPARED_FIELDS = ("requires", "produces", "risk", "input_schema", "cost")
 
 
-def inferred_contracts_export() -> list[dict]:
+def inferred_contracts_export() -> list[dict[str, Any]]:
     """The latest inferred contract of each tool, as contract documents with their support."""
     return [
         {**inferred.document, "support": inferred.support}
@@ -40,7 +40,7 @@ def drift_reports_recent(*, limit: int = 8) -> list[DriftReport]:
     )
 
 
-def trace_states_whole(*, trace: Trace) -> tuple[dict, dict]:
+def trace_states_whole(*, trace: Trace) -> tuple[dict[str, Any], dict[str, Any]]:
     """A step's whole state before and after. An assembled OpenTelemetry trace stores a large
     state once (``learning.otel.states_shared``): its earlier steps are read to rebuild it."""
     if not any(SHARED in state for state in (trace.state_before, trace.state_after)):

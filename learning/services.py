@@ -36,6 +36,7 @@ from .inference import (
 )
 from .ingest import stats_locked, stats_write, tool_fold
 from .models import DriftReport, InferredContract, ToolDayStats, ToolStats, Trace
+from .risk import PreparedLabel
 from .selectors import risk_labels, risk_lexicon
 
 logger = logging.getLogger(__name__)
@@ -59,8 +60,8 @@ def tools_with_new_traces() -> list[str]:
 class RefreshResult:
     tool_name: str
     folded: int = 0
-    inferred: dict | None = None
-    drift: list[dict] = field(default_factory=list)  # report-only items included
+    inferred: dict[str, Any] | None = None
+    drift: list[dict[str, Any]] = field(default_factory=list)  # report-only items included
     ticket_id: int | None = None  # a drift ticket, or the new-tool proposal of a shadow tool
     published: bool = False
 
@@ -187,7 +188,11 @@ def tools_refresh(*, tool_names: list[str]) -> list[RefreshResult]:
 
 
 def _risk_baseline(
-    *, name: str, approved: ContractVersion, inferred: dict[str, Any], labelled: list[dict]
+    *,
+    name: str,
+    approved: ContractVersion,
+    inferred: dict[str, Any],
+    labelled: list[PreparedLabel],
 ) -> str:
     """The risk suggested for the approved contract itself, read with every input the inferred
     risk was read with (hints, permissions, arguments, the preconditions calls failed without),
@@ -372,7 +377,7 @@ def _shadow_tool_propose(
     name: str,
     stats: ToolStats,
     inferred: dict[str, Any],
-    labelled: list[dict],
+    labelled: list[PreparedLabel],
     support: RiskLevel,
 ) -> int | None:
     """A shadow tool (traces of a name with no approved contract, at least the lowest risk
@@ -424,7 +429,7 @@ def _shadow_tool_propose(
 
 
 def _risk_suggestion(
-    *, name: str, produces: list[str], gated: list[str], labelled: list[dict]
+    *, name: str, produces: list[str], gated: list[str], labelled: list[PreparedLabel]
 ) -> tuple[str, dict[str, Any]]:
     """The one place a shadow tool's risk is suggested, with the evidence shown to reviewers."""
     suggestion = suggest_risk(

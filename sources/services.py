@@ -23,7 +23,7 @@ from django.db.models import Q
 from django.utils import timezone
 from django_celery_beat.models import IntervalSchedule, PeriodicTask
 
-from learning.risk import arguments_of, prepare_labels, suggest_risk
+from learning.risk import PreparedLabel, arguments_of, prepare_labels, suggest_risk
 from learning.selectors import risk_labels, risk_lexicon
 from registry.contract import with_defaults
 from registry.models import Application, ContractVersion, RiskLevel, Tool, contract_hash
@@ -322,7 +322,7 @@ def _apply(
     report.declared = len(definitions)
     rows = {row.name: row for row in server.declared_tools.select_related("ticket")}
     seen: set[str] = set()
-    labelled: list[dict[str, Any]] | None = None
+    labelled: list[PreparedLabel] | None = None
     risks = set(RiskLevel.objects.values_list("name", flat=True))
     context: RegistryContext | None = None  # read once: declared tools name no dependencies
     new_tools = 0
@@ -439,7 +439,7 @@ def _declared_apply(
     declared: Declared,
     row: DeclaredTool | None,
     report: SyncReport,
-    labelled: list[dict[str, Any]],
+    labelled: list[PreparedLabel],
     risks: set[str],
     context: RegistryContext,
     *,
@@ -605,7 +605,7 @@ def _declared_gone(row: DeclaredTool, report: SyncReport) -> int | None:
 
 
 def _suggested(
-    declared: Declared, labelled: list[dict[str, Any]], risks: set[str], out: dict[str, Any]
+    declared: Declared, labelled: list[PreparedLabel], risks: set[str], out: dict[str, Any]
 ) -> str:
     """The suggested risk of a new tool, with its evidence for the reviewer. The declared
     annotations travel in the document beside it: hints are claims, never approvals."""
@@ -630,7 +630,7 @@ def _suggested(
 def _changed_risk(
     approved: ContractVersion,
     declared: Declared,
-    labelled: list[dict[str, Any]],
+    labelled: list[PreparedLabel],
     risks: set[str],
     out: dict[str, Any],
 ) -> str:

@@ -15,7 +15,7 @@ tool in phases, each a private module:
 """
 
 from ._evidence import RiskEvidence
-from ._labels import RISK_ORDER, prepare_labels
+from ._labels import RISK_ORDER, PreparedLabel, prepare_labels
 from ._lexicon import VERBS_FILE, Lexicon, VocabularyInvalid, lexicon, vocabulary_load
 from ._names import arguments_of
 from ._suggest import RiskSuggestion, suggest_risk
@@ -26,6 +26,7 @@ __all__ = [
     "VERBS_FILE",
     "Lexicon",
     "LexiconMissing",
+    "PreparedLabel",
     "RiskEvidence",
     "RiskSuggestion",
     "VocabularyInvalid",

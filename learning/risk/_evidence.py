@@ -21,6 +21,15 @@ from ._names import (
     words,
 )
 
+
+class Neighbour(TypedDict):
+    """A labelled tool that voted: the evidence of a ``neighbours`` item."""
+
+    name: str
+    risk: str
+    similarity: float
+
+
 RiskEvidence = TypedDict(
     "RiskEvidence",
     {
@@ -45,7 +54,7 @@ RiskEvidence = TypedDict(
         "value": bool,
         "basis": str,
         "vote": str,
-        "tools": list[dict],
+        "tools": list[Neighbour],
         "probability": float,
         "labels": int,
     },

@@ -3,12 +3,15 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+from typing import Any
+
 from ._evidence import RiskEvidence
 from ._lexicon import CHANGES, DANGER, INFORMS
 
 
 def apply_hints(
-    annotations: dict | None, floor: str, confidence: float, kind: str,
+    annotations: Mapping[str, Any] | None, floor: str, confidence: float, kind: str,
     evidence: list[RiskEvidence],
 ) -> tuple[str, float]:  # fmt: skip
     """Rule 4: the server author's declared hints, as evidence; contradictions are shown."""

@@ -8,9 +8,10 @@ from __future__ import annotations
 
 import math
 from collections import defaultdict
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
+from typing import Any, TypedDict, cast
 
-from ._evidence import RiskEvidence
+from ._evidence import Neighbour, RiskEvidence
 from ._lexicon import Lexicon, lexicon
 from ._names import arguments_of
 from ._reading import read_tool
@@ -19,15 +20,39 @@ RISK_ORDER = ("low", "medium", "high")
 NEIGHBOURS = 3
 
 
-def prepare_labels(labelled: Iterable[dict], lex: Lexicon | None = None) -> list[dict]:
+class PreparedLabel(TypedDict):
+    """A labelled tool as the suggester reads it (``prepare_labels``)."""
+
+    name: str
+    risk: str
+    tokens: set[str]  # its words, for likeness
+    verb: str | None  # its action word
+    kind: str  # how the action word reads: INFORMS, CHANGES, DANGER…
+    features: frozenset[str]  # of the labels model
+    produces: list[str]
+    requires: list[str]
+    gated: list[str]  # state variables its calls failed without
+
+
+class LabelsModel(TypedDict):
+    counts: dict[str, int]  # tools per level
+    features: dict[str, dict[str, int]]  # per level: tools with each feature
+    seen: set[str]  # features some labelled tool has
+    size: int  # labelled tools
+
+
+def prepare_labels(
+    labelled: Iterable[Mapping[str, Any]], lex: Lexicon | None = None
+) -> list[PreparedLabel]:
     """Read the labelled tools once, for many suggestions (a refresh of a whole registry)."""
     lex = lex or lexicon()
-    prepared, fresh = [], []
+    prepared: list[PreparedLabel] = []
+    fresh: list[PreparedLabel] = []
     for tool in labelled:
         if tool.get("risk") not in RISK_ORDER:
             continue
         if "features" in tool and "tokens" in tool:  # prepared already
-            prepared.append(tool)
+            prepared.append(cast(PreparedLabel, tool))
             continue
         name = tool.get("name", "")
         reading = read_tool(
@@ -35,7 +60,7 @@ def prepare_labels(labelled: Iterable[dict], lex: Lexicon | None = None) -> list
             produces=tool.get("produces") or [], permissions=tool.get("permissions") or [],
             annotations=tool.get("annotations"), arguments=arguments_of(tool), lex=lex,
         )  # fmt: skip
-        entry = {
+        entry: PreparedLabel = {
             "name": name, "risk": tool["risk"], "tokens": reading.tokens,
             "verb": reading.action.word, "kind": reading.kind, "features": reading.features,
             "produces": list(tool.get("produces") or []),
@@ -53,7 +78,7 @@ def prepare_labels(labelled: Iterable[dict], lex: Lexicon | None = None) -> list
     return prepared
 
 
-def requirers(tools: Iterable[dict]) -> dict[str, set[str]]:
+def requirers(tools: Iterable[PreparedLabel]) -> dict[str, set[str]]:
     """Which tools require each state variable."""
     found: dict[str, set[str]] = defaultdict(set)
     for tool in tools:
@@ -98,7 +123,7 @@ MODEL_MARGIN = 0.1
 SMOOTHING = 1.0
 
 
-def labels_model(tools: list[dict]) -> dict:
+def labels_model(tools: list[PreparedLabel]) -> LabelsModel:
     """Per level: how many tools, and how many have each feature."""
     counts: dict[str, int] = dict.fromkeys(RISK_ORDER, 0)
     features: dict[str, dict[str, int]] = {risk: defaultdict(int) for risk in RISK_ORDER}
@@ -110,7 +135,7 @@ def labels_model(tools: list[dict]) -> dict:
     return {"counts": counts, "features": features, "seen": seen, "size": len(tools)}
 
 
-def model_probabilities(model: dict, features: Iterable[str]) -> dict[str, float]:
+def model_probabilities(model: LabelsModel, features: Iterable[str]) -> dict[str, float]:
     """P(level | features): naive Bayes over the features the tool has that some labelled
     tool has too (Laplace-smoothed); a level with no label has no probability."""
     present = set(features) & model["seen"]
@@ -132,14 +157,14 @@ def model_probabilities(model: dict, features: Iterable[str]) -> dict[str, float
     return {risk: exps.get(risk, 0.0) / total for risk in RISK_ORDER}
 
 
-def mostly_low(tools: list[dict]) -> bool:
+def mostly_low(tools: list[PreparedLabel]) -> bool:
     """More than half rated low (a tie goes up)."""
     return sum(tool["risk"] == "low" for tool in tools) * 2 > len(tools)
 
 
 def neighbours_vote(
-    own: set[str], pool: list[dict], *, same_kind: bool
-) -> tuple[str, float, list[dict]]:
+    own: set[str], pool: list[PreparedLabel], *, same_kind: bool
+) -> tuple[str, float, list[Neighbour]]:
     """The closest few vote by likeness; ties go to the higher level."""
     scored = [
         pair
@@ -154,7 +179,7 @@ def neighbours_vote(
         # Tools of the same kind count even when no word is shared.
         votes[tool["risk"]] += similarity or (0.01 if same_kind else 0.0)
     total = sum(votes.values())
-    neighbours = [
+    neighbours: list[Neighbour] = [
         {"name": tool["name"], "risk": tool["risk"], "similarity": round(similarity, 3)}
         for similarity, tool in scored
     ]

@@ -12,6 +12,7 @@ import tomllib
 from dataclasses import dataclass, field
 from functools import cache
 from pathlib import Path
+from typing import Any
 
 from ._names import words
 from ._wordnet import ACTION_NOUN_FILES, Synset, WordNet, wordnet
@@ -229,7 +230,7 @@ class Lexicon:
     _climbed: dict[str, list[Sense]] = field(default_factory=dict)
     _words: dict[str, WordReading] = field(default_factory=dict)
 
-    def add(self, table: dict, key: object, sense: Sense) -> None:
+    def add(self, table: dict[Any, list[Sense]], key: Any, sense: Sense) -> None:
         senses = table.setdefault(key, [])
         for index, existing in enumerate(senses):
             if existing.danger == sense.danger:

@@ -7,7 +7,8 @@ its action ("payments.refund"); a description as sentences and clauses.
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
+from typing import Any
 
 NEGATIONS = frozenset({"not", "never", "no", "without", "cannot", "doesn", "don", "won", "isn"})
 NEGATION_WINDOW = 3
@@ -55,7 +56,7 @@ def main_positions(sentence: str) -> list[tuple[str, bool]]:
     return tagged
 
 
-def arguments_of(tool: dict) -> list[str]:
+def arguments_of(tool: Mapping[str, Any]) -> list[str]:
     """The argument names of a tool's input schema (none where it has no properties)."""
     schema = tool.get("input_schema") or tool.get("inputSchema") or {}
     properties = schema.get("properties") if isinstance(schema, dict) else None

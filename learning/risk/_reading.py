@@ -3,8 +3,8 @@ schema say, before any reviewer's label; and what the object says of the action 
 
 from __future__ import annotations
 
-from collections.abc import Iterable
-from typing import NamedTuple
+from collections.abc import Iterable, Mapping
+from typing import Any, NamedTuple
 
 from ._actions import NO_ACTION, Action, action_of, description_lead, participle
 from ._evidence import RiskEvidence, argument_signals, danger_evidence, scope_evidence
@@ -144,7 +144,8 @@ class Reading(NamedTuple):
 
 def read_tool(
     *, name: str, description: str, produces: Iterable[str], permissions: Iterable[str],
-    annotations: dict | None = None, arguments: Iterable[str] = (), lex: Lexicon | None = None,
+    annotations: Mapping[str, Any] | None = None, arguments: Iterable[str] = (),
+    lex: Lexicon | None = None,
 ) -> Reading:  # fmt: skip
     """Rules 1–4 of docs/learning.md (*Risk suggestions*): the floor the words and hints set."""
     lex = lex or lexicon()

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable
-from typing import NamedTuple
+from collections.abc import Iterable, Mapping
+from typing import Any, NamedTuple
 
 from ._evidence import RiskEvidence
 from ._labels import (
@@ -33,7 +33,8 @@ class RiskSuggestion(NamedTuple):
 
 def suggest_risk(
     *, name: str, description: str, produces: list[str], permissions: list[str],
-    labelled: Iterable[dict], lex: Lexicon | None = None, annotations: dict | None = None,
+    labelled: Iterable[Mapping[str, Any]], lex: Lexicon | None = None,
+    annotations: Mapping[str, Any] | None = None,
     arguments: Iterable[str] = (), gated: Iterable[str] = (),
 ) -> RiskSuggestion:  # fmt: skip
     """The suggested level, its confidence and the evidence behind it (docs/learning.md).

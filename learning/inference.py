@@ -36,13 +36,25 @@ import math
 import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Literal
 
 from registry.cost import cost_changed
 
 from .aggregates import ROUTE_ARROW, aggregate_percentile, inferable_name
 from .outputs import output_schema_proposal
 from .risk import RISK_ORDER, Lexicon, prepare_labels, suggest_risk
+from .shapes import (
+    NO_VARIABLE,
+    Aggregate,
+    DriftItem,
+    InferredDocument,
+    OutputCounts,
+    Route,
+    VariableCounts,
+)
+
+# The contract's lists of state variables, compared name by name.
+CONTRACT_LISTS: tuple[Literal["requires", "produces"], ...] = ("requires", "produces")
 
 ARGUMENT_END = re.compile(r"[.\[]")  # where a route's argument path goes below its argument
 
@@ -64,13 +76,13 @@ def infer_contract(
     name: str,
     description: str,
     input_schema: dict[str, Any] | None,
-    aggregate: dict[str, Any],
+    aggregate: Aggregate,
     labelled: Iterable[Mapping[str, Any]] = (),
     permissions: Iterable[str] = (),
     annotations: dict[str, Any] | None = None,
     thresholds: Thresholds = Thresholds(),
     lex: Lexicon | None = None,
-) -> dict[str, Any]:
+) -> InferredDocument:
     successes = aggregate.get("successes", 0)
     errors = aggregate.get("errors", 0)
     total = aggregate.get("total", 0)
@@ -144,7 +156,7 @@ def infer_contract(
     }
 
 
-def _feeds(entry: dict[str, Any], required: set[str]) -> bool:
+def _feeds(entry: VariableCounts, required: set[str]) -> bool:
     """Whether a variable's values flowed into a required argument (the top-level argument of
     a route's ``origin → argument path``)."""
     for route in entry.get("routes") or ():
@@ -155,15 +167,15 @@ def _feeds(entry: dict[str, Any], required: set[str]) -> bool:
 
 
 def _routes(
-    variables: dict[str, Any], chosen: list[str], *, flows: bool
-) -> dict[str, list[dict[str, Any]]]:
+    variables: dict[str, VariableCounts], chosen: list[str], *, flows: bool
+) -> dict[str, list[Route]]:
     """The routes behind each chosen variable, most seen first: ``origin → argument`` for a
     requirement, the output path for an effect."""
-    found: dict[str, list[dict[str, Any]]] = {}
+    found: dict[str, list[Route]] = {}
     for var in chosen:
-        routes = [
+        routes: list[Route] = [
             {"route": route, "traces": counted["count"], "examples": counted["examples"][:3]}
-            for route, counted in (variables.get(var, {}).get("routes") or {}).items()
+            for route, counted in (variables.get(var, NO_VARIABLE).get("routes") or {}).items()
             if (ROUTE_ARROW in route) == flows
         ]
         if routes:
@@ -171,7 +183,12 @@ def _routes(
     return found
 
 
-def _margin(variables: dict[str, Any], successes: int, key: str, chosen: list[str]) -> float:
+def _margin(
+    variables: dict[str, VariableCounts],
+    successes: int,
+    key: Literal["flows", "added_ok"],
+    chosen: list[str],
+) -> float:
     """How clear-cut the choice was: 1 when every ratio is 0 or 1, lower near the thresholds."""
     if not successes or not variables:
         return 1.0
@@ -183,7 +200,7 @@ def _margin(variables: dict[str, Any], successes: int, key: str, chosen: list[st
 
 
 def _schema(
-    aggregate: dict[str, Any], declared: dict[str, Any] | None, total: int
+    aggregate: Aggregate, declared: dict[str, Any] | None, total: int
 ) -> tuple[dict[str, Any], int]:
     """The input schema the traces propose: the one proposal a drift ticket carries and the
     tool page shows. Without a declared schema (a shadow tool, a contract with none): each
@@ -248,10 +265,10 @@ def _rank(ranks: dict[str, int], risk: str | None) -> int:
 def contract_drift(
     *,
     approved: dict[str, Any],
-    inferred: dict[str, Any],
+    inferred: InferredDocument,
     risk_rank: dict[str, int] | None = None,
     baseline_risk: str | None = None,
-) -> list[dict[str, Any]]:
+) -> list[DriftItem]:
     """What the tool now does differently from its approved contract.
 
     ``baseline_risk`` is the suggestion for the approved contract itself: a risk suggested from
@@ -259,8 +276,8 @@ def contract_drift(
     approved label counts as drift. How well it does it (error rate, latency, outputs) is
     judged against baselines in ``learning/baselines.py``.
     """
-    items = []
-    for key in ("requires", "produces"):
+    items: list[DriftItem] = []
+    for key in CONTRACT_LISTS:
         before, after = set(approved.get(key) or []), set(inferred.get(key) or [])
         if before != after:
             items.append(
@@ -280,19 +297,19 @@ def contract_drift(
         items.append(
             {
                 "field": "risk",
-                "added": [after_risk],
-                "removed": [before_risk],
+                "added": [str(after_risk)],
+                "removed": [before_risk] if before_risk is not None else [],
                 "detail": f"behaviour suggests {after_risk} risk, approved {before_risk}",
             }
         )
     return items
 
 
-def _schema_drift(approved: dict[str, Any], inferred: dict[str, Any]) -> list[dict[str, Any]]:
+def _schema_drift(approved: dict[str, Any], inferred: dict[str, Any]) -> list[DriftItem]:
     declared = approved.get("properties") or {}
     observed = inferred.get("properties") or {}
     closed = approved.get("additionalProperties") is False
-    items = []
+    items: list[DriftItem] = []
     unknown = sorted(arg for arg in observed if arg not in declared)
     if unknown and (closed or declared):
         items.append(
@@ -335,7 +352,7 @@ def _schema_drift(approved: dict[str, Any], inferred: dict[str, Any]) -> list[di
     return items
 
 
-def drift_fingerprint(tool: str, items: list[dict[str, Any]]) -> str:
+def drift_fingerprint(tool: str, items: list[DriftItem]) -> str:
     """Stable over reruns: what drifted, not how often it was seen."""
     essence = sorted(
         json.dumps([item["field"], sorted(item["added"]), sorted(item["removed"])])
@@ -346,10 +363,10 @@ def drift_fingerprint(tool: str, items: list[dict[str, Any]]) -> str:
 
 def apply_drift(
     approved: dict[str, Any],
-    inferred: dict[str, Any],
-    items: list[dict[str, Any]],
+    inferred: InferredDocument,
+    items: list[DriftItem],
     *,
-    outputs: dict[str, Any] | None = None,
+    outputs: OutputCounts | None = None,
 ) -> dict[str, Any]:
     """The approved contract with each drifted field taken from the inferred one; an output
     drift proposes the output schema the ``outputs`` seen since the version match."""

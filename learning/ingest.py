@@ -34,6 +34,7 @@ from .days import days_fold
 from .models import ToolStats, Trace
 from .otel import states_shared, states_whole
 from .outputs import output_batch_budget, output_checker
+from .shapes import Aggregate
 from .signals import tool_stats_changed
 from .traces import trace_parse
 
@@ -632,9 +633,7 @@ def stats_locked(tool_names: list[str]) -> list[ToolStats]:
     return rows
 
 
-def since_version_aggregate(
-    before: dict[str, Any], version: ContractVersion | None
-) -> dict[str, Any]:
+def since_version_aggregate(before: Aggregate, version: ContractVersion | None) -> Aggregate:
     """A fresh since-version aggregate holding the baseline of what came before ``version``: the
     error and duration counts of every trace folded before it was published (what
     ``learning/baselines.py`` compares against when the contract declares no cost)."""

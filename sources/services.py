@@ -14,7 +14,7 @@ import shlex
 import time
 from dataclasses import asdict, dataclass, field, replace
 from datetime import timedelta
-from typing import Any
+from typing import Any, cast
 
 from django.conf import settings
 from django.contrib.auth.models import User
@@ -25,6 +25,7 @@ from django_celery_beat.models import IntervalSchedule, PeriodicTask
 
 from learning.risk import PreparedLabel, arguments_of, prepare_labels, suggest_risk
 from learning.selectors import risk_labels, risk_lexicon
+from learning.shapes import SyncRecord
 from registry.contract import with_defaults
 from registry.models import Application, ContractVersion, RiskLevel, Tool, contract_hash
 from registry.selectors import registry_context
@@ -41,6 +42,7 @@ from reviews.services import (
     ticket_proposal_replace,
     ticket_withdraw,
 )
+from reviews.shapes import TicketEvidence
 
 from . import client
 from .compat import compatibility
@@ -84,14 +86,15 @@ class SyncReport:
     # New tools --approve left open for a reviewer, with their poisoning flags' codes.
     flagged: dict[str, str] = field(default_factory=dict)
 
-    def as_record(self) -> dict[str, Any]:
+    def as_record(self) -> SyncRecord:
+        """``McpServer.last_sync_report``: every field, each list and mapping cut."""
         record = asdict(self)
         for key, value in record.items():
             if isinstance(value, list):
                 record[key] = value[:MAX_REPORTED]
             elif isinstance(value, dict):
                 record[key] = dict(list(value.items())[:MAX_REPORTED])
-        return record
+        return cast(SyncRecord, record)  # asdict() of this dataclass: SyncRecord's fields
 
 
 @transaction.atomic
@@ -669,11 +672,11 @@ def _evidence(
     base: dict[str, Any] | None,
     document: dict[str, Any],
     risk: dict[str, Any],
-) -> dict[str, Any]:
+) -> TicketEvidence:
     """What the reviewer reads beside the diff: where it came from, its pin, the poisoning
     flags, and whether a change breaks callers or only widens."""
     diff = contract_diff(base, with_defaults(document))
-    evidence: dict[str, Any] = {
+    evidence: TicketEvidence = {
         "source": "mcp",
         "server": server.name,
         "server_info": dict(server_info),

@@ -18,7 +18,7 @@ from ._evidence import RiskEvidence
 from ._labels import RISK_ORDER, PreparedLabel, prepare_labels
 from ._lexicon import VERBS_FILE, Lexicon, VocabularyInvalid, lexicon, vocabulary_load
 from ._names import arguments_of
-from ._suggest import RiskSuggestion, suggest_risk
+from ._suggest import suggest_risk
 from ._wordnet import LexiconMissing, data_directory
 
 __all__ = [
@@ -28,7 +28,6 @@ __all__ = [
     "LexiconMissing",
     "PreparedLabel",
     "RiskEvidence",
-    "RiskSuggestion",
     "VocabularyInvalid",
     "arguments_of",
     "data_directory",

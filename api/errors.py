@@ -1,6 +1,7 @@
 """One error shape for every 4xx and 5xx: {"error": {"code", "message", "fields"}}."""
 
 import logging
+from typing import Any
 
 from django.core.exceptions import PermissionDenied, RequestDataTooBig
 from django.db import DataError, InterfaceError, OperationalError
@@ -29,8 +30,8 @@ CODES = {
 
 
 def error_body(
-    status_code: int, message: str, fields: dict | None = None, code: str | None = None
-) -> dict:
+    status_code: int, message: str, fields: dict[str, Any] | None = None, code: str | None = None
+) -> dict[str, Any]:
     return {
         "error": {
             "code": code or CODES.get(status_code, "error"),

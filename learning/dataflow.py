@@ -48,7 +48,7 @@ from functools import lru_cache
 from itertools import islice
 from typing import Any, TypedDict
 
-from .lexicon import LexiconMissing, data_directory
+from .risk import LexiconMissing, data_directory
 
 MIN_LENGTH = 3
 MIN_DIGITS = 4

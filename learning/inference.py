@@ -34,14 +34,27 @@ import hashlib
 import json
 import math
 import re
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
+from typing import Any, Literal
 
 from registry.cost import cost_changed
 
 from .aggregates import ROUTE_ARROW, aggregate_percentile, inferable_name
 from .outputs import output_schema_proposal
-from .risk import RISK_ORDER, prepare_labels, suggest_risk
+from .risk import RISK_ORDER, Lexicon, prepare_labels, suggest_risk
+from .shapes import (
+    NO_VARIABLE,
+    Aggregate,
+    DriftItem,
+    InferredDocument,
+    OutputCounts,
+    Route,
+    VariableCounts,
+)
+
+# The contract's lists of state variables, compared name by name.
+CONTRACT_LISTS: tuple[Literal["requires", "produces"], ...] = ("requires", "produces")
 
 ARGUMENT_END = re.compile(r"[.\[]")  # where a route's argument path goes below its argument
 
@@ -62,13 +75,14 @@ def infer_contract(
     *,
     name: str,
     description: str,
-    input_schema: dict | None,
-    aggregate: dict,
-    labelled: Iterable[dict] = (),
+    input_schema: dict[str, Any] | None,
+    aggregate: Aggregate,
+    labelled: Iterable[Mapping[str, Any]] = (),
     permissions: Iterable[str] = (),
-    annotations: dict | None = None,
+    annotations: dict[str, Any] | None = None,
     thresholds: Thresholds = Thresholds(),
-) -> dict:
+    lex: Lexicon | None = None,
+) -> InferredDocument:
     successes = aggregate.get("successes", 0)
     errors = aggregate.get("errors", 0)
     total = aggregate.get("total", 0)
@@ -99,7 +113,7 @@ def infer_contract(
     risk, risk_confidence, risk_evidence = suggest_risk(
         name=name, description=description, produces=produces, permissions=list(permissions),
         labelled=labelled, annotations=annotations,
-        arguments=list((schema or {}).get("properties") or {}), gated=gated,
+        arguments=list((schema or {}).get("properties") or {}), gated=gated, lex=lex,
     )  # fmt: skip
     support = total
     # More traces, more confidence; 30 traces give about 0.95.
@@ -125,7 +139,7 @@ def infer_contract(
             "cost": round(evidence, 3),
         },
         # Why each suggestion was made, for the reviewer: the risk's words, effects,
-        # permissions and neighbours (learning.risk.danger_evidence); and how many argument
+        # permissions and neighbours (learning.risk._evidence); and how many argument
         # names and output keys were left out for not being identifier-like.
         "evidence": {
             "risk": risk_evidence,
@@ -142,7 +156,7 @@ def infer_contract(
     }
 
 
-def _feeds(entry: dict, required: set[str]) -> bool:
+def _feeds(entry: VariableCounts, required: set[str]) -> bool:
     """Whether a variable's values flowed into a required argument (the top-level argument of
     a route's ``origin → argument path``)."""
     for route in entry.get("routes") or ():
@@ -152,14 +166,16 @@ def _feeds(entry: dict, required: set[str]) -> bool:
     return False
 
 
-def _routes(variables: dict, chosen: list[str], *, flows: bool) -> dict[str, list[dict]]:
+def _routes(
+    variables: dict[str, VariableCounts], chosen: list[str], *, flows: bool
+) -> dict[str, list[Route]]:
     """The routes behind each chosen variable, most seen first: ``origin → argument`` for a
     requirement, the output path for an effect."""
-    found: dict[str, list[dict]] = {}
+    found: dict[str, list[Route]] = {}
     for var in chosen:
-        routes = [
+        routes: list[Route] = [
             {"route": route, "traces": counted["count"], "examples": counted["examples"][:3]}
-            for route, counted in (variables.get(var, {}).get("routes") or {}).items()
+            for route, counted in (variables.get(var, NO_VARIABLE).get("routes") or {}).items()
             if (ROUTE_ARROW in route) == flows
         ]
         if routes:
@@ -167,7 +183,12 @@ def _routes(variables: dict, chosen: list[str], *, flows: bool) -> dict[str, lis
     return found
 
 
-def _margin(variables: dict, successes: int, key: str, chosen: list[str]) -> float:
+def _margin(
+    variables: dict[str, VariableCounts],
+    successes: int,
+    key: Literal["flows", "added_ok"],
+    chosen: list[str],
+) -> float:
     """How clear-cut the choice was: 1 when every ratio is 0 or 1, lower near the thresholds."""
     if not successes or not variables:
         return 1.0
@@ -178,7 +199,9 @@ def _margin(variables: dict, successes: int, key: str, chosen: list[str]) -> flo
     return max(worst, 0.5 if chosen else 0.0) if worst < 1 else 1.0
 
 
-def _schema(aggregate: dict, declared: dict | None, total: int) -> tuple[dict, int]:
+def _schema(
+    aggregate: Aggregate, declared: dict[str, Any] | None, total: int
+) -> tuple[dict[str, Any], int]:
     """The input schema the traces propose: the one proposal a drift ticket carries and the
     tool page shows. Without a declared schema (a shadow tool, a contract with none): each
     argument seen with its JSON types, required when always sent. With one: the declared schema
@@ -189,7 +212,7 @@ def _schema(aggregate: dict, declared: dict | None, total: int) -> tuple[dict, i
     (a model reads them and a runtime chooses them); the others are counted, and returned
     beside the schema (an aggregate folded before names were checked may still hold some)."""
     declared_properties = (declared or {}).get("properties") or {}
-    observed: dict[str, dict] = {}
+    observed: dict[str, dict[str, Any]] = {}
     always: list[str] = []
     unsafe = 0
     for arg, entry in sorted(aggregate.get("args", {}).items()):
@@ -241,11 +264,11 @@ def _rank(ranks: dict[str, int], risk: str | None) -> int:
 
 def contract_drift(
     *,
-    approved: dict,
-    inferred: dict,
+    approved: dict[str, Any],
+    inferred: InferredDocument,
     risk_rank: dict[str, int] | None = None,
     baseline_risk: str | None = None,
-) -> list[dict]:
+) -> list[DriftItem]:
     """What the tool now does differently from its approved contract.
 
     ``baseline_risk`` is the suggestion for the approved contract itself: a risk suggested from
@@ -253,8 +276,8 @@ def contract_drift(
     approved label counts as drift. How well it does it (error rate, latency, outputs) is
     judged against baselines in ``learning/baselines.py``.
     """
-    items = []
-    for key in ("requires", "produces"):
+    items: list[DriftItem] = []
+    for key in CONTRACT_LISTS:
         before, after = set(approved.get(key) or []), set(inferred.get(key) or [])
         if before != after:
             items.append(
@@ -274,19 +297,19 @@ def contract_drift(
         items.append(
             {
                 "field": "risk",
-                "added": [after_risk],
-                "removed": [before_risk],
+                "added": [str(after_risk)],
+                "removed": [before_risk] if before_risk is not None else [],
                 "detail": f"behaviour suggests {after_risk} risk, approved {before_risk}",
             }
         )
     return items
 
 
-def _schema_drift(approved: dict, inferred: dict) -> list[dict]:
+def _schema_drift(approved: dict[str, Any], inferred: dict[str, Any]) -> list[DriftItem]:
     declared = approved.get("properties") or {}
     observed = inferred.get("properties") or {}
     closed = approved.get("additionalProperties") is False
-    items = []
+    items: list[DriftItem] = []
     unknown = sorted(arg for arg in observed if arg not in declared)
     if unknown and (closed or declared):
         items.append(
@@ -329,7 +352,7 @@ def _schema_drift(approved: dict, inferred: dict) -> list[dict]:
     return items
 
 
-def drift_fingerprint(tool: str, items: list[dict]) -> str:
+def drift_fingerprint(tool: str, items: list[DriftItem]) -> str:
     """Stable over reruns: what drifted, not how often it was seen."""
     essence = sorted(
         json.dumps([item["field"], sorted(item["added"]), sorted(item["removed"])])
@@ -339,8 +362,12 @@ def drift_fingerprint(tool: str, items: list[dict]) -> str:
 
 
 def apply_drift(
-    approved: dict, inferred: dict, items: list[dict], *, outputs: dict | None = None
-) -> dict:
+    approved: dict[str, Any],
+    inferred: InferredDocument,
+    items: list[DriftItem],
+    *,
+    outputs: OutputCounts | None = None,
+) -> dict[str, Any]:
     """The approved contract with each drifted field taken from the inferred one; an output
     drift proposes the output schema the ``outputs`` seen since the version match."""
     proposal = json.loads(json.dumps(approved))

@@ -103,7 +103,7 @@ class ContractInvalid(Exception):
         return "; ".join(self.lines())
 
 
-def contract_check(document: Any, *, context: RegistryContext) -> tuple[dict, Errors]:
+def contract_check(document: Any, *, context: RegistryContext) -> tuple[dict[str, Any], Errors]:
     """Validate one contract document; return it normalised (aliases resolved) and its errors."""
     errors: Errors = {}
 
@@ -425,7 +425,7 @@ def dependency_cycle(
     return None
 
 
-def policy_errors(policy: Mapping) -> Errors:
+def policy_errors(policy: Mapping[str, Any]) -> Errors:
     errors: Errors = {}
     if not isinstance(policy.get("mandate", ""), str):
         errors.setdefault("mandate", []).append("must be text")
@@ -445,7 +445,7 @@ def policy_errors(policy: Mapping) -> Errors:
     return errors
 
 
-def _duplicates(entries: list, key: str) -> list[str]:
+def _duplicates(entries: list[Any], key: str) -> list[str]:
     seen, duplicates = set(), []
     for entry in entries:
         value = entry.get(key) if isinstance(entry, Mapping) else None

@@ -38,6 +38,7 @@ from registry.validation import ContractInvalid, RegistryContext
 
 from .diff import ContractDiff, contract_diff, needs_person, widened_hints
 from .models import Approval, AuditEntry, Comment, ProposalChanged, ReviewError, ReviewTicket
+from .shapes import TicketEvidence
 
 logger = logging.getLogger(__name__)
 REVIEWERS_GROUP = "Reviewers"
@@ -54,7 +55,7 @@ def contract_propose(
     author: User | None,
     source: str = ContractVersion.Source.MANUAL,
     context: RegistryContext | None = None,
-    evidence: dict[str, Any] | None = None,
+    evidence: TicketEvidence | None = None,
     fingerprint: str | None = None,
     kind: str | None = None,
     notify: bool = True,
@@ -501,7 +502,7 @@ def drift_ticket_open_or_update(
     tool: Tool,
     base: ContractVersion,
     document: dict[str, Any],
-    evidence: dict[str, Any],
+    evidence: TicketEvidence,
     fingerprint: str,
 ) -> DriftTicket | None:
     """The one ticket of one drift: opened the first time, its evidence updated afterwards.
@@ -588,7 +589,7 @@ def new_tool_fingerprint(name: str) -> str:
 
 @transaction.atomic
 def new_tool_proposal_open_or_update(
-    *, document: dict[str, Any], evidence: dict[str, Any]
+    *, document: dict[str, Any], evidence: TicketEvidence
 ) -> NewToolProposal | None:
     """The one inferred proposal of an unregistered tool: opened once (a ``new_tool`` ticket,
     never published without people), then kept up to date while it is open.
@@ -649,7 +650,7 @@ def ticket_proposal_replace(
     *,
     ticket: ReviewTicket,
     document: dict[str, Any],
-    evidence: dict[str, Any],
+    evidence: TicketEvidence,
     definition: dict[str, Any] | None = None,
 ) -> ReviewTicket:
     """An open ticket's proposal replaced by what its source now says: one ticket per change,

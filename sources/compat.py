@@ -49,7 +49,7 @@ def compatibility(
     return {"breaking": breaking, "widening": widening}
 
 
-def _nodes(schema: Any, path: str = "", depth: int = 0) -> Iterator[tuple[str, Mapping]]:
+def _nodes(schema: Any, path: str = "", depth: int = 0) -> Iterator[tuple[str, Mapping[str, Any]]]:
     """Every property schema by dotted path ("" is the root; list items as "name[]")."""
     if not isinstance(schema, Mapping) or depth > MAX_DEPTH:
         return
@@ -63,7 +63,7 @@ def _nodes(schema: Any, path: str = "", depth: int = 0) -> Iterator[tuple[str, M
         yield from _nodes(items, f"{path}[]", depth + 1)
 
 
-def _required(nodes: Mapping[str, Mapping], path: str) -> bool:
+def _required(nodes: Mapping[str, Mapping[str, Any]], path: str) -> bool:
     parent, _, name = path.rpartition(".")
     if path.endswith("[]"):
         return False
@@ -72,7 +72,7 @@ def _required(nodes: Mapping[str, Mapping], path: str) -> bool:
     return isinstance(required, list) and name in required
 
 
-def _types(node: Mapping) -> set[str] | None:
+def _types(node: Mapping[str, Any]) -> set[str] | None:
     kind = node.get("type")
     if isinstance(kind, str):
         kinds = {kind}
@@ -86,7 +86,11 @@ def _types(node: Mapping) -> set[str] | None:
 
 
 def _compare(
-    path: str, before: Mapping, after: Mapping, breaking: list[str], widening: list[str]
+    path: str,
+    before: Mapping[str, Any],
+    after: Mapping[str, Any],
+    breaking: list[str],
+    widening: list[str],
 ) -> None:
     old_types, new_types = _types(before), _types(after)
     if new_types is not None and (old_types is None or not old_types <= new_types):

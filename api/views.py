@@ -42,6 +42,7 @@ from learning.tasks import otel_traces_assemble
 from registry.models import ContractVersion
 from registry.revision import revision_current
 from registry.selectors import alias_map, risk_ranks
+from sources.declared import SERVER_NAME
 
 from . import exports, otlp, subregistry, webhooks
 from .auth import HasScope, IsRuntimeOrStaff, Runtime
@@ -613,7 +614,8 @@ class McpRegistryView(ConditionalMixin, RuntimeView):
 
     def served(self, name: str) -> subregistry.ServedServer:
         namespace, _, local_name = name.partition("/")
-        if namespace == subregistry.NAMESPACE and local_name:
+        # A name no server can have is not looked up (the database refuses some, such as NUL).
+        if namespace == subregistry.NAMESPACE and SERVER_NAME.fullmatch(local_name):
             found = mcp_servers_visible(self.application, name=local_name)
             if found:
                 return found[0]

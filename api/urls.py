@@ -54,9 +54,9 @@ def _mcp_registry(
 ) -> list[URLPattern]:
     return [
         re_path(r"^servers$", list_view.as_view(), name="servers"),
-        re_path(r"^servers/(?P<name>.+)/versions$", versions_view.as_view(), name="versions"),
+        re_path(r"^servers/(?P<name>[\s\S]+)/versions$", versions_view.as_view(), name="versions"),
         re_path(
-            r"^servers/(?P<name>.+)/versions/(?P<version>[^/]+)$",
+            r"^servers/(?P<name>[\s\S]+)/versions/(?P<version>[^/]+)$",
             version_view.as_view(),
             name="version",
         ),
@@ -71,5 +71,5 @@ mcp_registry_v0_urlpatterns = [
         views.McpServerListV0View, views.McpServerVersionsV0View, views.McpServerVersionV0View
     ),
     # GET /v0/servers/{name}: the latest version, as the API served it until 2025-10-17.
-    re_path(r"^servers/(?P<name>.+)$", views.McpServerLatestView.as_view(), name="server"),
+    re_path(r"^servers/(?P<name>[\s\S]+)$", views.McpServerLatestView.as_view(), name="server"),
 ]

@@ -115,6 +115,7 @@ def test_an_application_never_sees_another_applications_server(servers):
     assert client.get("/v0/servers/tool-contract-registry%2Facme").status_code == 404
     # A name no server can have answers 404 without a query (PostgreSQL refuses a NUL).
     assert client.get("/v0.1/servers/tool-contract-registry%2Fac%00me/versions").status_code == 404
+    assert client.get("/v0/servers/%0A/versions/1").json()["error"]["code"] == "not_found"
 
 
 def test_it_needs_a_runtime_token(servers):

@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 from django.core.management import CommandError, call_command
+from django.urls import reverse
 
 from sources import mcp_registry
 from sources.models import McpServer
@@ -248,3 +249,12 @@ def test_a_bad_registry_or_name_is_refused_before_anything_is_sent(db, registry,
             "mcp_servers", "add", "x", "--from-registry", name, "--registry", registry,
             stdout=StringIO(),
         )  # fmt: skip
+
+
+def test_the_admin_shows_where_a_server_came_from(db, standin, admin_client):
+    add("airtable", AIRTABLE, standin)
+    server = McpServer.objects.get()
+    page = admin_client.get(reverse("admin:sources_mcpserver_change", args=[server.pk]))
+    assert f"{AIRTABLE} 1.7.3 at {standin.url}: npm package airtable-mcp-server 1.7.3" in (
+        page.content.decode()
+    )

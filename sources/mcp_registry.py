@@ -31,6 +31,8 @@ from jsonschema import Draft202012Validator
 from referencing import Registry
 from referencing.jsonschema import DRAFT202012
 
+from registry.web import url_problem
+
 SPEC = Path(__file__).with_name("data") / "mcp-registry-openapi.yaml"
 # The stable path first; /v0 is the API's development version, all some sub-registries serve.
 API_PATHS = ("v0.1", "v0")
@@ -85,19 +87,12 @@ def problems(document: Any, component: str) -> list[str]:
 
 
 def registry_url_problem(url: str) -> str:
-    """Why ``url`` cannot be a registry's base URL, or ""."""
-    try:
-        parts = urlsplit(url)
-        parts.port  # noqa: B018  (a port out of range raises here)
-    except ValueError as exc:
-        return f"not a valid URL: {exc}"
-    if parts.scheme not in ("http", "https") or not parts.hostname:
-        return "a registry is an http or https URL with a host"
-    if parts.username is not None or parts.password is not None:
-        return "a registry URL may not carry a user name or password"
-    if parts.query or parts.fragment:
-        return "a registry URL has no query or fragment"
-    return ""
+    """Why ``url`` cannot be a registry's base URL, or "": an outbound URL with no query or
+    fragment (the API's paths are appended to it)."""
+    problem = url_problem(url)
+    if not problem and (urlsplit(url).query or urlsplit(url).fragment):
+        problem = "A registry URL has no query or fragment."
+    return problem
 
 
 def server_read(

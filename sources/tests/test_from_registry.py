@@ -238,8 +238,9 @@ def test_registry_options_go_with_from_registry(db, args, message):
 @pytest.mark.parametrize(
     ("registry", "name", "message"),
     [
-        ("ftp://registry.example.com", AIRTABLE, "http or https URL"),
+        ("ftp://registry.example.com", AIRTABLE, "Only http and https URLs with a host"),
         ("https://user:pw@registry.example.com", AIRTABLE, "user name or password"),
+        ("https://registry.example.com/?page=2", AIRTABLE, "no query or fragment"),
         ("https://registry.example.com", "no-namespace", "not a registry server name"),
     ],
 )

@@ -249,3 +249,44 @@ class MCPTool(serializers.Serializer[dict[str, Any]]):
 
 class MCPToolList(serializers.Serializer[dict[str, Any]]):
     tools = MCPTool(many=True)
+
+
+class McpServerDetail(serializers.Serializer):
+    """A server.json: the MCP Registry API's ``ServerDetail``."""
+
+    name = serializers.CharField(help_text="tool-contract-registry/<server>")
+    description = serializers.CharField()
+    version = serializers.CharField(
+        help_text="As its MCP registry published it (mcp_servers add --from-registry), else 0.0.0."
+    )
+    title = serializers.CharField(required=False)
+    repository = serializers.DictField(required=False)
+    websiteUrl = serializers.CharField(required=False)  # noqa: N815 - the API's own spelling
+    icons = serializers.ListField(child=serializers.DictField(), required=False)
+    packages = serializers.ListField(child=serializers.DictField(), required=False)
+    remotes = serializers.ListField(child=serializers.DictField(), required=False)
+
+
+class McpServerResponse(serializers.Serializer):
+    """The MCP Registry API's ``ServerResponse``."""
+
+    server = McpServerDetail()
+    _meta = serializers.DictField(
+        help_text='"io.modelcontextprotocol.registry/official": status, publishedAt, updatedAt, '
+        'isLatest; "tool-contract-registry/contracts": {server, origin?, tools: [{name, '
+        "serverTool, version, pin, risk}]}, the approved tools the caller may use and their pins."
+    )
+
+
+class McpServerListMetadata(serializers.Serializer):
+    nextCursor = serializers.CharField(  # noqa: N815
+        required=False, help_text="The cursor of the next page; absent on the last one."
+    )
+    count = serializers.IntegerField(help_text="Servers on this page.")
+
+
+class McpServerList(serializers.Serializer):
+    """The MCP Registry API's ``ServerList``."""
+
+    servers = McpServerResponse(many=True)
+    metadata = McpServerListMetadata()

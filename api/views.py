@@ -19,12 +19,14 @@ from django.db import (
     transaction,
 )
 from django.http import Http404, HttpResponse
+from django.utils.dateparse import parse_datetime
 from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import (
     OpenApiExample,
     OpenApiParameter,
     PolymorphicProxySerializer,
     extend_schema,
+    extend_schema_view,
     inline_serializer,
 )
 from rest_framework import exceptions, generics, serializers
@@ -41,8 +43,9 @@ from learning.tasks import otel_traces_assemble
 from registry.models import ContractVersion
 from registry.revision import revision_current
 from registry.selectors import alias_map, risk_ranks
+from sources.declared import SERVER_NAME
 
-from . import exports, otlp, webhooks
+from . import exports, otlp, subregistry, webhooks
 from .auth import HasScope, IsRuntimeOrStaff, Runtime
 from .caching import ConditionalMixin, ProcessCache
 from .causal import ProducerIndex, filter_tools
@@ -51,13 +54,15 @@ from .filters import ContractFilter
 from .models import RuntimeToken
 from .parsers import StrictJSONParser
 from .planning import validate_plan
-from .selectors import version_history, visible_versions
+from .selectors import mcp_servers_visible, version_history, visible_versions
 from .serializers import (
     AnthropicTool,
     ContractSerializer,
     ErrorSerializer,
     FilterRequest,
     FilterResponse,
+    McpServerList,
+    McpServerResponse,
     MCPToolList,
     OpenAIResponsesTool,
     OpenAITool,
@@ -591,3 +596,161 @@ class OTLPTraceView(RuntimeView):
         for name, value in headers.items():
             response[name] = value
         return response
+
+
+MCP_REGISTRY_PAGE = 30  # the official registry's default page
+MCP_REGISTRY_MAX_PAGE = 100
+MCP_SERVER_NAME = OpenApiParameter(
+    "name",
+    str,
+    OpenApiParameter.PATH,
+    description="The server's name, URL-encoded (tool-contract-registry%2Facme).",
+)
+INCLUDE_DELETED = OpenApiParameter(
+    "include_deleted", bool, description="Accepted for the API's sake: no server is deleted here."
+)
+
+
+class McpRegistryView(ConditionalMixin, RuntimeView):
+    """The MCP Registry API's reads (``/v0/``, ``/v0.1/``): the MCP servers the caller may use,
+    each with its approved tools and their pins (``api/subregistry.py``)."""
+
+    query_parameters: tuple[str, ...] = ("include_deleted",)
+
+    def served(self, name: str) -> subregistry.ServedServer:
+        namespace, _, local_name = name.partition("/")
+        # A name no server can have is not looked up (the database refuses some, such as NUL).
+        if namespace == subregistry.NAMESPACE and SERVER_NAME.fullmatch(local_name):
+            found = mcp_servers_visible(self.application, name=local_name)
+            if found:
+                return found[0]
+        raise Http404
+
+    def initial(self, request, *args, **kwargs):
+        super().initial(request, *args, **kwargs)
+        include_deleted = request.query_params.get("include_deleted", "false").lower()
+        if include_deleted not in ("true", "false"):
+            raise ValidationError({"include_deleted": ["must be true or false"]})
+
+
+@extend_schema(
+    tags=["mcp-registry"],
+    parameters=[
+        OpenApiParameter("cursor", str, description="metadata.nextCursor of the previous page."),
+        OpenApiParameter(
+            "limit",
+            int,
+            description=f"Servers per page, 1 to {MCP_REGISTRY_MAX_PAGE} "
+            f"(default {MCP_REGISTRY_PAGE}).",
+        ),
+        OpenApiParameter("search", str, description="A substring of the name or description."),
+        OpenApiParameter("version", str, description="latest, or one exact version."),
+        OpenApiParameter(
+            "updated_since", OpenApiTypes.DATETIME, description="RFC 3339: servers changed since."
+        ),
+        INCLUDE_DELETED,
+    ],
+    responses={200: McpServerList, 304: None, **ERRORS},
+)
+@extend_schema_view(get=extend_schema(operation_id="mcp_registry_servers_list"))
+class McpServerListView(McpRegistryView):
+    """The MCP servers the caller may use, with their approved tools and pins (MCP Registry API)."""
+
+    query_parameters = ("cursor", "limit", "search", "version", "updated_since", "include_deleted")
+
+    def read(self, request):
+        params = request.query_params
+        limit = params.get("limit", str(MCP_REGISTRY_PAGE))
+        if (
+            not limit.isascii()
+            or not limit.isdigit()
+            or not 1 <= int(limit) <= MCP_REGISTRY_MAX_PAGE
+        ):
+            raise ValidationError({"limit": [f"a whole number from 1 to {MCP_REGISTRY_MAX_PAGE}"]})
+        since = None
+        if "updated_since" in params:
+            try:
+                since = parse_datetime(params["updated_since"])
+            except ValueError:
+                since = None
+            if since is None or since.tzinfo is None:
+                raise ValidationError(
+                    {"updated_since": ["an RFC 3339 date and time with its offset"]}
+                )
+        page = subregistry.servers_page(
+            mcp_servers_visible(self.application),
+            cursor=params.get("cursor", ""),
+            limit=int(limit),
+            search=params.get("search", ""),
+            version=params.get("version", ""),
+            updated_since=since,
+        )
+        metadata: dict = {"count": len(page.servers)}
+        if page.next_cursor:
+            metadata["nextCursor"] = page.next_cursor
+        servers = [subregistry.server_response(server) for server in page.servers]
+        return Response({"servers": servers, "metadata": metadata})
+
+
+@extend_schema(
+    tags=["mcp-registry"],
+    parameters=[MCP_SERVER_NAME, INCLUDE_DELETED],
+    responses={200: McpServerList, 304: None, **ERRORS},
+)
+@extend_schema_view(get=extend_schema(operation_id="mcp_registry_server_versions"))
+class McpServerVersionsView(McpRegistryView):
+    """A server's versions: the one it is served in (MCP Registry API)."""
+
+    def read(self, request, name: str):
+        server = self.served(name)
+        return Response(
+            {"servers": [subregistry.server_response(server)], "metadata": {"count": 1}}
+        )
+
+
+@extend_schema(
+    tags=["mcp-registry"],
+    parameters=[
+        MCP_SERVER_NAME,
+        OpenApiParameter(
+            "version", str, OpenApiParameter.PATH, description="latest, or its version."
+        ),
+        INCLUDE_DELETED,
+    ],
+    responses={200: McpServerResponse, 304: None, **ERRORS},
+)
+@extend_schema_view(get=extend_schema(operation_id="mcp_registry_server_version"))
+class McpServerVersionView(McpRegistryView):
+    """One version of a server, or ``latest`` (MCP Registry API)."""
+
+    def read(self, request, name: str, version: str = subregistry.LATEST):
+        server = self.served(name)
+        if version not in (subregistry.LATEST, server.version):
+            raise Http404
+        return Response(subregistry.server_response(server))
+
+
+@extend_schema(
+    tags=["mcp-registry"],
+    parameters=[MCP_SERVER_NAME, INCLUDE_DELETED],
+    responses={200: McpServerResponse, 304: None, **ERRORS},
+)
+@extend_schema_view(get=extend_schema(operation_id="mcp_registry_v0_server"))
+class McpServerLatestView(McpServerVersionView):
+    """A server's latest version: the API's form before /versions/latest, kept under /v0/."""
+
+
+# The same reads under /v0/, the API's development path: their own operation ids.
+@extend_schema_view(get=extend_schema(operation_id="mcp_registry_v0_servers_list"))
+class McpServerListV0View(McpServerListView):
+    pass
+
+
+@extend_schema_view(get=extend_schema(operation_id="mcp_registry_v0_server_versions"))
+class McpServerVersionsV0View(McpServerVersionsView):
+    pass
+
+
+@extend_schema_view(get=extend_schema(operation_id="mcp_registry_v0_server_version"))
+class McpServerVersionV0View(McpServerVersionView):
+    pass

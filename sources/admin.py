@@ -46,6 +46,7 @@ class McpServerAdmin(admin.ModelAdmin[McpServer]):
     readonly_fields = (
         "transport",
         "command_line",
+        "registry_origin",
         "schedule",
         "last_sync_at",
         "last_sync_duration_ms",
@@ -55,7 +56,20 @@ class McpServerAdmin(admin.ModelAdmin[McpServer]):
         "last_sync_report",
     )
     fieldsets = (
-        (None, {"fields": ("name", "transport", "command_line", "url", "headers", "enabled")}),
+        (
+            None,
+            {
+                "fields": (
+                    "name",
+                    "transport",
+                    "command_line",
+                    "url",
+                    "headers",
+                    "enabled",
+                    "registry_origin",
+                )
+            },
+        ),
         ("Who sees its tools", {"fields": ("applications",)}),
         (
             "Last sync",
@@ -95,6 +109,13 @@ class McpServerAdmin(admin.ModelAdmin[McpServer]):
     @admin.display(description="command")
     def command_line(self, obj: McpServer) -> str:
         return shlex.join(obj.command) if obj.command else "-"
+
+    @admin.display(description="from an MCP registry")
+    def registry_origin(self, obj: McpServer) -> str:
+        entry = obj.registry_entry
+        if not entry:
+            return "-"
+        return f"{entry['name']} {entry['version']} at {entry['registry']}: {entry['source']}"
 
     @admin.action(description="Sync now", permissions=["change"])
     def sync_now(self, request, queryset) -> None:

@@ -44,7 +44,7 @@ from reviews.services import (
 )
 from reviews.shapes import TicketEvidence
 
-from . import client
+from . import client, mcp_registry
 from .compat import compatibility
 from .declared import (
     Declared,
@@ -107,10 +107,12 @@ def mcp_server_add(
     headers: dict[str, str] | None = None,
     env: dict[str, str] | None = None,
     applications: list[str] | None = None,
+    registry_entry: dict[str, Any] | None = None,
 ) -> McpServer:
     """A new server (stdio with ``command``, or streamable HTTP at ``url``, or the legacy
     HTTP+SSE transport with ``legacy_sse``) and its schedule. Only operators call this with a
-    command or an environment (``env``: {NAME: ENV_VAR}): the admin cannot set them."""
+    command or an environment (``env``: {NAME: ENV_VAR}): the admin cannot set them.
+    ``registry_entry`` records where a server read from an MCP registry came from."""
     transport = McpServer.Transport.SSE if legacy_sse else McpServer.Transport.HTTP
     server = McpServer(
         name=name,
@@ -119,6 +121,7 @@ def mcp_server_add(
         url=url,
         headers=dict(headers or {}),
         env=dict(env or {}),
+        registry_entry=dict(registry_entry or {}),
     )
     server.full_clean()
     found = _applications(applications or [])
@@ -126,6 +129,52 @@ def mcp_server_add(
     server.applications.set(found)
     mcp_server_schedule(server=server)
     return server
+
+
+def mcp_server_add_from_registry(
+    *,
+    name: str,
+    server_name: str,
+    registry: str,
+    version: str = "latest",
+    remote: bool = False,
+    env: dict[str, str] | None = None,
+    headers: dict[str, str] | None = None,
+    applications: list[str] | None = None,
+) -> tuple[McpServer, mcp_registry.Setup]:
+    """A new server as an MCP registry describes it (``sources/mcp_registry.py``): its
+    ``server.json`` is read first, outside any transaction (a slow registry holds no lock), and
+    turned into a command or a URL; the variables and headers it needs are read from the
+    worker's ``MCP_<NAME>_<VARIABLE>`` variables unless ``env``/``headers`` name others.
+    Raises ``RegistryError`` when the registry or its answer cannot be used."""
+    server_json = mcp_registry.server_read(
+        registry,
+        server_name,
+        version,
+        limits=mcp_registry.Limits(
+            timeout=settings.MCP_REGISTRY_TIMEOUT_SECONDS,
+            max_bytes=settings.MCP_REGISTRY_MAX_BYTES,
+        ),
+    )
+    setup = mcp_registry.server_setup(server_json, local_name=name, remote=remote)
+    server = mcp_server_add(
+        name=name,
+        command=setup.command or None,
+        url=setup.url,
+        legacy_sse=setup.legacy_sse,
+        env={variable.name: variable.variable for variable in setup.env} | dict(env or {}),
+        headers={variable.name: variable.variable for variable in setup.headers}
+        | dict(headers or {}),
+        applications=applications,
+        registry_entry={
+            "registry": registry.rstrip("/"),
+            "name": server_json["name"],
+            "version": server_json["version"],
+            "source": setup.source,
+            "server": server_json,
+        },
+    )
+    return server, setup
 
 
 def _applications(wanted: list[str]) -> list[Application]:
@@ -157,6 +206,9 @@ def mcp_server_edit(
     elif url is not None:
         server.transport = McpServer.Transport.SSE if legacy_sse else McpServer.Transport.HTTP
         server.command, server.url, server.env = [], url, {}
+    if command is not None or url is not None:
+        # Its registry's server.json no longer says how it runs.
+        server.registry_entry = {}
     if headers is not None:
         server.headers = headers
     if env is not None:

@@ -489,6 +489,13 @@ MCP_SYNC_EVERY_MINUTES = env_value("MCP_SYNC_EVERY_MINUTES", env.int, 60)
 MCP_MAX_TEXT_CHARS = env_value("MCP_MAX_TEXT_CHARS", env.int, 8_000)
 MCP_MAX_TOOL_TEXT_CHARS = env_value("MCP_MAX_TOOL_TEXT_CHARS", env.int, 32_000)
 MCP_MAX_NEW_TOOLS_PER_SYNC = env_value("MCP_MAX_NEW_TOOLS_PER_SYNC", env.int, 20)
+# mcp_servers add --from-registry reads a server.json from an MCP registry (the official one
+# unless --registry names a sub-registry): within this time and this many bytes, no redirect.
+MCP_REGISTRY_URL = env_value(
+    "MCP_REGISTRY_URL", env.str, "https://registry.modelcontextprotocol.io"
+)
+MCP_REGISTRY_TIMEOUT_SECONDS = positive_from_env("MCP_REGISTRY_TIMEOUT_SECONDS", env.float, 15.0)
+MCP_REGISTRY_MAX_BYTES = positive_from_env("MCP_REGISTRY_MAX_BYTES", env.int, 1024 * 1024)
 
 # The MCP gateway (gateway/, manage.py mcp_gateway): where it listens, how often it re-lists an
 # upstream to check the pins of its tools, the sessions kept open per upstream, the caps every

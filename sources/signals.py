@@ -1,0 +1,19 @@
+"""An MCP server's record is part of what runtimes see: the MCP Registry API's endpoints
+(``/v0/servers``) serve it. Saving or deleting one, or changing its applications, moves the
+registry revision, so their ETags and cached bodies follow. A sync writes its own bookkeeping
+with ``update()``, which sends no signal: syncs do not move the revision by themselves.
+"""
+
+from django.db.models.signals import m2m_changed, post_delete, post_save
+
+from registry.signals import revision_bump_on_change
+
+from .models import McpServer
+
+post_save.connect(revision_bump_on_change, sender=McpServer, dispatch_uid="revision-mcp-save")
+post_delete.connect(revision_bump_on_change, sender=McpServer, dispatch_uid="revision-mcp-delete")
+m2m_changed.connect(
+    revision_bump_on_change,
+    sender=McpServer.applications.through,
+    dispatch_uid="revision-mcp-applications",
+)

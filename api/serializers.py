@@ -251,7 +251,7 @@ class MCPToolList(serializers.Serializer[dict[str, Any]]):
     tools = MCPTool(many=True)
 
 
-class McpServerDetail(serializers.Serializer):
+class McpServerDetail(serializers.Serializer[dict[str, Any]]):
     """A server.json: the MCP Registry API's ``ServerDetail``."""
 
     name = serializers.CharField(help_text="tool-contract-registry/<server>")
@@ -267,7 +267,7 @@ class McpServerDetail(serializers.Serializer):
     remotes = serializers.ListField(child=serializers.DictField(), required=False)
 
 
-class McpServerResponse(serializers.Serializer):
+class McpServerResponse(serializers.Serializer[dict[str, Any]]):
     """The MCP Registry API's ``ServerResponse``."""
 
     server = McpServerDetail()
@@ -278,14 +278,14 @@ class McpServerResponse(serializers.Serializer):
     )
 
 
-class McpServerListMetadata(serializers.Serializer):
+class McpServerListMetadata(serializers.Serializer[dict[str, Any]]):
     nextCursor = serializers.CharField(  # noqa: N815
         required=False, help_text="The cursor of the next page; absent on the last one."
     )
     count = serializers.IntegerField(help_text="Servers on this page.")
 
 
-class McpServerList(serializers.Serializer):
+class McpServerList(serializers.Serializer[dict[str, Any]]):
     """The MCP Registry API's ``ServerList``."""
 
     servers = McpServerResponse(many=True)

@@ -685,7 +685,7 @@ class McpServerListView(McpRegistryView):
             version=params.get("version", ""),
             updated_since=since,
         )
-        metadata: dict = {"count": len(page.servers)}
+        metadata: dict[str, Any] = {"count": len(page.servers)}
         if page.next_cursor:
             metadata["nextCursor"] = page.next_cursor
         servers = [subregistry.server_response(server) for server in page.servers]

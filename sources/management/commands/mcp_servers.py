@@ -134,7 +134,7 @@ class Command(BaseCommand):
             )
         self.stdout.write(f"Added {server.name} ({server.get_transport_display()}){_every(server)}")
 
-    def add_from_registry(self, options: dict) -> None:
+    def add_from_registry(self, options: dict[str, Any]) -> None:
         registry = options["registry"] or settings.MCP_REGISTRY_URL
         with _refusals():
             server, setup = mcp_server_add_from_registry(

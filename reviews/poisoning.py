@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import base64
 import binascii
+import bisect
 import json
 import re
 import unicodedata
@@ -1109,11 +1110,10 @@ def _split_flags(document: Mapping[str, Any]) -> list[LocatedFlag]:
     for finding in _findings(joined, hidden):
         if finding.code != "instruction_to_model":
             continue
-        inside = [
-            index
-            for index, start in enumerate(offsets)
-            if finding.start < start + len(parts[index][1]) and start < finding.end
-        ]
+        # The texts the match touches: from the one it starts in to the one it ends in.
+        first = bisect.bisect_right(offsets, finding.start) - 1
+        last = bisect.bisect_left(offsets, finding.end) - 1
+        inside = list(range(first, last + 1))
         if len(inside) < 2:
             continue  # within one text, where that text's own check reports it
         where = " + ".join(parts[index][0] for index in inside)

@@ -512,6 +512,10 @@ PATTERN_CODES = {"addresses_model": "note_to_model"}
 # the secrets that "include the API keys" would leak.
 NEGATABLE = frozenset({"secret_harvesting", "exfiltration", "sensitive_files"})
 _NEGATION = re.compile(r"\b(?:not|never|no|nor|avoid|without|don'?t|doesn'?t|won'?t|cannot)\b")
+# ...unless the negation is itself negated: "don't forget to include the API keys".
+_NEGATED_NEGATION = re.compile(
+    r"\b(?:forget|fail|hesitate|neglect|omit|skip|miss)\w*\b|\bwithout\s+fail\b"
+)
 _NEGATION_REACH = 40
 
 _PATTERN_FLAGS = re.IGNORECASE | re.MULTILINE | re.DOTALL
@@ -754,8 +758,9 @@ def _pattern_findings(
 def _negated(text: str, start: int) -> bool:
     """Whether the clause before ``start`` says not to: "Do not include API keys"."""
     before = text[max(0, start - _NEGATION_REACH) : start]
-    clause = re.split(r"[.!?;:\n]", before)[-1]
-    return _NEGATION.search(clause.lower()) is not None
+    clause = re.split(r"[.!?;:\n]", before)[-1].lower()
+    negation = _NEGATION.search(clause)
+    return negation is not None and not _NEGATED_NEGATION.search(clause, negation.end())
 
 
 # Leetspeak: digits and symbols standing for letters inside a word that has letters too

@@ -21,7 +21,7 @@ from registry.contract import BOOKKEEPING_KEYS, FIELDS, FIELDS_BY_NAME, empty_va
 from registry.cost import cost_changed
 from registry.schema_limits import DEFINITIONS, ONE_SUBSCHEMA, SUBSCHEMA_LISTS
 
-from .poisoning import Flag, LocatedFlag, poisoning_flags, visible
+from .poisoning import Flag, LocatedFlag, Severity, contract_flags, poisoning_flags, visible
 
 
 class FieldDiff(TypedDict, total=False):
@@ -229,6 +229,9 @@ def contract_diff(
         entry["proposed_json"] = _as_json(after)
         fields.append(entry)
     flags = [flag for entry in fields for flag in entry["flags"]]
+    # What only the whole contract shows: an instruction split across its texts, annotations
+    # that contradict its description.
+    flags += contract_flags(proposed_doc, base=base_doc if base is not None else None)
     loosened = [item for entry in fields for item in entry.get("loosened", [])]
     return {
         "changed": bool(fields),
@@ -269,6 +272,7 @@ def widened_hints(base: Any, proposed: Any) -> list[LocatedFlag]:
     return [
         LocatedFlag(
             code="hint_widened",
+            severity=Severity.ALARM.value,
             message=f"{hint}: {meaning}; the change is judged at the higher risk",
             excerpt=f"{hint}: {_hint_text(old, hint)} → {_hint_text(new, hint)}",
             field="annotations",

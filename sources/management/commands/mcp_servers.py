@@ -100,7 +100,7 @@ class Command(BaseCommand):
             "--approve",
             action="store_true",
             help="Trust on first use: publish tools seen for the first time (audited), except "
-            "those with poisoning flags, which stay open for a reviewer.",
+            "those with a poisoning alarm, which stay open for a reviewer.",
         )
 
     def handle(self, *args, **options) -> None:

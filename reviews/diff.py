@@ -19,6 +19,7 @@ from typing import Any, Required, TypedDict
 
 from registry.contract import BOOKKEEPING_KEYS, FIELDS, FIELDS_BY_NAME, empty_value
 from registry.cost import cost_changed
+from registry.risk_order import DEFAULT_RISK_RANK
 
 from .poisoning import Flag, LocatedFlag, poisoning_flags, visible
 from .schema_changes import SchemaNode, flatten, join, node_changes
@@ -75,7 +76,6 @@ class ContractDiff(TypedDict):
     loosened: list[dict[str, str]]
 
 
-DEFAULT_RISK_RANK = {"low": 1, "medium": 2, "high": 3}
 # The schemas whose loosening (a required argument made optional, a type or enum widened, a
 # bound dropped...) changes what a call must carry, so needs a person (``loosened``).
 CALL_SCHEMAS = frozenset({"input_schema"})

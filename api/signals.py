@@ -4,7 +4,6 @@ moves, the applications' bundles of hot read bodies are rendered again (``api/bu
 
 from typing import Any
 
-from django.db import transaction
 from django.db.models.signals import post_delete, post_save
 
 from registry.events import contract_published
@@ -33,7 +32,7 @@ revision_changed.connect(bundles_render_on_change, dispatch_uid="api-bundles-ren
 def webhooks_on_publication(*, version_id: int, **kwargs: Any) -> None:
     """After a publication commits: record a delivery per subscribed webhook, then queue them."""
     delivery_ids = webhook_deliveries_create(version_id=version_id)
-    transaction.on_commit(lambda: webhook_deliveries_queue(delivery_ids))
+    webhook_deliveries_queue(delivery_ids)
 
 
 contract_published.connect(webhooks_on_publication, dispatch_uid="api-webhooks")

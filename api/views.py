@@ -6,6 +6,7 @@ URL, so a conditional GET is answered 304 before any contract row is read.
 
 import logging
 import math
+from functools import partial
 
 from django.conf import settings
 from django.core.exceptions import RequestDataTooBig
@@ -15,7 +16,6 @@ from django.db import (
     InterfaceError,
     OperationalError,
     connection,
-    transaction,
 )
 from django.http import Http404, HttpResponse
 from drf_spectacular.types import OpenApiTypes
@@ -38,6 +38,7 @@ from learning.otel import spans_decode
 from learning.otel_ingest import BufferFull, spans_receive
 from learning.tasks import otel_traces_assemble
 from registry.models import ContractVersion
+from registry.queueing import task_send_on_commit
 from registry.revision import revision_current
 from registry.selectors import alias_map, risk_ranks
 
@@ -472,7 +473,7 @@ class WebhookTestView(RuntimeView):
             webhooks.webhook_test_send(webhook=webhook).pk
             for webhook in application.webhooks.filter(enabled=True)
         ]
-        transaction.on_commit(lambda: webhooks.webhook_deliveries_queue(ids))
+        webhooks.webhook_deliveries_queue(ids)
         return Response({"deliveries": ids}, status=202)
 
 
@@ -480,15 +481,6 @@ OTLP_ERRORS = (400, 401, 403, 413, 415, 429, 503)
 OTLPStatus = inline_serializer(
     "OTLPStatus", {"code": serializers.IntegerField(), "message": serializers.CharField()}
 )
-
-
-def _assembly_queue() -> None:
-    """Queue an assembly of the traces just completed. The spans are stored already: a broker
-    that refuses the message costs nothing more, as the periodic assembly takes them."""
-    try:
-        otel_traces_assemble.apply_async(countdown=settings.OTLP_SETTLE_SECONDS + 1, retry=False)
-    except Exception as exc:  # the broker's errors vary by transport; the commit stands
-        logger.warning("OTLP assembly not queued: %s: %s", type(exc).__name__, exc)
 
 
 @extend_schema(
@@ -541,7 +533,9 @@ class OTLPTraceView(RuntimeView):
             raise otlp.OTLPError(429, str(exc), {"Retry-After": str(exc.retry_after)}) from None
         if received.complete:
             # Assembled once the trace has settled; the periodic run catches a lost message.
-            transaction.on_commit(_assembly_queue)
+            countdown = settings.OTLP_SETTLE_SECONDS + 1
+            send = partial(otel_traces_assemble.apply_async, countdown=countdown, retry=False)
+            task_send_on_commit(send, what="OTLP assembly")
         content = otlp.export_response(
             media, rejected=received.rejected, message=received.message()
         )

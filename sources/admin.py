@@ -8,8 +8,10 @@ import shlex
 from functools import partial
 
 from django.contrib import admin, messages
-from django.db import models, transaction
+from django.db import models
 from django.utils.html import escape
+
+from registry.queueing import task_send_on_commit
 
 from .models import DeclaredTool, McpServer
 from .tasks import mcp_server_sync
@@ -100,7 +102,9 @@ class McpServerAdmin(admin.ModelAdmin):
     def sync_now(self, request, queryset) -> None:
         ids = list(queryset.filter(enabled=True).values_list("pk", flat=True))
         for server_id in ids:
-            transaction.on_commit(partial(mcp_server_sync.delay, server_id))
+            task_send_on_commit(
+                partial(mcp_server_sync.delay, server_id), what=f"sync of MCP server {server_id}"
+            )
         self.message_user(
             request, f"Queued a sync of {len(ids)} enabled server(s).", messages.SUCCESS
         )

@@ -2,6 +2,7 @@ from django.apps import AppConfig
 from django.conf import settings
 
 from .risk import lexicon_configure
+from .signals import tool_stats_changed
 
 
 class LearningConfig(AppConfig):
@@ -12,7 +13,7 @@ class LearningConfig(AppConfig):
         # An operator's verb lexicon is read now: a bad file stops start-up with its reason.
         lexicon_configure(extra=settings.RISK_VERBS_FILE or None)
 
-        from .signals import tool_stats_changed
+        # Receivers connect once the app registry is ready: Django's documented place.
         from .tasks import tool_refresh_soon
 
         tool_stats_changed.connect(tool_refresh_soon, dispatch_uid="learning-refresh-soon")

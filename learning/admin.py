@@ -43,8 +43,7 @@ from .selectors import (
     tool_health,
     trace_states_whole,
 )
-
-RUN_JSON = ("args", "state_before", "state_after", "output")
+from .traces import JSON_FIELDS
 
 
 class ReadOnlyAdmin(admin.ModelAdmin):
@@ -61,7 +60,7 @@ def pretty(value) -> str:
 
 def stored_text(obj: Model, field: str) -> str | None:
     """A JSON field as the database returned its text (the list and page annotate each of
-    ``RUN_JSON`` as ``<field>_text``): read without Python's recursive parser."""
+    ``JSON_FIELDS`` as ``<field>_text``): read without Python's recursive parser."""
     return getattr(obj, f"{field}_text")
 
 
@@ -185,8 +184,8 @@ class TraceAdmin(ReadOnlyAdmin):
         return (
             super()
             .get_queryset(request)
-            .defer(*RUN_JSON)
-            .annotate(**{f"{name}_text": Cast(name, TextField()) for name in RUN_JSON})
+            .defer(*JSON_FIELDS)
+            .annotate(**{f"{name}_text": Cast(name, TextField()) for name in JSON_FIELDS})
         )
 
     def get_ordering(self, request):

@@ -35,14 +35,11 @@ from .models import ToolStats, Trace
 from .otel import states_shared, states_whole
 from .outputs import output_batch_budget, output_checker
 from .signals import tool_stats_changed
-from .traces import trace_parse
+from .traces import JSON_FIELDS, STEP_COLUMNS, trace_parse
 
 logger = logging.getLogger(__name__)
 FOLD_BATCH = 5000
-TRACE_FIELDS = [
-    "trace_id", "step", "status", "args", "state_before", "state_after", "duration_ms",
-    "application_id", "output", "occurred_at",
-]  # fmt: skip
+TRACE_FIELDS = [*STEP_COLUMNS, "application_id"]
 
 
 @dataclass
@@ -211,9 +208,8 @@ def _reconstruct(
         stored = (
             Trace.objects.filter(owner, trace_id__in=later)
             .order_by("trace_id", "step")
-            .values("trace_id", "step", "tool_name", "args", "output", "status",
-                    "state_before", "state_after")[: MAX_EARLIER_STEPS * len(later)]
-        )  # fmt: skip
+            .values(*STEP_COLUMNS)[: MAX_EARLIER_STEPS * len(later)]
+        )
         for stored_step in stored:
             if stored_step["step"] < later[stored_step["trace_id"]]:
                 earlier.setdefault(stored_step["trace_id"], []).append(
@@ -343,11 +339,9 @@ def _claim_inserted(
 
 
 TRACE_COLUMNS = [
-    "trace_id", "step", "tool_name", "tool_id", "unknown_tool", "args", "status", "state_before",
-    "state_after", "output", "error", "duration_ms", "occurred_at", "received_at",
-    "application_id", "aggregated",
+    *STEP_COLUMNS, "tool_id", "unknown_tool", "received_at", "application_id", "aggregated",
 ]  # fmt: skip
-JSON_COLUMNS = {"args", "state_before", "state_after", "output"}
+JSON_COLUMNS = frozenset(JSON_FIELDS)
 
 
 # A JSON value of at most this many nodes is encoded in one piece by the C encoder, which holds

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterable, Mapping
-from typing import Any, NamedTuple, TypeGuard
+from typing import Any, NamedTuple, Protocol, TypeGuard
 
 from registry.schema_limits import DEFINITIONS, ONE_SUBSCHEMA, SUBSCHEMA_LISTS
 
@@ -52,6 +52,12 @@ class SchemaChange(NamedTuple):
     message: str
     breaks: bool
     loosens: bool
+
+
+class _Note(Protocol):
+    def __call__(
+        self, path: str, kind: str, message: str, *, breaks: bool, loosens: bool
+    ) -> None: ...
 
 
 def join(parent: str, segment: str) -> str:
@@ -174,7 +180,7 @@ def node_changes(
     return found
 
 
-def _node_changes(path: str, old: SchemaNode, new: SchemaNode, note: Any) -> None:
+def _node_changes(path: str, old: SchemaNode, new: SchemaNode, note: _Note) -> None:
     if isinstance(old.own, bool) or isinstance(new.own, bool):
         if (
             old.own is False
@@ -225,7 +231,7 @@ def _covered(kind: str, kinds: set[str]) -> bool:
     return kind in kinds or (kind == "integer" and "number" in kinds)
 
 
-def _type_changes(path: str, old: Mapping, new: Mapping, note: Any) -> None:
+def _type_changes(path: str, old: Mapping, new: Mapping, note: _Note) -> None:
     old_types, new_types = types(old.get("type")), types(new.get("type"))
     if old_types is None and new_types is None:
         return
@@ -241,25 +247,17 @@ def _type_changes(path: str, old: Mapping, new: Mapping, note: Any) -> None:
     if old_types is None:
         note(path, "type", f"type set to {sorted(new_types)}", breaks=True, loosens=False)
         return
-    if any(not _covered(kind, new_types) for kind in old_types):
-        note(
-            path,
-            "type",
-            f"type narrowed: {sorted(old_types)} to {sorted(new_types)}",
-            breaks=True,
-            loosens=False,
-        )
-    if any(not _covered(kind, old_types) for kind in new_types):
-        note(
-            path,
-            "type",
-            f"type widened: {sorted(old_types)} to {sorted(new_types)}",
-            breaks=False,
-            loosens=True,
-        )
+    change = f"{sorted(old_types)} to {sorted(new_types)}"
+    # A type the old schema took and the new one refuses narrows; the reverse widens.
+    for verb, kinds, other, breaks in (
+        ("narrowed", old_types, new_types, True),
+        ("widened", new_types, old_types, False),
+    ):
+        if any(not _covered(kind, other) for kind in kinds):
+            note(path, "type", f"type {verb}: {change}", breaks=breaks, loosens=not breaks)
 
 
-def _enum_changes(path: str, old: Mapping, new: Mapping, note: Any) -> None:
+def _enum_changes(path: str, old: Mapping, new: Mapping, note: _Note) -> None:
     before, after = old.get("enum"), new.get("enum")
     if isinstance(before, list) and not isinstance(after, list):
         note(path, "enum", "enum removed: any value is accepted", breaks=False, loosens=True)
@@ -279,7 +277,7 @@ def _enum_changes(path: str, old: Mapping, new: Mapping, note: Any) -> None:
         note(path, "enum", f"enum widened by {shown}", breaks=False, loosens=True)
 
 
-def _bound_changes(path: str, old: Mapping, new: Mapping, note: Any) -> None:
+def _bound_changes(path: str, old: Mapping, new: Mapping, note: _Note) -> None:
     for keyword in (*LOWER_BOUNDS, *UPPER_BOUNDS):
         before, after = old.get(keyword), new.get(keyword)
         if not _is_number(before):
@@ -299,7 +297,7 @@ def _bound_changes(path: str, old: Mapping, new: Mapping, note: Any) -> None:
             note(path, keyword, message, breaks=False, loosens=True)
 
 
-def _assertion_changes(path: str, old: Mapping, new: Mapping, note: Any) -> None:
+def _assertion_changes(path: str, old: Mapping, new: Mapping, note: _Note) -> None:
     for keyword in OPAQUE_ASSERTIONS:
         if old.get(keyword) == new.get(keyword):
             continue

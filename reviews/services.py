@@ -295,16 +295,13 @@ def review_reject(
     )
     if claimed != 1:
         raise ReviewError(f"Ticket #{ticket.pk} was already decided.")
-    ContractVersion.objects.filter(
-        pk=seen.version_id, status=ContractVersion.Status.PROPOSED
-    ).update(status=ContractVersion.Status.REJECTED)
-    ticket.refresh_from_db()
-    audit_record(
-        AuditEntry.Action.REJECTED,
+    _proposal_closed(
+        ticket,
+        version_id=seen.version_id,
+        status=ContractVersion.Status.REJECTED,
+        action=AuditEntry.Action.REJECTED,
         actor=reviewer,
-        ticket=ticket,
-        version=ticket.proposed,
-        detail={"reason": ticket.reason},
+        reason=reason.strip(),
     )
     transaction.on_commit(lambda: _notify_proposer(ticket.pk))
     return ticket
@@ -426,18 +423,35 @@ def ticket_withdraw(*, ticket: ReviewTicket, reason: str) -> bool:
     )
     if claimed != 1:
         return False
-    ContractVersion.objects.filter(
-        pk=ticket.proposed_id, status=ContractVersion.Status.PROPOSED
-    ).update(status=ContractVersion.Status.SUPERSEDED)
-    ticket.refresh_from_db()
-    audit_record(
-        AuditEntry.Action.WITHDRAWN,
+    _proposal_closed(
+        ticket,
+        version_id=ticket.proposed_id,
+        status=ContractVersion.Status.SUPERSEDED,
+        action=AuditEntry.Action.WITHDRAWN,
         actor=None,
-        ticket=ticket,
-        version=ticket.proposed,
-        detail={"reason": reason},
+        reason=reason,
     )
     return True
+
+
+def _proposal_closed(
+    ticket: ReviewTicket,
+    *,
+    version_id: int,
+    status: str,
+    action: str,
+    actor: User | None,
+    reason: str,
+) -> None:
+    """After a claim closed ``ticket``: its proposal, if still proposed, takes ``status``, and
+    the decision is audited with ``reason``. ``ticket`` is read again."""
+    ContractVersion.objects.filter(pk=version_id, status=ContractVersion.Status.PROPOSED).update(
+        status=status
+    )
+    ticket.refresh_from_db()
+    audit_record(
+        action, actor=actor, ticket=ticket, version=ticket.proposed, detail={"reason": reason}
+    )
 
 
 def _notify_proposer(ticket_id: int) -> None:

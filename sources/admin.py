@@ -31,6 +31,18 @@ class DeclaredToolInline(admin.TabularInline):
         return False
 
 
+# What the last sync left: read-only, shown together.
+LAST_SYNC_FIELDS = (
+    "schedule",
+    "last_sync_at",
+    "last_sync_duration_ms",
+    "last_sync_outcome",
+    "last_sync_error",
+    "tool_count",
+    "last_sync_report",
+)
+
+
 @admin.register(McpServer)
 class McpServerAdmin(admin.ModelAdmin):
     list_display = (
@@ -45,34 +57,11 @@ class McpServerAdmin(admin.ModelAdmin):
     list_filter = ("transport", "enabled", "last_sync_outcome")
     search_fields = ("name",)
     filter_horizontal = ("applications",)
-    readonly_fields = (
-        "transport",
-        "command_line",
-        "schedule",
-        "last_sync_at",
-        "last_sync_duration_ms",
-        "last_sync_outcome",
-        "last_sync_error",
-        "tool_count",
-        "last_sync_report",
-    )
+    readonly_fields = ("transport", "command_line", *LAST_SYNC_FIELDS)
     fieldsets = (
         (None, {"fields": ("name", "transport", "command_line", "url", "headers", "enabled")}),
         ("Who sees its tools", {"fields": ("applications",)}),
-        (
-            "Last sync",
-            {
-                "fields": (
-                    "schedule",
-                    "last_sync_at",
-                    "last_sync_duration_ms",
-                    "last_sync_outcome",
-                    "last_sync_error",
-                    "tool_count",
-                    "last_sync_report",
-                )
-            },
-        ),
+        ("Last sync", {"fields": LAST_SYNC_FIELDS}),
     )
     formfield_overrides = {models.URLField: {"assume_scheme": "https"}}
     inlines = (DeclaredToolInline,)

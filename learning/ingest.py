@@ -23,6 +23,7 @@ from django.db import connection, transaction
 from django.db.models import Q
 from django.utils import timezone
 
+from registry.jsonlimits import more_nodes_than
 from registry.models import Application, ContractVersion, Tool
 from registry.selectors import alias_map, tool_names_visible
 
@@ -363,7 +364,11 @@ def _copy_pieces(row: dict) -> Iterator[str]:
     line: list[str] = []
     for column in TRACE_COLUMNS:
         value = row.get(column)
-        if column in JSON_COLUMNS and value is not None and not _json_is_small(value):
+        if (
+            column in JSON_COLUMNS
+            and value is not None
+            and more_nodes_than(value, SMALL_JSON_NODES)
+        ):
             yield "\t".join([*line, ""])  # the columns before it, and a tab
             for chunk in _STREAMING_ENCODER.iterencode(value):
                 yield chunk.replace("\\", "\\\\")
@@ -383,24 +388,6 @@ def _copy_text(column: str, value: Any) -> str:
     if isinstance(value, datetime):
         return value.isoformat()
     return str(value).translate(_COPY_ESCAPES)
-
-
-def _json_is_small(value: Any) -> bool:
-    """Whether ``value`` has at most ``SMALL_JSON_NODES`` nodes (counting stops there)."""
-    pending, nodes = [value], 1
-    while pending:
-        item = pending.pop()
-        if isinstance(item, dict):
-            children: Collection[Any] = item.values()
-        elif isinstance(item, list):
-            children = item
-        else:
-            continue
-        nodes += len(children)
-        if nodes > SMALL_JSON_NODES:
-            return False
-        pending.extend(children)
-    return True
 
 
 def _insert_returning(rows: list[dict]) -> list[tuple[str, int]]:

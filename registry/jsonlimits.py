@@ -1,17 +1,35 @@
-"""How deep a JSON value nests, asked without recursion.
+"""How deep a JSON value nests and how many nodes it has, asked without recursion.
 
-Pure Python (no Django). A recursive walk would hit the very limit it guards against, so
-``deeper_than`` keeps its own stack: any depth is safe, and it stops at the first container
-past the limit.
+Pure Python (no Django). A recursive walk would hit the very limit it guards against, so each
+walk keeps its own stack: any depth is safe, and it stops as soon as the limit is passed.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping
 from typing import Any
 
 Path = tuple[str | int, ...]
 _Link = tuple[str | int, "_Link"] | None  # a key and its parent's link
+
+
+def more_nodes_than(value: Any, limit: int) -> bool:
+    """Whether ``value`` has more than ``limit`` nodes (itself, and every value and item in
+    its objects and arrays at any depth); counting stops past the limit."""
+    pending, nodes = [value], 1
+    while pending:
+        item = pending.pop()
+        if isinstance(item, Mapping):
+            children: Collection[Any] = item.values()
+        elif isinstance(item, list | tuple):
+            children = item
+        else:
+            continue
+        nodes += len(children)
+        if nodes > limit:
+            return True
+        pending.extend(children)
+    return nodes > limit
 
 
 def deeper_than(value: Any, limit: int) -> Path | None:

@@ -1,6 +1,6 @@
 import pytest
 
-from registry.jsonlimits import deeper_than
+from registry.jsonlimits import deeper_than, more_nodes_than
 
 
 def nested(depth: int) -> dict:
@@ -31,3 +31,12 @@ def test_it_names_where_through_objects_lists_and_tuples():
 def test_it_walks_any_depth_without_recursing():
     assert deeper_than(nested(100_000), 64) == ("a",) * 64
     assert deeper_than(nested(100_000), 100_000) is None
+
+
+def test_it_counts_every_node_at_any_depth_and_stops_past_the_limit():
+    value = {"a": [1, 2, {"b": None}], "c": "text"}  # itself, a, its 3 items, b, c: 7 nodes
+    assert not more_nodes_than(value, 7)
+    assert more_nodes_than(value, 6)
+    assert not more_nodes_than("scalar", 1) and more_nodes_than("scalar", 0)
+    assert more_nodes_than(list(range(10**6)), 256)
+    assert not more_nodes_than(nested(100_000), 100_000)

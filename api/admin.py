@@ -8,7 +8,7 @@ from .webhooks import webhook_deliveries_queue, webhook_deliveries_retry, webhoo
 
 
 @admin.register(RuntimeToken)
-class RuntimeTokenAdmin(admin.ModelAdmin):
+class RuntimeTokenAdmin(admin.ModelAdmin[RuntimeToken]):
     list_display = [
         "prefix",
         "application",
@@ -44,7 +44,7 @@ class RuntimeTokenAdmin(admin.ModelAdmin):
         self.message_user(request, f"Revoked {count} token(s).", messages.SUCCESS)
 
 
-class WebhookDeliveryInline(admin.TabularInline):
+class WebhookDeliveryInline(admin.TabularInline[WebhookDelivery, Webhook]):
     model = WebhookDelivery
     fields = ("created_at", "event", "status", "attempts", "response_code", "error", "finished_at")
     readonly_fields = fields
@@ -56,7 +56,7 @@ class WebhookDeliveryInline(admin.TabularInline):
 
 
 @admin.register(Webhook)
-class WebhookAdmin(admin.ModelAdmin):
+class WebhookAdmin(admin.ModelAdmin[Webhook]):
     list_display = ["application", "url", "events", "enabled", "created_at"]
     list_filter = ["enabled", "application"]
     list_select_related = ["application"]
@@ -79,7 +79,7 @@ class WebhookAdmin(admin.ModelAdmin):
 
 
 @admin.register(WebhookDelivery)
-class WebhookDeliveryAdmin(admin.ModelAdmin):
+class WebhookDeliveryAdmin(admin.ModelAdmin[WebhookDelivery]):
     """The delivery log: read-only."""
 
     list_display = ["created_at", "webhook", "event", "status", "attempts", "response_code"]

@@ -1,6 +1,7 @@
 """One error shape for every 4xx and 5xx: {"error": {"code", "message", "fields"}}."""
 
 import logging
+from typing import Any
 
 from django.conf import settings
 from django.core.exceptions import PermissionDenied, RequestDataTooBig
@@ -30,8 +31,8 @@ CODES = {
 
 
 def error_body(
-    status_code: int, message: str, fields: dict | None = None, code: str | None = None
-) -> dict:
+    status_code: int, message: str, fields: dict[str, Any] | None = None, code: str | None = None
+) -> dict[str, Any]:
     return {
         "error": {
             "code": code or CODES.get(status_code, "error"),
@@ -41,7 +42,7 @@ def error_body(
     }
 
 
-def error_message(body: dict) -> str:
+def error_message(body: dict[str, Any]) -> str:
     """An ``error_body`` as one sentence: its message, then each field's reasons."""
     error = body["error"]
     reasons = "; ".join(f"{name}: {' '.join(why)}" for name, why in error["fields"].items())

@@ -83,11 +83,11 @@ PLAN_SCHEMA_WORK_BUDGET = 250_000
 
 def validate_plan(
     *,
-    plan: list[dict],
-    contracts: dict[str, dict],
-    policy: dict | None,
+    plan: list[dict[str, Any]],
+    contracts: dict[str, dict[str, Any]],
+    policy: dict[str, Any] | None,
     state: State | None = None,
-    config: dict | None = None,
+    config: dict[str, Any] | None = None,
     aliases: Mapping[str, str] | None = None,
     producers: Producers | None = None,
 ) -> PlanValidation:
@@ -109,11 +109,11 @@ def _no_producers(variable: str) -> Sequence[str]:
 
 
 def _validate_plan(
-    plan: list[dict],
-    contracts: dict[str, dict],
-    policy: dict | None,
+    plan: list[dict[str, Any]],
+    contracts: dict[str, dict[str, Any]],
+    policy: dict[str, Any] | None,
     state: State | None,
-    config: dict | None,
+    config: dict[str, Any] | None,
     aliases: Mapping[str, str],
     producers: Producers,
 ) -> PlanValidation:
@@ -574,7 +574,7 @@ class _NullDropper:
             if isinstance(alternatives, list) and isinstance(value, dict | list):
                 self.choose(alternatives, value)
 
-    def choose(self, alternatives: list[Any], value: dict | list) -> None:
+    def choose(self, alternatives: list[Any], value: dict[str, Any] | list[Any]) -> None:
         if not _contains_null(value):
             return
         for alternative in alternatives:

@@ -6,6 +6,7 @@ URL, so a conditional GET is answered 304 before any contract row is read.
 
 import logging
 from functools import partial
+from typing import Any
 
 from django.conf import settings
 from django.db import (
@@ -89,7 +90,7 @@ class RuntimeView(APIView):
     def visible(self):
         return visible_versions(self.application)
 
-    def policy(self) -> dict | None:
+    def policy(self) -> dict[str, Any] | None:
         application = self.application
         if application is None:
             return None
@@ -98,7 +99,7 @@ class RuntimeView(APIView):
 
 
 @extend_schema(tags=["contracts"], responses={200: ContractSerializer(many=True), **ERRORS})
-class ToolListView(ConditionalMixin, RuntimeView, generics.ListAPIView):
+class ToolListView(ConditionalMixin, RuntimeView, generics.ListAPIView[ContractVersion]):
     """Approved contracts the caller may see, filterable and paginated."""
 
     serializer_class = ContractSerializer
@@ -123,7 +124,9 @@ class VisibleToolMixin(RuntimeView):
 
 
 @extend_schema(tags=["contracts"], responses={200: ContractSerializer, 304: None, **ERRORS})
-class ToolDetailView(ConditionalMixin, VisibleToolMixin, RuntimeView, generics.GenericAPIView):
+class ToolDetailView(
+    ConditionalMixin, VisibleToolMixin, RuntimeView, generics.GenericAPIView[ContractVersion]
+):
     """One approved contract; 404 for a tool the caller may not see (names do not leak)."""
 
     serializer_class = ContractSerializer
@@ -133,7 +136,9 @@ class ToolDetailView(ConditionalMixin, VisibleToolMixin, RuntimeView, generics.G
 
 
 @extend_schema(tags=["contracts"], responses={200: ContractSerializer(many=True), **ERRORS})
-class ToolVersionsView(ConditionalMixin, VisibleToolMixin, RuntimeView, generics.GenericAPIView):
+class ToolVersionsView(
+    ConditionalMixin, VisibleToolMixin, RuntimeView, generics.GenericAPIView[ContractVersion]
+):
     """The approved history of one visible tool, newest first."""
 
     serializer_class = ContractSerializer
@@ -159,7 +164,7 @@ EXPORT_FILTERS = [
 ]
 
 
-class ExportView(ConditionalMixin, RuntimeView, generics.GenericAPIView):
+class ExportView(ConditionalMixin, RuntimeView, generics.GenericAPIView[ContractVersion]):
     queryset = ContractVersion.objects.none()  # for the schema; reads go through selectors
     filterset_class = ContractFilter
     serializer_class = ContractSerializer
@@ -167,7 +172,7 @@ class ExportView(ConditionalMixin, RuntimeView, generics.GenericAPIView):
     def versions(self) -> list[ContractVersion]:
         return list(self.filter_queryset(self.visible().order_by("tool__name")))
 
-    def documents(self) -> list[dict]:
+    def documents(self) -> list[dict[str, Any]]:
         return [version.document() for version in self.versions()]
 
     def mandate(self) -> str:
@@ -309,7 +314,7 @@ class TraceIngestView(RuntimeView):
 class HealthView(APIView):
     """Liveness and database reachability, for load balancers and compose healthchecks."""
 
-    authentication_classes: list = []
+    authentication_classes: list[Any] = []
     permission_classes = [AllowAny]
 
     def get(self, request):

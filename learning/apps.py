@@ -1,7 +1,9 @@
+from pathlib import Path
+
 from django.apps import AppConfig
 from django.conf import settings
 
-from .risk import lexicon_configure
+from .risk import VERBS_FILE, vocabulary_load
 from .signals import tool_stats_changed
 
 
@@ -11,7 +13,9 @@ class LearningConfig(AppConfig):
 
     def ready(self) -> None:
         # An operator's verb lexicon is read now: a bad file stops start-up with its reason.
-        lexicon_configure(extra=settings.RISK_VERBS_FILE or None)
+        # Only read: the lexicon is built on first use (learning.selectors.risk_lexicon).
+        extra = [Path(settings.RISK_VERBS_FILE)] if settings.RISK_VERBS_FILE else []
+        vocabulary_load(VERBS_FILE, *extra)
 
         # Receivers connect once the app registry is ready: Django's documented place.
         from .tasks import tool_refresh_soon

@@ -26,8 +26,11 @@ Values too common to mean anything are never matched (``trivial``): null, boolea
 values, numbers of fewer than ``MIN_DIGITS`` digits, strings shorter than ``MIN_LENGTH``, and a
 single word of at most ``COMMON_WORD_LENGTH`` letters that an English dictionary (WordNet's
 lemmas, regular endings stripped) or the short list of English function words knows. Values
-of a state the runtime sent are matched by the looser rule inference always had (three
-characters, four digits): the runtime named them.
+of a state the runtime sent, words the user put in quotes (``'temp'``) and the items of an
+output's listing (``["document", "temp"]``) are matched by the looser rule inference always had
+(three characters, four digits): the runtime, the user or the listing named them. An
+identifier is never too common: a small whole number in a field named as an id (``id``,
+``ticket_id``, ``tweetId``) matches the same number in another id-named field only.
 
 Work and memory are linear in the trace and capped per trace: at most ``MAX_VALUES`` distinct
 values are indexed, ``MAX_LEAVES`` leaves read, containers followed ``MAX_DEPTH`` deep, strings
@@ -42,9 +45,10 @@ from bisect import bisect_right
 from collections.abc import Collection, Iterable, Iterator
 from dataclasses import dataclass, field
 from functools import lru_cache
+from itertools import islice
 from typing import Any, TypedDict
 
-from .lexicon import LexiconMissing, data_directory
+from .risk import LexiconMissing, data_directory
 
 MIN_LENGTH = 3
 MIN_DIGITS = 4
@@ -70,6 +74,11 @@ WORD = re.compile(r"[^\W_]+(?:[-'.@_][^\W_]+)*")
 # An object key holding a run of three digits is data (``credit_card_4421``), not a field name:
 # it is a value too, and its path is written ``{}``, like a list's ``[]``.
 DATA_KEY = re.compile(r"[0-9]{3}")
+# Text between quotes; an apostrophe inside a word (Kelly's) opens nothing.
+QUOTED = re.compile(
+    r"(?<!\w)'([^'\n]{1,200})'(?!\w)|\"([^\"\n]{1,200})\"|`([^`\n]{1,200})`|“([^”\n]{1,200})”"
+)
+ID_KEY = "id#"  # a small number in an id-named field: its key, which no other value can take
 CAMEL = re.compile(r"(?<=[a-z0-9])(?=[A-Z])|(?<=[A-Z])(?=[A-Z][a-z])")
 USER = "user message"
 
@@ -293,7 +302,9 @@ def _scalar(
         return False
     budget.leaves -= 1
     key = item[:MAX_STRING].strip().casefold() or None if type(item) is str else value_key(item)
-    if trivial(key, declared=budget.declared):
+    if key and key.isdigit() and len(key) < MIN_DIGITS and type(item) is not str and _id_name(name):
+        key = ID_KEY + key  # a small identifier, matched between id-named fields only
+    if trivial(key, declared=budget.declared or listed):
         # Never matched; an output's flag or everyday word may still have a named field (once
         # per path: a list of 25,000 zeros is one field).
         if not budget.declared and name and item is not None and path not in budget.everyday_paths:
@@ -308,6 +319,22 @@ def _scalar(
             if token_key != key and _identifier_like(token):
                 found.append(_Leaf(token_key, f"{path} (in text)", name, listed))
     return True
+
+
+def _id_name(name: str) -> bool:
+    """Whether a field's name says it holds identifiers: ``id``, ``ids``, ``ticket_id``,
+    ``tweetId``."""
+    snake = _snake(name, True) if name else ""
+    return snake == "id" or snake.endswith("_id")
+
+
+def _quoted(text: str) -> Iterator[str]:
+    """What the user put between quotes (``'temp'``, "Q3 plan", `main`), casefolded."""
+    for match in QUOTED.finditer(text[: MAX_STRING * 4]):
+        quoted = next(group for group in match.groups() if group is not None)
+        key = quoted.strip().casefold()
+        if key:
+            yield key
 
 
 def _identifier_like(token: str) -> bool:
@@ -362,6 +389,8 @@ def trace_reconstruct(
     index: dict[str, Origin] = {}  # value key -> where the trace first held it
     said: dict[str, int] = {}  # user's words and phrases -> the step they were known at
     declared_as: dict[str, str] = {}  # value key -> the state variable a runtime named it
+    quoted: set[str] = set()  # what the user put in quotes: named, however everyday
+    listed_words: set[str] = set()  # everyday words that were items of an output's listing
     seen_texts: set[int] = set()
     # Per value key, the variables it flowed into; per (tool, output path), the variables its
     # values fed.
@@ -369,6 +398,7 @@ def trace_reconstruct(
     key_known: dict[str, int] = {}  # value key -> the step it was first known at
     path_variables: dict[tuple[str, str], set[str]] = {}
     flows_by_step: list[list[tuple[str, str, str]]] = []
+    arguments_by_step: list[set[str]] = []
     outputs_by_step: list[list[_Leaf]] = []
     declared: list[tuple[int, str, bool]] = []  # (step, variable, the call added a value)
     tools: list[str] = []
@@ -423,6 +453,12 @@ def trace_reconstruct(
                     budget.capped.add("phrases")
                     break
                 said[phrase] = number
+            for phrase in _quoted(text):
+                if len(said) >= MAX_PHRASES:
+                    budget.capped.add("phrases")
+                    break
+                said.setdefault(phrase, number)
+                quoted.add(phrase)
         before = step.get("state_before") or {}
         read_state(before, number, None)
         argument_keys: set[str] = set()
@@ -430,7 +466,14 @@ def trace_reconstruct(
         # (variable, argument path, origin) once each: a list of 10,000 values that came from
         # one place is one route.
         flows: dict[tuple[str, str, str], None] = {}
-        for leaf in _leaves(step.get("args") or {}, "", budget, text=False):
+        args = step.get("args") or {}
+        # The variables the call's own arguments are named as (the first MAX_VARIABLES).
+        arguments = {
+            variable_name(name, listed=isinstance(value, list), aliases=aliases)
+            for name, value in islice(args.items() if isinstance(args, dict) else (), MAX_VARIABLES)
+            if isinstance(name, str)
+        }
+        for leaf in _leaves(args, "", budget, text=False):
             if len(argument_keys) < MAX_VALUES:  # echoes are looked for among the first ones
                 argument_keys.add(leaf.key)
             origin = index.get(leaf.key)
@@ -449,7 +492,12 @@ def trace_reconstruct(
                 if spoken is None and " " in leaf.key:
                     spoken = said.get(_phrase_key(leaf.key))
                 origin = None if spoken is None else (spoken, "", USER)
-            if origin is None or trivial(leaf.key, declared=leaf.key in declared_as):
+            user_named = (
+                leaf.key in declared_as
+                or (origin is not None and origin[2] == USER and leaf.key in quoted)
+                or (origin is not None and origin[2] != USER and leaf.key in listed_words)
+            )
+            if origin is None or trivial(leaf.key, declared=user_named):
                 continue
             variable = declared_as.get(leaf.key) or variable_name(
                 leaf.name, listed=leaf.listed, aliases=aliases
@@ -471,6 +519,7 @@ def trace_reconstruct(
                 path_variables.setdefault((origin[1], origin[2]), set()).add(variable)
             flows[(variable, leaf.path.lstrip("."), _origin_text(origin))] = None
         flows_by_step.append(list(flows))
+        arguments_by_step.append(arguments)
         outputs: list[_Leaf] = []
         if step.get("status") == "success" and step.get("output") is not None:
             budget.declared, budget.everyday_paths = False, set()
@@ -478,12 +527,14 @@ def trace_reconstruct(
             for leaf in _leaves(step.get("output"), "output", budget, text=True):
                 if leaf.key and leaf.key in argument_keys:
                     continue  # an echo of the call's own arguments
-                if trivial(leaf.key):
+                if leaf.listed and not trivial(leaf.key, declared=True):
+                    listed_words.add(leaf.key)  # an item of a listing names something
+                elif trivial(leaf.key):
                     # An everyday value says nothing by itself, but a field the vocabulary
                     # names (``event_updated: true``) is that variable's effect.
                     if vocabulary and leaf.name and "(in text)" not in leaf.path:
                         named = _field_variable(leaf, aliases, vocabulary, frozenset())
-                        if named:
+                        if named and named not in arguments:
                             vocabulary_effects.append((number, named, leaf.path))
                     continue
                 outputs.append(leaf)
@@ -522,7 +573,16 @@ def trace_reconstruct(
         for leaf in outputs:
             variables = set(key_variables.get(leaf.key, ()))
             variables |= path_variables.get((tool, leaf.path), set())
-            field_name = _field_variable(leaf, aliases, vocabulary, flowed)
+            # By its field's name alone, a sentence is not a value of a variable that merely
+            # flowed in this trace (a status ``message`` is not the ``message`` a user asked to
+            # send); a variable of the vocabulary is named by people, and may hold text.
+            field_name = _field_variable(
+                leaf, aliases, vocabulary, flowed if " " not in leaf.key else frozenset()
+            )
+            if field_name in arguments_by_step[number]:
+                # Named as one of the call's own arguments: a report on it (an order placed
+                # answers with its price), not a new value of it.
+                field_name = None
             if field_name:
                 variables.add(field_name)
             if not variables:

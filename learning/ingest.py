@@ -35,6 +35,7 @@ from .days import days_fold
 from .models import ToolStats, Trace
 from .otel import states_shared, states_whole
 from .outputs import output_batch_budget, output_checker
+from .shapes import Aggregate
 from .signals import tool_stats_changed
 from .traces import JSON_FIELDS, STEP_COLUMNS, trace_parse
 
@@ -47,7 +48,7 @@ TRACE_FIELDS = [*STEP_COLUMNS, "application_id"]
 class IngestResult:
     accepted: int = 0
     duplicates: int = 0
-    rejected: list[dict] = field(default_factory=list)  # {"index", "field", "reason"}
+    rejected: list[dict[str, Any]] = field(default_factory=list)  # {"index", "field", "reason"}
 
 
 def traces_ingest(
@@ -317,7 +318,7 @@ def _over_allowance(
     ]
 
 
-def _model_fields(row: dict) -> dict:
+def _model_fields(row: dict[str, Any]) -> dict[str, Any]:
     return {column: row[column] for column in TRACE_COLUMNS if column in row}
 
 
@@ -354,7 +355,7 @@ _STREAMING_ENCODER = json.JSONEncoder(check_circular=False)
 _COPY_ESCAPES = str.maketrans({"\\": "\\\\", "\n": "\\n", "\r": "\\r", "\t": "\\t"})
 
 
-def _copy_pieces(row: dict) -> Iterator[str]:
+def _copy_pieces(row: dict[str, Any]) -> Iterator[str]:
     """One row in COPY's text format, in pieces: a line, unless a JSON value is large.
 
     A large JSON value is encoded as a stream, so storing a trace holds a bounded amount of
@@ -390,7 +391,7 @@ def _copy_text(column: str, value: Any) -> str:
     return str(value).translate(_COPY_ESCAPES)
 
 
-def _insert_returning(rows: list[dict]) -> list[tuple[str, int]]:
+def _insert_returning(rows: list[dict[str, Any]]) -> list[tuple[str, int]]:
     """PostgreSQL: COPY the batch into a temporary table, then INSERT ... ON CONFLICT DO NOTHING
     RETURNING: exactly the rows this transaction stored come back.
 
@@ -454,7 +455,7 @@ def tool_fold(*, tool_name: str) -> int:
 
 
 def _fold(
-    by_tool: dict[str, list[dict]],
+    by_tool: dict[str, list[dict[str, Any]]],
     *,
     received_at: str | None,
     late: dict[str, list[tuple[str, list[tuple[str, str]]]]] | None = None,
@@ -489,7 +490,7 @@ def _fold(
 
 
 def _fold_into(
-    rows: list[ToolStats], by_tool: dict[str, list[dict]], *, received_at: str | None
+    rows: list[ToolStats], by_tool: dict[str, list[dict[str, Any]]], *, received_at: str | None
 ) -> None:
     for stats in rows:
         since = stats.since_version
@@ -613,7 +614,7 @@ def stats_locked(tool_names: list[str]) -> list[ToolStats]:
     return rows
 
 
-def since_version_aggregate(before: dict[str, Any], version: ContractVersion | None) -> dict:
+def since_version_aggregate(before: Aggregate, version: ContractVersion | None) -> Aggregate:
     """A fresh since-version aggregate holding the baseline of what came before ``version``: the
     error and duration counts of every trace folded before it was published (what
     ``learning/baselines.py`` compares against when the contract declares no cost)."""

@@ -13,13 +13,13 @@ from . import otel_ingest, services
 
 
 @durable_task(soft_time_limit=240, time_limit=300)
-def tool_refresh(self, tool_name: str) -> dict:
+def tool_refresh(self, tool_name: str) -> dict[str, Any]:
     result = services.tool_refresh(tool_name=tool_name)
     return {"tool": tool_name, "folded": result.folded, "ticket": result.ticket_id}
 
 
 @durable_task(soft_time_limit=240, time_limit=300)
-def tool_refresh_due(self, tool_name: str) -> dict:
+def tool_refresh_due(self, tool_name: str) -> dict[str, Any]:
     """The debounced refresh of one tool (see ``tool_refresh_soon``)."""
     # Cleared before the refresh reads: a fold committed from now on schedules the next one.
     cache.delete(_pending_key(tool_name))

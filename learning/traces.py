@@ -36,7 +36,7 @@ MAX_MESSAGES = 1000  # messages of the conversation read per step
 
 def trace_parse(
     item: Any, *, aliases: dict[str, str], now: datetime | None = None
-) -> tuple[dict | None, list[tuple[str, str]]]:
+) -> tuple[dict[str, Any] | None, list[tuple[str, str]]]:
     """Return (normalised trace, []) or (None, [(field, reason), ...])."""
     if not isinstance(item, dict):
         return None, [("(item)", "must be a JSON object")]

@@ -419,7 +419,7 @@ def _text_diff(name: str, before: str, after: str, *, new_tool: bool) -> FieldDi
     }
 
 
-def _set_diff(name: str, before: list, after: list) -> FieldDiff | None:
+def _set_diff(name: str, before: list[Any], after: list[Any]) -> FieldDiff | None:
     # Items are names; json keys keep a malformed (unhashable) item from crashing the page.
     before_keys = {_item_key(item) for item in before}
     after_keys = {_item_key(item) for item in after}
@@ -467,7 +467,7 @@ def _keys_changed(before: Any, after: Any) -> list[str]:
 
 
 def _mapping_diff(
-    name: str, before: Mapping, after: Mapping, *, new_tool: bool
+    name: str, before: Mapping[str, Any], after: Mapping[str, Any], *, new_tool: bool
 ) -> FieldDiff | None:
     added = [{"key": key, "proposed": value} for key, value in after.items() if key not in before]
     removed = [{"key": key, "base": value} for key, value in before.items() if key not in after]
@@ -505,7 +505,7 @@ def _mapping_diff(
     }
 
 
-def _keyed_entries(entries: list, key_name: str) -> dict[str, Any]:
+def _keyed_entries(entries: list[Any], key_name: str) -> dict[str, Any]:
     keyed: dict[str, Any] = {}
     for position, entry in enumerate(entries, start=1):
         key = entry.get(key_name) if isinstance(entry, Mapping) else None
@@ -521,7 +521,7 @@ def _text_of(entry: Any, text_key: str) -> str:
 
 
 def _keyed_diff(
-    name: str, before: list, after: list, *, key_name: str, text_key: str, new_tool: bool
+    name: str, before: list[Any], after: list[Any], *, key_name: str, text_key: str, new_tool: bool
 ) -> FieldDiff | None:
     old = _keyed_entries(before, key_name)
     new = _keyed_entries(after, key_name)
@@ -579,7 +579,9 @@ def _keyed_diff(
 # --- Schemas -----------------------------------------------------------------------------------
 
 
-def _schema_diff(name: str, before: Mapping, after: Mapping, *, new_tool: bool) -> FieldDiff | None:
+def _schema_diff(
+    name: str, before: Mapping[str, Any], after: Mapping[str, Any], *, new_tool: bool
+) -> FieldDiff | None:
     old_nodes, old_required = flatten(before)
     new_nodes, new_required = flatten(after)
 

@@ -231,7 +231,7 @@ def _covered(kind: str, kinds: set[str]) -> bool:
     return kind in kinds or (kind == "integer" and "number" in kinds)
 
 
-def _type_changes(path: str, old: Mapping, new: Mapping, note: _Note) -> None:
+def _type_changes(path: str, old: Mapping[str, Any], new: Mapping[str, Any], note: _Note) -> None:
     old_types, new_types = types(old.get("type")), types(new.get("type"))
     if old_types is None and new_types is None:
         return
@@ -257,7 +257,7 @@ def _type_changes(path: str, old: Mapping, new: Mapping, note: _Note) -> None:
             note(path, "type", f"type {verb}: {change}", breaks=breaks, loosens=not breaks)
 
 
-def _enum_changes(path: str, old: Mapping, new: Mapping, note: _Note) -> None:
+def _enum_changes(path: str, old: Mapping[str, Any], new: Mapping[str, Any], note: _Note) -> None:
     before, after = old.get("enum"), new.get("enum")
     if isinstance(before, list) and not isinstance(after, list):
         note(path, "enum", "enum removed: any value is accepted", breaks=False, loosens=True)
@@ -277,7 +277,7 @@ def _enum_changes(path: str, old: Mapping, new: Mapping, note: _Note) -> None:
         note(path, "enum", f"enum widened by {shown}", breaks=False, loosens=True)
 
 
-def _bound_changes(path: str, old: Mapping, new: Mapping, note: _Note) -> None:
+def _bound_changes(path: str, old: Mapping[str, Any], new: Mapping[str, Any], note: _Note) -> None:
     for keyword in (*LOWER_BOUNDS, *UPPER_BOUNDS):
         before, after = old.get(keyword), new.get(keyword)
         if not _is_number(before):
@@ -297,7 +297,9 @@ def _bound_changes(path: str, old: Mapping, new: Mapping, note: _Note) -> None:
             note(path, keyword, message, breaks=False, loosens=True)
 
 
-def _assertion_changes(path: str, old: Mapping, new: Mapping, note: _Note) -> None:
+def _assertion_changes(
+    path: str, old: Mapping[str, Any], new: Mapping[str, Any], note: _Note
+) -> None:
     for keyword in OPAQUE_ASSERTIONS:
         if old.get(keyword) == new.get(keyword):
             continue

@@ -38,6 +38,7 @@ from registry.validation import ContractInvalid, RegistryContext
 
 from .diff import ContractDiff, contract_diff, needs_person, widened_hints
 from .models import Approval, AuditEntry, Comment, ProposalChanged, ReviewError, ReviewTicket
+from .shapes import TicketEvidence
 
 logger = logging.getLogger(__name__)
 REVIEWERS_GROUP = "Reviewers"
@@ -54,7 +55,7 @@ def contract_propose(
     author: User | None,
     source: str = ContractVersion.Source.MANUAL,
     context: RegistryContext | None = None,
-    evidence: dict[str, Any] | None = None,
+    evidence: TicketEvidence | None = None,
     fingerprint: str | None = None,
     kind: str | None = None,
     notify: bool = True,
@@ -525,20 +526,38 @@ def drift_ticket_open_or_update(
     tool: Tool,
     base: ContractVersion,
     document: dict[str, Any],
-    evidence: dict[str, Any],
+    evidence: TicketEvidence,
     fingerprint: str,
 ) -> DriftTicket | None:
     """The one ticket of one drift: opened the first time, its evidence updated afterwards.
 
     Idempotent on ``fingerprint`` (unique on tickets): a rerun, a retried task or two workers
-    racing find the same ticket. At a risk level that does not ticket drift but lets clean
-    inferred changes publish alone, a clean proposal is published at once (audited as
-    ``auto_published``). None when the proposal is not a valid contract (logged).
+    racing find the same ticket. A drift that grows or changes while its ticket is open (more
+    traces show more) stays on that ticket: its proposal is replaced (approvals withdrawn,
+    audited) and it takes the new fingerprint, so a tool has one open drift ticket per approved
+    version, never two for reviewers to reconcile. At a risk level that does not ticket drift
+    but lets clean inferred changes publish alone, a clean proposal is published at once
+    (audited as ``auto_published``). None when the proposal is not a valid contract (logged).
     """
     tool_lock(tool_id=tool.pk)  # tool first, as publishing does
     ticket = ReviewTicket.objects.select_for_update().filter(fingerprint=fingerprint).first()
     created = False
-    if ticket is None:
+    grown = (
+        ReviewTicket.objects.select_for_update()
+        .filter(tool=tool, base=base, kind=ReviewTicket.Kind.DRIFT, status=ReviewTicket.Status.OPEN)
+        .first()
+        if ticket is None
+        else None
+    )
+    if grown is not None:
+        try:
+            ticket = ticket_proposal_replace(ticket=grown, document=document, evidence=evidence)
+        except ContractInvalid as exc:
+            logger.warning("drift proposal for %s is not a valid contract: %s", tool.name, exc)
+            return None
+        ReviewTicket.objects.filter(pk=ticket.pk).update(fingerprint=fingerprint)
+        ticket.fingerprint = fingerprint
+    elif ticket is None:
         try:
             with transaction.atomic():
                 ticket = contract_propose(
@@ -594,7 +613,7 @@ def new_tool_fingerprint(name: str) -> str:
 
 @transaction.atomic
 def new_tool_proposal_open_or_update(
-    *, document: dict[str, Any], evidence: dict[str, Any]
+    *, document: dict[str, Any], evidence: TicketEvidence
 ) -> NewToolProposal | None:
     """The one inferred proposal of an unregistered tool: opened once (a ``new_tool`` ticket,
     never published without people), then kept up to date while it is open.
@@ -662,7 +681,7 @@ def ticket_proposal_replace(
     *,
     ticket: ReviewTicket,
     document: dict[str, Any],
-    evidence: dict[str, Any],
+    evidence: TicketEvidence,
     definition: dict[str, Any] | None = None,
 ) -> ReviewTicket:
     """An open ticket's proposal replaced by what its source now says: one ticket per change,

@@ -19,7 +19,7 @@ from .tasks import mcp_server_sync
 NAME_HELP = "The namespace of its tools: each is the contract <server>.<tool>."
 
 
-class DeclaredToolInline(admin.TabularInline):
+class DeclaredToolInline(admin.TabularInline[DeclaredTool, McpServer]):
     model = DeclaredTool
     fields = ("name", "tool", "definition_hash", "gone", "ticket", "changed_at")
     readonly_fields = fields
@@ -44,7 +44,7 @@ LAST_SYNC_FIELDS = (
 
 
 @admin.register(McpServer)
-class McpServerAdmin(admin.ModelAdmin):
+class McpServerAdmin(admin.ModelAdmin[McpServer]):
     list_display = (
         "name",
         "transport",

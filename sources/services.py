@@ -14,7 +14,7 @@ import shlex
 import time
 from dataclasses import asdict, dataclass, field, replace
 from datetime import timedelta
-from typing import Any
+from typing import Any, cast
 
 from django.conf import settings
 from django.contrib.auth.models import User
@@ -23,8 +23,9 @@ from django.db.models import Q
 from django.utils import timezone
 from django_celery_beat.models import IntervalSchedule, PeriodicTask
 
-from learning.risk import arguments_of, prepare_labels, suggest_risk
-from learning.selectors import risk_labels
+from learning.risk import PreparedLabel, arguments_of, prepare_labels, suggest_risk
+from learning.selectors import risk_labels, risk_lexicon
+from learning.shapes import SyncRecord
 from registry.contract import with_defaults
 from registry.models import Application, ContractVersion, RiskLevel, Tool, contract_hash
 from registry.selectors import registry_context
@@ -41,6 +42,7 @@ from reviews.services import (
     ticket_proposal_replace,
     ticket_withdraw,
 )
+from reviews.shapes import TicketEvidence
 
 from . import client
 from .compat import compatibility
@@ -84,14 +86,15 @@ class SyncReport:
     # New tools --approve left open for a reviewer, with their poisoning flags' codes.
     flagged: dict[str, str] = field(default_factory=dict)
 
-    def as_record(self) -> dict[str, Any]:
+    def as_record(self) -> SyncRecord:
+        """``McpServer.last_sync_report``: every field, each list and mapping cut."""
         record = asdict(self)
         for key, value in record.items():
             if isinstance(value, list):
                 record[key] = value[:MAX_REPORTED]
             elif isinstance(value, dict):
                 record[key] = dict(list(value.items())[:MAX_REPORTED])
-        return record
+        return cast(SyncRecord, record)  # asdict() of this dataclass: SyncRecord's fields
 
 
 @transaction.atomic
@@ -322,7 +325,7 @@ def _apply(
     report.declared = len(definitions)
     rows = {row.name: row for row in server.declared_tools.select_related("ticket")}
     seen: set[str] = set()
-    labelled: list[dict[str, Any]] | None = None
+    labelled: list[PreparedLabel] | None = None
     risks = set(RiskLevel.objects.values_list("name", flat=True))
     context: RegistryContext | None = None  # read once: declared tools name no dependencies
     new_tools = 0
@@ -356,7 +359,7 @@ def _apply(
                 continue
             new_tools += 1
         if labelled is None:
-            labelled = prepare_labels(risk_labels())
+            labelled = prepare_labels(risk_labels(), risk_lexicon())
         context = context or registry_context()
         try:
             with transaction.atomic():
@@ -439,7 +442,7 @@ def _declared_apply(
     declared: Declared,
     row: DeclaredTool | None,
     report: SyncReport,
-    labelled: list[dict[str, Any]],
+    labelled: list[PreparedLabel],
     risks: set[str],
     context: RegistryContext,
     *,
@@ -595,7 +598,7 @@ def _declared_gone(row: DeclaredTool, report: SyncReport) -> int | None:
 
 
 def _suggested(
-    declared: Declared, labelled: list[dict[str, Any]], risks: set[str], out: dict[str, Any]
+    declared: Declared, labelled: list[PreparedLabel], risks: set[str], out: dict[str, Any]
 ) -> str:
     """The suggested risk of a new tool, with its evidence for the reviewer. The declared
     annotations travel in the document beside it: hints are claims, never approvals."""
@@ -607,6 +610,7 @@ def _suggested(
         labelled=labelled,
         annotations=declared.declared.get("annotations"),
         arguments=arguments_of(declared.declared),
+        lex=risk_lexicon(),
     )
     out.update(
         suggested=suggestion.risk,
@@ -619,7 +623,7 @@ def _suggested(
 def _changed_risk(
     approved: ContractVersion,
     declared: Declared,
-    labelled: list[dict[str, Any]],
+    labelled: list[PreparedLabel],
     risks: set[str],
     out: dict[str, Any],
 ) -> str:
@@ -641,6 +645,7 @@ def _changed_risk(
         labelled=labelled,
         annotations=document.get("annotations"),
         arguments=arguments_of(document),
+        lex=risk_lexicon(),
     )
     suggested: dict[str, Any] = {}
     after = _suggested(declared, labelled, risks, suggested)
@@ -657,11 +662,11 @@ def _evidence(
     base: dict[str, Any] | None,
     document: dict[str, Any],
     risk: dict[str, Any],
-) -> dict[str, Any]:
+) -> TicketEvidence:
     """What the reviewer reads beside the diff: where it came from, its pin, the poisoning
     flags, and whether a change breaks callers or only widens."""
     diff = contract_diff(base, with_defaults(document))
-    evidence: dict[str, Any] = {
+    evidence: TicketEvidence = {
         "source": "mcp",
         "server": server.name,
         "server_info": dict(server_info),

@@ -1,5 +1,7 @@
 """Thin tasks: a server's id in, one service call."""
 
+from typing import Any
+
 from registry.queueing import durable_task
 
 from . import services
@@ -7,7 +9,7 @@ from .models import McpServer
 
 
 @durable_task(soft_time_limit=240, time_limit=300)
-def mcp_server_sync(self, server_id: int) -> dict:
+def mcp_server_sync(self, server_id: int) -> dict[str, Any]:
     server = McpServer.objects.filter(pk=server_id, enabled=True).first()
     if server is None:
         return {"server": server_id, "outcome": "skipped"}

@@ -3,6 +3,7 @@
 import shlex
 from collections.abc import Iterator
 from contextlib import contextmanager
+from typing import Any
 
 from django.core.exceptions import ValidationError
 from django.core.management.base import BaseCommand, CommandError, CommandParser
@@ -88,7 +89,7 @@ class Command(BaseCommand):
         }
         actions[options["action"]](options)
 
-    def add(self, options: dict) -> None:
+    def add(self, options: dict[str, Any]) -> None:
         if options["legacy_sse"] and not options["url"]:
             raise CommandError("--legacy-sse goes with --url")
         with _refusals():
@@ -109,7 +110,7 @@ class Command(BaseCommand):
             else f"Added {server.name}."
         )
 
-    def edit(self, options: dict) -> None:
+    def edit(self, options: dict[str, Any]) -> None:
         server = _server(options["name"])
         if options["legacy_sse"] and not options["url"]:
             raise CommandError("--legacy-sse goes with --url")
@@ -128,7 +129,7 @@ class Command(BaseCommand):
             )
         self.stdout.write(f"Changed {server.name}; its tools are judged again at the next sync.")
 
-    def remove(self, options: dict) -> None:
+    def remove(self, options: dict[str, Any]) -> None:
         server = _server(options["name"])
         retired = mcp_server_remove(server=server)
         self.stdout.write(
@@ -136,7 +137,7 @@ class Command(BaseCommand):
             + (f": {', '.join(retired)}" if retired else ".")
         )
 
-    def list(self, options: dict) -> None:
+    def list(self, options: dict[str, Any]) -> None:
         for server in McpServer.objects.all():
             where = shlex.join(server.command) if server.command else server.url
             last = server.last_sync_at.isoformat(timespec="seconds") if server.last_sync_at else "-"
@@ -150,7 +151,7 @@ class Command(BaseCommand):
                 line += f"\t{server.last_sync_error}"
             self.stdout.write(line)
 
-    def sync(self, options: dict) -> None:
+    def sync(self, options: dict[str, Any]) -> None:
         names = options["names"]
         servers = list(
             McpServer.objects.filter(name__in=names)

@@ -1,5 +1,4 @@
 from django.contrib import admin, messages
-from django.db import transaction
 from django.db.models import QuerySet
 from django.http import HttpRequest
 
@@ -75,7 +74,7 @@ class WebhookAdmin(admin.ModelAdmin[Webhook]):
     @admin.action(description="Send a test delivery", permissions=["change"])
     def send_test(self, request: HttpRequest, queryset: QuerySet[Webhook]) -> None:
         ids = [webhook_test_send(webhook=webhook).pk for webhook in queryset]
-        transaction.on_commit(lambda: webhook_deliveries_queue(ids))
+        webhook_deliveries_queue(ids)
         self.message_user(request, f"Queued {len(ids)} test delivery(ies).", messages.SUCCESS)
 
 
@@ -96,7 +95,7 @@ class WebhookDeliveryAdmin(admin.ModelAdmin[WebhookDelivery]):
     @admin.action(description="Send again (failed or never queued)", permissions=["send"])
     def send_again(self, request: HttpRequest, queryset: QuerySet[WebhookDelivery]) -> None:
         ids = webhook_deliveries_retry(delivery_ids=list(queryset.values_list("pk", flat=True)))
-        transaction.on_commit(lambda: webhook_deliveries_queue(ids))
+        webhook_deliveries_queue(ids)
         self.message_user(request, f"Queued {len(ids)} delivery(ies) again.", messages.SUCCESS)
 
     def has_send_permission(self, request: HttpRequest) -> bool:

@@ -55,6 +55,7 @@ class TraceIn(serializers.Serializer[dict[str, Any]]):
     error = serializers.CharField(required=False, allow_null=True)
     duration_ms = serializers.IntegerField(required=False, allow_null=True, min_value=0)
     occurred_at = serializers.DateTimeField(required=False)
+    messages = serializers.ListField(child=serializers.DictField(), required=False)
 
 
 class TraceProblem(serializers.Serializer[dict[str, Any]]):

@@ -5,18 +5,13 @@ URL, so a conditional GET is answered 304 before any contract row is read.
 """
 
 import logging
-import math
+from functools import partial
 from typing import Any
 
 from django.conf import settings
-from django.core.exceptions import RequestDataTooBig
 from django.db import (
     DatabaseError,
-    DataError,
-    InterfaceError,
-    OperationalError,
     connection,
-    transaction,
 )
 from django.http import Http404, HttpResponse
 from django.utils.dateparse import parse_datetime
@@ -29,7 +24,7 @@ from drf_spectacular.utils import (
     extend_schema_view,
     inline_serializer,
 )
-from rest_framework import exceptions, generics, serializers
+from rest_framework import generics, serializers
 from rest_framework.exceptions import ValidationError
 from rest_framework.pagination import PageNumberPagination
 from rest_framework.permissions import AllowAny
@@ -41,6 +36,7 @@ from learning.otel import spans_decode
 from learning.otel_ingest import BufferFull, spans_receive
 from learning.tasks import otel_traces_assemble
 from registry.models import ContractVersion
+from registry.queueing import task_send_on_commit
 from registry.revision import revision_current
 from registry.selectors import alias_map, risk_ranks
 from sources.declared import SERVER_NAME
@@ -49,7 +45,7 @@ from . import exports, otlp, subregistry, webhooks
 from .auth import HasScope, IsRuntimeOrStaff, Runtime
 from .caching import ConditionalMixin, ProcessCache
 from .causal import ProducerIndex, filter_tools
-from .errors import error_body
+from .errors import error_body, error_message
 from .filters import ContractFilter
 from .models import RuntimeToken
 from .parsers import StrictJSONParser
@@ -482,7 +478,7 @@ class WebhookTestView(RuntimeView):
             webhooks.webhook_test_send(webhook=webhook).pk
             for webhook in application.webhooks.filter(enabled=True)
         ]
-        transaction.on_commit(lambda: webhooks.webhook_deliveries_queue(ids))
+        webhooks.webhook_deliveries_queue(ids)
         return Response({"deliveries": ids}, status=202)
 
 
@@ -490,15 +486,6 @@ OTLP_ERRORS = (400, 401, 403, 413, 415, 429, 503)
 OTLPStatus = inline_serializer(
     "OTLPStatus", {"code": serializers.IntegerField(), "message": serializers.CharField()}
 )
-
-
-def _assembly_queue() -> None:
-    """Queue an assembly of the traces just completed. The spans are stored already: a broker
-    that refuses the message costs nothing more, as the periodic assembly takes them."""
-    try:
-        otel_traces_assemble.apply_async(countdown=settings.OTLP_SETTLE_SECONDS + 1, retry=False)
-    except Exception as exc:  # the broker's errors vary by transport; the commit stands
-        logger.warning("OTLP assembly not queued: %s: %s", type(exc).__name__, exc)
 
 
 @extend_schema(
@@ -551,43 +538,36 @@ class OTLPTraceView(RuntimeView):
             raise otlp.OTLPError(429, str(exc), {"Retry-After": str(exc.retry_after)}) from None
         if received.complete:
             # Assembled once the trace has settled; the periodic run catches a lost message.
-            transaction.on_commit(_assembly_queue)
+            countdown = settings.OTLP_SETTLE_SECONDS + 1
+            send = partial(otel_traces_assemble.apply_async, countdown=countdown, retry=False)
+            task_send_on_commit(send, what="OTLP assembly")
         content = otlp.export_response(
             media, rejected=received.rejected, message=received.message()
         )
         return HttpResponse(content, content_type=media)
 
     def handle_exception(self, exc):
-        """Every failure as OTLP says: a google.rpc.Status in the request's encoding."""
+        """Every failure as OTLP says: a google.rpc.Status in the request's encoding, with the
+        status, message and headers the API's own handler gives it (``api/errors.py``)."""
         media = self.request.META.get("CONTENT_TYPE", "").split(";", 1)[0].strip().lower()
         media = media if media in otlp.MEDIA_TYPES else otlp.JSON
         headers: dict[str, str] = {}
         if isinstance(exc, otlp.OTLPError):
             status, message, headers = exc.status, exc.message, exc.headers
-        elif isinstance(exc, RequestDataTooBig):
-            limit = settings.DATA_UPLOAD_MAX_MEMORY_SIZE
-            status, message = 413, f"The request body is larger than {limit} bytes."
-        elif isinstance(exc, OperationalError | InterfaceError):
-            logger.warning("database unavailable: %s: %s", type(exc).__name__, exc)
-            status, message = 503, "The registry's database is unavailable; retry shortly."
-            headers = {"Retry-After": "5"}
-        elif isinstance(exc, DataError):
-            status, message = 400, "The request holds a value the database cannot store."
-        elif isinstance(exc, RecursionError):
-            status, message = 400, "The request is nested too deeply."
-        elif isinstance(exc, exceptions.APIException):
-            status, message = exc.status_code, str(exc.detail)
-            if isinstance(exc, exceptions.NotAuthenticated | exceptions.AuthenticationFailed):
-                header = self.get_authenticate_header(self.request)
-                status = 401 if header else 403
-                if header:
-                    headers["WWW-Authenticate"] = header
-            if isinstance(exc, exceptions.Throttled):
-                headers["Retry-After"] = str(math.ceil(getattr(exc, "wait", None) or 1))
         else:
-            # Still a google.rpc.Status, never an HTML page an exporter cannot read.
-            logger.exception("OTLP request failed")
-            status, message = 500, "The registry failed to handle these spans; retry later."
+            try:
+                answer = super().handle_exception(exc)
+            except Exception:
+                # Still a google.rpc.Status, never an HTML page an exporter cannot read.
+                logger.exception("OTLP request failed")
+                status, message = 500, "The registry failed to handle these spans; retry later."
+            else:
+                status, message = answer.status_code, error_message(answer.data)
+                headers = {
+                    name: answer[name]
+                    for name in ("Retry-After", "WWW-Authenticate")
+                    if answer.has_header(name)
+                }
         response = HttpResponse(
             otlp.status_response(media, status=status, message=message),
             status=status,

@@ -43,8 +43,8 @@ from .selectors import (
     tool_health,
     trace_states_whole,
 )
+from .traces import JSON_FIELDS
 
-RUN_JSON = ("args", "state_before", "state_after", "output")
 _M = TypeVar("_M", bound=Model)
 
 
@@ -62,7 +62,7 @@ def pretty(value) -> str:
 
 def stored_text(obj: Model, field: str) -> str | None:
     """A JSON field as the database returned its text (the list and page annotate each of
-    ``RUN_JSON`` as ``<field>_text``): read without Python's recursive parser."""
+    ``JSON_FIELDS`` as ``<field>_text``): read without Python's recursive parser."""
     return getattr(obj, f"{field}_text")
 
 
@@ -186,8 +186,8 @@ class TraceAdmin(ReadOnlyAdmin[Trace]):
         return (
             super()
             .get_queryset(request)
-            .defer(*RUN_JSON)
-            .annotate(**{f"{name}_text": Cast(name, TextField()) for name in RUN_JSON})
+            .defer(*JSON_FIELDS)
+            .annotate(**{f"{name}_text": Cast(name, TextField()) for name in JSON_FIELDS})
         )
 
     def get_ordering(self, request):

@@ -4,6 +4,7 @@ from django.apps import AppConfig
 from django.conf import settings
 
 from .risk import VERBS_FILE, vocabulary_load
+from .signals import tool_stats_changed
 
 
 class LearningConfig(AppConfig):
@@ -16,7 +17,7 @@ class LearningConfig(AppConfig):
         extra = [Path(settings.RISK_VERBS_FILE)] if settings.RISK_VERBS_FILE else []
         vocabulary_load(VERBS_FILE, *extra)
 
-        from .signals import tool_stats_changed
+        # Receivers connect once the app registry is ready: Django's documented place.
         from .tasks import tool_refresh_soon
 
         tool_stats_changed.connect(tool_refresh_soon, dispatch_uid="learning-refresh-soon")

@@ -39,10 +39,11 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 from registry.cost import cost_changed
+from registry.risk_order import DEFAULT_RISK_RANK
 
 from .aggregates import ROUTE_ARROW, aggregate_percentile, inferable_name
 from .outputs import output_schema_proposal
-from .risk import RISK_ORDER, Lexicon, prepare_labels, suggest_risk
+from .risk import Lexicon, prepare_labels, suggest_risk
 from .shapes import (
     NO_VARIABLE,
     Aggregate,
@@ -68,7 +69,7 @@ class Thresholds:
     min_count: int = 3
 
 
-__all__ = ["RISK_ORDER", "prepare_labels", "suggest_risk"]  # the risk part lives in .risk
+__all__ = ["prepare_labels", "suggest_risk"]  # the risk part lives in .risk
 
 
 def infer_contract(
@@ -289,7 +290,7 @@ def contract_drift(
                 }
             )
     items += _schema_drift(approved.get("input_schema") or {}, inferred.get("input_schema") or {})
-    ranks = risk_rank or {risk: index for index, risk in enumerate(RISK_ORDER)}
+    ranks = risk_rank or DEFAULT_RISK_RANK
     before_risk, after_risk = approved.get("risk"), inferred.get("risk")
     # A lower inferred risk is never drift: a person's label wins.
     floor = max(_rank(ranks, before_risk), _rank(ranks, baseline_risk))

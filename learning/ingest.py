@@ -23,6 +23,7 @@ from django.db import connection, transaction
 from django.db.models import Q
 from django.utils import timezone
 
+from registry.jsonlimits import more_nodes_than
 from registry.models import Application, ContractVersion, Tool
 from registry.selectors import alias_map, tool_names_visible
 
@@ -36,14 +37,11 @@ from .otel import states_shared, states_whole
 from .outputs import output_batch_budget, output_checker
 from .shapes import Aggregate
 from .signals import tool_stats_changed
-from .traces import trace_parse
+from .traces import JSON_FIELDS, STEP_COLUMNS, trace_parse
 
 logger = logging.getLogger(__name__)
 FOLD_BATCH = 5000
-TRACE_FIELDS = [
-    "trace_id", "step", "status", "args", "state_before", "state_after", "duration_ms",
-    "application_id", "output", "occurred_at",
-]  # fmt: skip
+TRACE_FIELDS = [*STEP_COLUMNS, "application_id"]
 
 
 @dataclass
@@ -212,9 +210,8 @@ def _reconstruct(
         stored = (
             Trace.objects.filter(owner, trace_id__in=later)
             .order_by("trace_id", "step")
-            .values("trace_id", "step", "tool_name", "args", "output", "status",
-                    "state_before", "state_after")[: MAX_EARLIER_STEPS * len(later)]
-        )  # fmt: skip
+            .values(*STEP_COLUMNS)[: MAX_EARLIER_STEPS * len(later)]
+        )
         for stored_step in stored:
             if stored_step["step"] < later[stored_step["trace_id"]]:
                 earlier.setdefault(stored_step["trace_id"], []).append(
@@ -344,11 +341,9 @@ def _claim_inserted(
 
 
 TRACE_COLUMNS = [
-    "trace_id", "step", "tool_name", "tool_id", "unknown_tool", "args", "status", "state_before",
-    "state_after", "output", "error", "duration_ms", "occurred_at", "received_at",
-    "application_id", "aggregated",
+    *STEP_COLUMNS, "tool_id", "unknown_tool", "received_at", "application_id", "aggregated",
 ]  # fmt: skip
-JSON_COLUMNS = {"args", "state_before", "state_after", "output"}
+JSON_COLUMNS = frozenset(JSON_FIELDS)
 
 
 # A JSON value of at most this many nodes is encoded in one piece by the C encoder, which holds
@@ -370,7 +365,11 @@ def _copy_pieces(row: dict[str, Any]) -> Iterator[str]:
     line: list[str] = []
     for column in TRACE_COLUMNS:
         value = row.get(column)
-        if column in JSON_COLUMNS and value is not None and not _json_is_small(value):
+        if (
+            column in JSON_COLUMNS
+            and value is not None
+            and more_nodes_than(value, SMALL_JSON_NODES)
+        ):
             yield "\t".join([*line, ""])  # the columns before it, and a tab
             for chunk in _STREAMING_ENCODER.iterencode(value):
                 yield chunk.replace("\\", "\\\\")
@@ -390,24 +389,6 @@ def _copy_text(column: str, value: Any) -> str:
     if isinstance(value, datetime):
         return value.isoformat()
     return str(value).translate(_COPY_ESCAPES)
-
-
-def _json_is_small(value: Any) -> bool:
-    """Whether ``value`` has at most ``SMALL_JSON_NODES`` nodes (counting stops there)."""
-    pending, nodes = [value], 1
-    while pending:
-        item = pending.pop()
-        if isinstance(item, dict):
-            children: Collection[Any] = item.values()
-        elif isinstance(item, list):
-            children = item
-        else:
-            continue
-        nodes += len(children)
-        if nodes > SMALL_JSON_NODES:
-            return False
-        pending.extend(children)
-    return True
 
 
 def _insert_returning(rows: list[dict[str, Any]]) -> list[tuple[str, int]]:

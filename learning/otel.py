@@ -45,6 +45,7 @@ from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTrace
 from opentelemetry.proto.common.v1.common_pb2 import AnyValue
 from opentelemetry.proto.trace.v1.trace_pb2 import Span, Status
 
+from registry.jsonlimits import deeper_than
 from registry.validation import unstorable_text
 
 from .dataflow import user_texts
@@ -314,7 +315,7 @@ def _decode_one(span: Span, batch: DecodedBatch, latest_ns: int) -> None:
     for key in (ARGUMENTS, RESULT, *STATE_ATTRIBUTES):
         if key in attributes:
             parsed, problem = _json_value(attributes[key])
-            if problem is None and _deeper_than(parsed, MAX_JSON_DEPTH):
+            if problem is None and deeper_than(parsed, MAX_JSON_DEPTH) is not None:
                 problem = f"is nested deeper than {MAX_JSON_DEPTH} levels"
             if problem and (key in STATE_ATTRIBUTES or problem != NOT_JSON):
                 batch.reject(f"{_sent_name(key, convention)} {problem}")
@@ -365,7 +366,7 @@ def _conversation(value: AnyValue) -> list[str]:
     if value.ByteSize() > MAX_MESSAGES_BYTES:
         return []
     parsed, problem = _json_value(_python(value))
-    if problem or _deeper_than(parsed, MAX_JSON_DEPTH):
+    if problem or deeper_than(parsed, MAX_JSON_DEPTH) is not None:
         return []
     kept: list[str] = []
     room = MAX_ATTRIBUTE_BYTES
@@ -437,23 +438,6 @@ def _sent_name(key: str, convention: Convention | None) -> str:
     if convention is None:
         return key
     return {ARGUMENTS: convention.arguments, RESULT: convention.result}.get(key, key)
-
-
-def _deeper_than(value: Any, limit: int) -> bool:
-    """Whether ``value`` nests containers more than ``limit`` deep (iterative: any depth)."""
-    pending: list[tuple[Any, int]] = [(value, 1)]
-    while pending:
-        item, depth = pending.pop()
-        if isinstance(item, dict):
-            children: Iterable[Any] = item.values()
-        elif isinstance(item, list):
-            children = item
-        else:
-            continue
-        if depth > limit:
-            return True
-        pending.extend((child, depth + 1) for child in children if isinstance(child, dict | list))
-    return False
 
 
 def _error(status: Status, error_type: Any) -> str | None:

@@ -1,32 +1,15 @@
 """Thin, idempotent tasks: each takes a name and calls one service."""
 
 import hashlib
-import logging
+from functools import partial
 from typing import Any
 
-from celery import shared_task
 from django.conf import settings
 from django.core.cache import cache
-from django.db import InterfaceError, OperationalError
+
+from registry.queueing import durable_task, task_send
 
 from . import otel_ingest, services
-
-logger = logging.getLogger(__name__)
-
-TRANSIENT = (OperationalError, InterfaceError)
-
-
-def durable_task(*, soft_time_limit: int, time_limit: int):
-    """A task acknowledged after it ran, retried with backoff when the database is away."""
-    return shared_task(
-        bind=True,
-        acks_late=True,
-        autoretry_for=TRANSIENT,
-        retry_backoff=True,
-        max_retries=5,
-        soft_time_limit=soft_time_limit,
-        time_limit=time_limit,
-    )
 
 
 @durable_task(soft_time_limit=240, time_limit=300)
@@ -59,11 +42,9 @@ def tool_refresh_soon(sender: Any = None, *, tool_names: list[str], **kwargs: An
         key = _pending_key(name)
         if not cache.add(key, 1, timeout=countdown + 60):
             continue
-        try:
-            tool_refresh_due.apply_async((name,), countdown=countdown, retry=False)
-        except Exception as exc:  # the broker's errors vary by transport; the commit stands
+        send = partial(tool_refresh_due.apply_async, (name,), countdown=countdown, retry=False)
+        if not task_send(send, what=f"refresh of {name}"):
             cache.delete(key)
-            logger.warning("refresh of %s not scheduled: %s", name, exc)
             continue
         scheduled += 1
     return scheduled

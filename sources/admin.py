@@ -8,8 +8,10 @@ import shlex
 from functools import partial
 
 from django.contrib import admin, messages
-from django.db import models, transaction
+from django.db import models
 from django.utils.html import escape
+
+from registry.queueing import task_send_on_commit
 
 from .models import DeclaredTool, McpServer
 from .tasks import mcp_server_sync
@@ -29,6 +31,18 @@ class DeclaredToolInline(admin.TabularInline[DeclaredTool, McpServer]):
         return False
 
 
+# What the last sync left: read-only, shown together.
+LAST_SYNC_FIELDS = (
+    "schedule",
+    "last_sync_at",
+    "last_sync_duration_ms",
+    "last_sync_outcome",
+    "last_sync_error",
+    "tool_count",
+    "last_sync_report",
+)
+
+
 @admin.register(McpServer)
 class McpServerAdmin(admin.ModelAdmin[McpServer]):
     list_display = (
@@ -43,18 +57,7 @@ class McpServerAdmin(admin.ModelAdmin[McpServer]):
     list_filter = ("transport", "enabled", "last_sync_outcome")
     search_fields = ("name",)
     filter_horizontal = ("applications",)
-    readonly_fields = (
-        "transport",
-        "command_line",
-        "registry_origin",
-        "schedule",
-        "last_sync_at",
-        "last_sync_duration_ms",
-        "last_sync_outcome",
-        "last_sync_error",
-        "tool_count",
-        "last_sync_report",
-    )
+    readonly_fields = ("transport", "command_line", "registry_origin", *LAST_SYNC_FIELDS)
     fieldsets = (
         (
             None,
@@ -71,20 +74,7 @@ class McpServerAdmin(admin.ModelAdmin[McpServer]):
             },
         ),
         ("Who sees its tools", {"fields": ("applications",)}),
-        (
-            "Last sync",
-            {
-                "fields": (
-                    "schedule",
-                    "last_sync_at",
-                    "last_sync_duration_ms",
-                    "last_sync_outcome",
-                    "last_sync_error",
-                    "tool_count",
-                    "last_sync_report",
-                )
-            },
-        ),
+        ("Last sync", {"fields": LAST_SYNC_FIELDS}),
     )
     formfield_overrides = {models.URLField: {"assume_scheme": "https"}}
     inlines = (DeclaredToolInline,)
@@ -121,7 +111,9 @@ class McpServerAdmin(admin.ModelAdmin[McpServer]):
     def sync_now(self, request, queryset) -> None:
         ids = list(queryset.filter(enabled=True).values_list("pk", flat=True))
         for server_id in ids:
-            transaction.on_commit(partial(mcp_server_sync.delay, server_id))
+            task_send_on_commit(
+                partial(mcp_server_sync.delay, server_id), what=f"sync of MCP server {server_id}"
+            )
         self.message_user(
             request, f"Queued a sync of {len(ids)} enabled server(s).", messages.SUCCESS
         )

@@ -552,52 +552,42 @@ def _declared_apply(
             report.withdrawn.append(declared.name)
         else:
             report.updated.append(declared.name)
-    elif approved is not None:
-        proposed = contract_propose(
-            document=document,
-            author=None,
-            source=ContractVersion.Source.IMPORT,
-            context=context,
-            evidence=evidence,
-            kind=ReviewTicket.Kind.CHANGE,
-            notify=False,
-            definition=declared.definition,
-        )
-        ticket = proposed if proposed is not None else open_ticket
-        if proposed is not None:
-            report.changed.append(declared.name)
-            opened = proposed.pk
-        else:
-            report.unchanged += 1
     else:
-        proposed = contract_propose(
+        ticket = contract_propose(
             document=document,
             author=None,
             source=ContractVersion.Source.IMPORT,
             context=context,
             evidence=evidence,
-            kind=ReviewTicket.Kind.NEW_TOOL,
+            kind=ReviewTicket.Kind.NEW_TOOL if approved is None else ReviewTicket.Kind.CHANGE,
             notify=False,
             definition=declared.definition,
         )
-        if proposed is None:  # cannot happen without an approved version
+        opened = ticket.pk if ticket is not None else None
+        if approved is not None:
+            if ticket is not None:
+                report.changed.append(declared.name)
+            else:
+                report.unchanged += 1
+        elif ticket is None:  # cannot happen without an approved version
             raise Refused("nothing to propose")
-        ticket = proposed
-        opened = proposed.pk
-        alarms = [flag for flag in evidence["poisoning"] if flag["code"] not in INFORMATION_CODES]
-        if approve and not alarms:
-            contract_publish(ticket=ticket, actor=actor, action=AuditEntry.Action.TRUSTED)
-            report.published.append(declared.name)
-        elif approve:
-            # Trust on first use covers what nobody flagged; a flagged tool waits for a person.
-            report.flagged[declared.name] = ", ".join(
-                sorted({str(flag["code"]) for flag in alarms})
-            )
         else:
-            report.proposed.append(declared.name)
-        if row is None:
-            for application in server.applications.filter(all_tools=False):
-                application.enabled_tools.add(tool)
+            alarms = [
+                flag for flag in evidence["poisoning"] if flag["code"] not in INFORMATION_CODES
+            ]
+            if approve and not alarms:
+                contract_publish(ticket=ticket, actor=actor, action=AuditEntry.Action.TRUSTED)
+                report.published.append(declared.name)
+            elif approve:
+                # Trust on first use covers what nobody flagged; a flagged tool waits for a person.
+                report.flagged[declared.name] = ", ".join(
+                    sorted({str(flag["code"]) for flag in alarms})
+                )
+            else:
+                report.proposed.append(declared.name)
+            if row is None:
+                for application in server.applications.filter(all_tools=False):
+                    application.enabled_tools.add(tool)
     _declared_record(server, declared, row, tool, ticket)
     return opened if ticket is not None and ticket.status == ReviewTicket.Status.OPEN else None
 

@@ -11,12 +11,13 @@ from collections import defaultdict
 from collections.abc import Iterable, Mapping
 from typing import Any, TypedDict, cast
 
+from registry.risk_order import RISK_ORDER
+
 from ._evidence import Neighbour, RiskEvidence
 from ._lexicon import Lexicon, lexicon
 from ._names import arguments_of
 from ._reading import read_tool
 
-RISK_ORDER = ("low", "medium", "high")
 NEIGHBOURS = 3
 
 

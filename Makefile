@@ -52,7 +52,7 @@ test: install mcp-servers
 ## The tests marked slow (load, faults, hostile requests, the browser and end-to-end runs that
 ## take minutes each); CI runs them after `make test`.
 test-slow: install mcp-servers
-	$(PY) -m pytest -m slow --deselect tests/test_faults.py::test_the_fault_scenarios_all_hold
+	$(PY) -m pytest -m slow
 
 ## Everything CI checks, on PostgreSQL and Redis (started if they are not running).
 ci:

@@ -1,5 +1,4 @@
 from django.contrib import admin, messages
-from django.db import transaction
 from django.db.models import QuerySet
 from django.http import HttpRequest
 
@@ -9,7 +8,7 @@ from .webhooks import webhook_deliveries_queue, webhook_deliveries_retry, webhoo
 
 
 @admin.register(RuntimeToken)
-class RuntimeTokenAdmin(admin.ModelAdmin):
+class RuntimeTokenAdmin(admin.ModelAdmin[RuntimeToken]):
     list_display = [
         "prefix",
         "application",
@@ -45,7 +44,7 @@ class RuntimeTokenAdmin(admin.ModelAdmin):
         self.message_user(request, f"Revoked {count} token(s).", messages.SUCCESS)
 
 
-class WebhookDeliveryInline(admin.TabularInline):
+class WebhookDeliveryInline(admin.TabularInline[WebhookDelivery, Webhook]):
     model = WebhookDelivery
     fields = ("created_at", "event", "status", "attempts", "response_code", "error", "finished_at")
     readonly_fields = fields
@@ -57,7 +56,7 @@ class WebhookDeliveryInline(admin.TabularInline):
 
 
 @admin.register(Webhook)
-class WebhookAdmin(admin.ModelAdmin):
+class WebhookAdmin(admin.ModelAdmin[Webhook]):
     list_display = ["application", "url", "events", "enabled", "created_at"]
     list_filter = ["enabled", "application"]
     list_select_related = ["application"]
@@ -75,12 +74,12 @@ class WebhookAdmin(admin.ModelAdmin):
     @admin.action(description="Send a test delivery", permissions=["change"])
     def send_test(self, request: HttpRequest, queryset: QuerySet[Webhook]) -> None:
         ids = [webhook_test_send(webhook=webhook).pk for webhook in queryset]
-        transaction.on_commit(lambda: webhook_deliveries_queue(ids))
+        webhook_deliveries_queue(ids)
         self.message_user(request, f"Queued {len(ids)} test delivery(ies).", messages.SUCCESS)
 
 
 @admin.register(WebhookDelivery)
-class WebhookDeliveryAdmin(admin.ModelAdmin):
+class WebhookDeliveryAdmin(admin.ModelAdmin[WebhookDelivery]):
     """The delivery log: read-only."""
 
     list_display = ["created_at", "webhook", "event", "status", "attempts", "response_code"]
@@ -96,7 +95,7 @@ class WebhookDeliveryAdmin(admin.ModelAdmin):
     @admin.action(description="Send again (failed or never queued)", permissions=["send"])
     def send_again(self, request: HttpRequest, queryset: QuerySet[WebhookDelivery]) -> None:
         ids = webhook_deliveries_retry(delivery_ids=list(queryset.values_list("pk", flat=True)))
-        transaction.on_commit(lambda: webhook_deliveries_queue(ids))
+        webhook_deliveries_queue(ids)
         self.message_user(request, f"Queued {len(ids)} delivery(ies) again.", messages.SUCCESS)
 
     def has_send_permission(self, request: HttpRequest) -> bool:

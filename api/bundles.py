@@ -36,6 +36,7 @@ import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
+from typing import Any
 from urllib.parse import urlencode
 
 from django.conf import settings
@@ -294,7 +295,9 @@ def _render(application: Application, revision: int) -> dict[FieldT, EncodableT]
     return fields
 
 
-def _view_data(view_class: type[views.ExportView], application: Application, query: dict) -> object:
+def _view_data(
+    view_class: type[views.ExportView], application: Application, query: dict[str, Any]
+) -> object:
     """What the view's ``read()`` answers for this application: the very code a request runs."""
     django_request = HttpRequest()
     django_request.method = "GET"

@@ -1,7 +1,9 @@
 """One error shape for every 4xx and 5xx: {"error": {"code", "message", "fields"}}."""
 
 import logging
+from typing import Any
 
+from django.conf import settings
 from django.core.exceptions import PermissionDenied, RequestDataTooBig
 from django.db import DataError, InterfaceError, OperationalError
 from django.http import Http404
@@ -29,8 +31,8 @@ CODES = {
 
 
 def error_body(
-    status_code: int, message: str, fields: dict | None = None, code: str | None = None
-) -> dict:
+    status_code: int, message: str, fields: dict[str, Any] | None = None, code: str | None = None
+) -> dict[str, Any]:
     return {
         "error": {
             "code": code or CODES.get(status_code, "error"),
@@ -38,6 +40,13 @@ def error_body(
             "fields": fields or {},
         }
     }
+
+
+def error_message(body: dict[str, Any]) -> str:
+    """An ``error_body`` as one sentence: its message, then each field's reasons."""
+    error = body["error"]
+    reasons = "; ".join(f"{name}: {' '.join(why)}" for name, why in error["fields"].items())
+    return f"{error['message']} {reasons}" if reasons else error["message"]
 
 
 def _flatten(detail, prefix: str = "") -> dict[str, list[str]]:
@@ -79,7 +88,13 @@ def exception_handler(exc, context):
             status=status.HTTP_400_BAD_REQUEST,
         )
     if isinstance(exc, RequestDataTooBig):
-        return Response(error_body(413, "The request body is too large."), status=413)
+        limit = settings.DATA_UPLOAD_MAX_MEMORY_SIZE
+        return Response(
+            error_body(413, f"The request body is larger than {limit} bytes."), status=413
+        )
+    if isinstance(exc, RecursionError):
+        # A value nested past Python's own limit, found by a recursive reader: the request's.
+        return Response(error_body(400, "The request is nested too deeply."), status=400)
     if isinstance(exc, SchemaTooCostly):
         field = f"plan[{exc.step}]" if exc.step is not None else "plan"
         return Response(

@@ -58,7 +58,7 @@ def registry_name(name: str) -> str:
     return name.replace("__", ".")
 
 
-def llm_description(document: dict, mandate: str = "") -> str:
+def llm_description(document: dict[str, Any], mandate: str = "") -> str:
     """The description the model reads: the tool's own, its invariant rules, the app's mandate."""
     parts = [document["description"].strip()]
     rules = [entry["rule"] for entry in document.get("invariants") or [] if entry.get("rule")]
@@ -69,7 +69,9 @@ def llm_description(document: dict, mandate: str = "") -> str:
     return "\n\n".join(parts)
 
 
-def openai_tool(document: dict, *, mandate: str = "", strict: bool = False) -> dict:
+def openai_tool(
+    document: dict[str, Any], *, mandate: str = "", strict: bool = False
+) -> dict[str, Any]:
     """A tool in OpenAI's function-calling shape.
 
     With ``strict``, the parameters are made strict (``strict_schema``) and ``"strict": true`` is
@@ -95,14 +97,16 @@ def openai_tool(document: dict, *, mandate: str = "", strict: bool = False) -> d
     return {"type": "function", "function": function}
 
 
-def openai_responses_tool(document: dict, *, mandate: str = "", strict: bool = False) -> dict:
+def openai_responses_tool(
+    document: dict[str, Any], *, mandate: str = "", strict: bool = False
+) -> dict[str, Any]:
     """A tool in the flat shape of OpenAI's Responses API (``FunctionToolParam``): the function's
     keys beside ``"type": "function"``, with ``strict`` always said (the API requires it)."""
     function = openai_tool(document, mandate=mandate, strict=strict)["function"]
     return {"type": "function", **function, "strict": function.get("strict", False)}
 
 
-def anthropic_tool(document: dict, *, mandate: str = "") -> dict:
+def anthropic_tool(document: dict[str, Any], *, mandate: str = "") -> dict[str, Any]:
     return {
         "name": provider_name(document["name"]),
         "description": llm_description(document, mandate),
@@ -114,12 +118,12 @@ PIN_META_KEY = "tool-contract-registry/definitionHash"
 
 
 def mcp_tool(
-    document: dict,
+    document: dict[str, Any],
     *,
     mandate: str = "",
-    definition: dict | None = None,
+    definition: dict[str, Any] | None = None,
     pin: str | None = None,
-) -> dict:
+) -> dict[str, Any]:
     """A tool in MCP's ``tools/list`` shape, saying only what was declared.
 
     Annotations are hints their author claims: a tool carries the ones its approved definition
@@ -150,7 +154,7 @@ class NotStrict(ValueError):
     """The schema uses something OpenAI's strict mode cannot express."""
 
 
-def strict_schema(schema: dict) -> dict:
+def strict_schema(schema: dict[str, Any]) -> dict[str, Any]:
     """OpenAI strict mode: every object closed, every property required, optional ones nullable.
 
     Keywords outside the strict subset are moved into the description (STRICT_DESCRIBED) or
@@ -211,7 +215,7 @@ def _strict(node: Any, path: str, depth: int, counts: dict[str, int]) -> Any:
     return node
 
 
-def _describe(node: dict, where: str) -> None:
+def _describe(node: dict[str, Any], where: str) -> None:
     """Move the STRICT_DESCRIBED keywords of one schema into its description, in words."""
     least, most = node.pop("minLength", None), node.pop("maxLength", None)
     if least is not None and most is not None:
@@ -237,7 +241,7 @@ def _describe(node: dict, where: str) -> None:
         _add_sentence(node, "Deprecated: avoid it.")
 
 
-def _add_sentence(node: dict, sentence: str) -> None:
+def _add_sentence(node: dict[str, Any], sentence: str) -> None:
     text = node.get("description")
     node["description"] = (
         f"{text.rstrip()} {sentence}" if isinstance(text, str) and text.strip() else sentence

@@ -63,7 +63,7 @@ def forget_tokens(digests: list[str]) -> None:
         transaction.on_commit(lambda: cache.delete_many(keys))
 
 
-class RuntimeTokenQuerySet(models.QuerySet):
+class RuntimeTokenQuerySet(models.QuerySet["RuntimeToken"]):
     """Bulk writes forget cached authentications too (the admin revokes with ``update()``)."""
 
     def update(self, **kwargs):

@@ -32,6 +32,10 @@ from concurrent.futures import TimeoutError as LookupTimeout
 from dataclasses import dataclass
 from urllib.parse import urlsplit
 
+from registry.web import url_problem
+
+__all__ = ["Limits", "Refused", "Unreachable", "address_problem", "post", "url_problem"]
+
 IPAddress = ipaddress.IPv4Address | ipaddress.IPv6Address
 IPNetwork = ipaddress.IPv4Network | ipaddress.IPv6Network
 READ_CHUNK = 4096
@@ -49,21 +53,6 @@ class Unreachable(Exception):
 class Limits:
     deadline_seconds: float
     max_answer_bytes: int
-
-
-def url_problem(url: str) -> str:
-    """Why ``url`` cannot be a receiver's, or "": http(s), a host, no user name or password
-    (they would be sent to the host, and ``user@host`` hides the real host from a reader)."""
-    try:
-        parts = urlsplit(url)
-        parts.port  # noqa: B018  (a port out of range raises here)
-    except ValueError as exc:
-        return f"Not a valid URL: {exc}."
-    if parts.scheme not in ("http", "https") or not parts.hostname:
-        return "Only http and https URLs with a host are allowed."
-    if parts.username is not None or parts.password is not None or "@" in parts.netloc:
-        return "A URL may not carry a user name or password."
-    return ""
 
 
 def address_problem(address: IPAddress, allowed: Iterable[IPNetwork]) -> str:

@@ -28,6 +28,7 @@ from registry.invariants import (
     policy_rule_errors,
     resolve_config,
 )
+from registry.jsonlimits import deeper_than
 from registry.jsonschema_re2 import (
     NO_RETRIEVAL,
     UnsupportedPattern,
@@ -82,11 +83,11 @@ PLAN_SCHEMA_WORK_BUDGET = 250_000
 
 def validate_plan(
     *,
-    plan: list[dict],
-    contracts: dict[str, dict],
-    policy: dict | None,
+    plan: list[dict[str, Any]],
+    contracts: dict[str, dict[str, Any]],
+    policy: dict[str, Any] | None,
     state: State | None = None,
-    config: dict | None = None,
+    config: dict[str, Any] | None = None,
     aliases: Mapping[str, str] | None = None,
     producers: Producers | None = None,
 ) -> PlanValidation:
@@ -108,11 +109,11 @@ def _no_producers(variable: str) -> Sequence[str]:
 
 
 def _validate_plan(
-    plan: list[dict],
-    contracts: dict[str, dict],
-    policy: dict | None,
+    plan: list[dict[str, Any]],
+    contracts: dict[str, dict[str, Any]],
+    policy: dict[str, Any] | None,
     state: State | None,
-    config: dict | None,
+    config: dict[str, Any] | None,
     aliases: Mapping[str, str],
     producers: Producers,
 ) -> PlanValidation:
@@ -222,7 +223,7 @@ def _read_steps(plan: object, violations: _Violations) -> list[_Step]:
         if not isinstance(args, Mapping):
             violations.add(index, "malformed_step", f"step {index}: 'args' must be an object")
             continue
-        if _nests_deeper_than(raw, MAX_ARGS_DEPTH):
+        if deeper_than(raw, MAX_ARGS_DEPTH) is not None:
             violations.add(
                 index, "malformed_step", f"step {index} nests deeper than {MAX_ARGS_DEPTH} levels"
             )
@@ -573,7 +574,7 @@ class _NullDropper:
             if isinstance(alternatives, list) and isinstance(value, dict | list):
                 self.choose(alternatives, value)
 
-    def choose(self, alternatives: list[Any], value: dict | list) -> None:
+    def choose(self, alternatives: list[Any], value: dict[str, Any] | list[Any]) -> None:
         if not _contains_null(value):
             return
         for alternative in alternatives:
@@ -691,19 +692,6 @@ def _args_path(path: Any) -> str:
 
 
 # --- small helpers --------------------------------------------------------------------------
-
-
-def _nests_deeper_than(value: Any, limit: int) -> bool:
-    # Iterative on purpose: a recursive walk would hit the very limit it guards against.
-    pending = [(value, 1)]
-    while pending:
-        item, depth = pending.pop()
-        if isinstance(item, Mapping | list | tuple):
-            if depth > limit:
-                return True
-            children = item.values() if isinstance(item, Mapping) else item
-            pending.extend((child, depth + 1) for child in children)
-    return False
 
 
 def _present(args: Mapping[str, Any], name: str) -> bool:

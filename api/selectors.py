@@ -8,8 +8,11 @@ from django.db.models import QuerySet
 
 from registry.models import Application, ContractVersion
 from registry.selectors import visible_versions, within_application
+from sources.models import McpServer
 
-__all__ = ["version_history", "visible_versions"]
+from .subregistry import ApprovedTool, ServedServer
+
+__all__ = ["mcp_servers_visible", "version_history", "visible_versions"]
 
 
 def version_history(
@@ -23,3 +26,45 @@ def version_history(
         .order_by("-number")
     )
     return within_application(history, application)
+
+
+def mcp_servers_visible(
+    application: Application | None, *, name: str | None = None
+) -> list[ServedServer]:
+    """The enabled MCP servers (or the one so ``name``d) with at least one approved tool the
+    application may see, each with those tools (by name): what the MCP Registry API's endpoints
+    serve it."""
+    versions = (
+        visible_versions(application)
+        .filter(tool__declared__server__enabled=True)
+        .select_related("tool__declared__server")
+        .order_by("tool__name")
+    )
+    if name is not None:
+        versions = versions.filter(tool__declared__server__name=name)
+    grouped: dict[int, tuple[McpServer, list[ApprovedTool]]] = {}
+    for version in versions:
+        declared = version.tool.declared
+        _, tools = grouped.setdefault(declared.server_id, (declared.server, []))
+        tools.append(
+            ApprovedTool(
+                name=version.tool.name,
+                server_tool=declared.name,
+                version=version.number,
+                pin=version.definition_hash,
+                risk=version.risk.name,
+                approved_at=version.approved_at,
+            )
+        )
+    return [
+        ServedServer(
+            local_name=server.name,
+            transport=server.transport,
+            url=server.url,
+            headers=tuple(server.headers),
+            registry_entry=server.registry_entry,
+            created_at=server.created_at,
+            tools=tuple(tools),
+        )
+        for server, tools in grouped.values()
+    ]

@@ -1,10 +1,13 @@
+from typing import Any
+
 from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
 from registry.models import ContractVersion
 
 
-class ContractSerializer(serializers.Serializer):
+# A ContractVersion, or many with many=True, which the stubs cannot type as one parameter.
+class ContractSerializer(serializers.Serializer[Any]):
     """An approved contract document with its version bookkeeping."""
 
     name = serializers.CharField(source="tool.name")
@@ -34,11 +37,11 @@ class ContractSerializer(serializers.Serializer):
         model = ContractVersion
 
 
-class RevisionSerializer(serializers.Serializer):
+class RevisionSerializer(serializers.Serializer[dict[str, Any]]):
     revision = serializers.IntegerField()
 
 
-class TraceIn(serializers.Serializer):
+class TraceIn(serializers.Serializer[dict[str, Any]]):
     """One trace as docs/formats.md gives it (validated item by item by the ingest service)."""
 
     trace_id = serializers.CharField(max_length=200)
@@ -52,29 +55,30 @@ class TraceIn(serializers.Serializer):
     error = serializers.CharField(required=False, allow_null=True)
     duration_ms = serializers.IntegerField(required=False, allow_null=True, min_value=0)
     occurred_at = serializers.DateTimeField(required=False)
+    messages = serializers.ListField(child=serializers.DictField(), required=False)
 
 
-class TraceProblem(serializers.Serializer):
+class TraceProblem(serializers.Serializer[dict[str, Any]]):
     index = serializers.IntegerField()
     field = serializers.CharField()
     reason = serializers.CharField()
 
 
-class TraceIngestResult(serializers.Serializer):
+class TraceIngestResult(serializers.Serializer[dict[str, Any]]):
     accepted = serializers.IntegerField()
     duplicates = serializers.IntegerField()
     rejected = serializers.IntegerField()
     problems = TraceProblem(many=True)
 
 
-class ErrorDetail(serializers.Serializer):
+class ErrorDetail(serializers.Serializer[dict[str, Any]]):
     code = serializers.CharField()
     message = serializers.CharField()
     # The error shape's key is "fields", which a Serializer also names its own field list.
     fields = serializers.DictField(child=serializers.ListField(child=serializers.CharField()))  # type: ignore[assignment]
 
 
-class ErrorSerializer(serializers.Serializer):
+class ErrorSerializer(serializers.Serializer[dict[str, Any]]):
     error = ErrorDetail()
 
 
@@ -108,7 +112,7 @@ class BoundedListField(serializers.ListField):
         ]
     }
 )
-class StateField(serializers.Field):
+class StateField(serializers.Field[list[str] | dict[str, Any], Any, Any, Any]):
     """A state in either shape: a list of variable names, or an object of values by name.
 
     The internal value keeps the shape (a list, or a dict); ``state_names`` reads the names.
@@ -140,11 +144,11 @@ class StateField(serializers.Field):
         return value
 
 
-def state_names(state: list[str] | dict) -> list[str]:
+def state_names(state: list[str] | dict[str, Any]) -> list[str]:
     return list(state)
 
 
-class FilterRequest(serializers.Serializer):
+class FilterRequest(serializers.Serializer[dict[str, Any]]):
     state = StateField()
     goal = BoundedListField(
         child=serializers.CharField(max_length=100), min_length=1, max_length=100
@@ -153,24 +157,24 @@ class FilterRequest(serializers.Serializer):
     alternatives = serializers.BooleanField(required=False, default=False)
 
 
-class FilterResponse(serializers.Serializer):
+class FilterResponse(serializers.Serializer[dict[str, Any]]):
     tools = ContractSerializer(many=True)
     plan = serializers.ListField(child=serializers.CharField())
     unreachable = serializers.ListField(child=serializers.CharField())
 
 
-class PlanStep(serializers.Serializer):
+class PlanStep(serializers.Serializer[dict[str, Any]]):
     tool = serializers.CharField(max_length=200)
     args = serializers.DictField(required=False, default=dict)
 
 
-class PlanRequest(serializers.Serializer):
+class PlanRequest(serializers.Serializer[dict[str, Any]]):
     plan = BoundedListField(child=serializers.JSONField(), max_length=200)
     state = StateField(required=False, default=dict)
     config = serializers.DictField(required=False, default=dict)
 
 
-class Violation(serializers.Serializer):
+class Violation(serializers.Serializer[dict[str, Any]]):
     step = serializers.IntegerField(allow_null=True)
     invariant = serializers.CharField()
     rule = serializers.CharField()
@@ -188,7 +192,7 @@ class Violation(serializers.Serializer):
     )
 
 
-class PlanResponse(serializers.Serializer):
+class PlanResponse(serializers.Serializer[dict[str, Any]]):
     plan = PlanStep(many=True)
     violations = Violation(many=True)
     valid = serializers.BooleanField()
@@ -196,19 +200,19 @@ class PlanResponse(serializers.Serializer):
     mandate = serializers.CharField()
 
 
-class OpenAIFunction(serializers.Serializer):
+class OpenAIFunction(serializers.Serializer[dict[str, Any]]):
     name = serializers.RegexField(r"^[a-zA-Z0-9_-]{1,64}\Z")
     description = serializers.CharField()
     parameters = serializers.DictField()
     strict = serializers.BooleanField(required=False)
 
 
-class OpenAITool(serializers.Serializer):
+class OpenAITool(serializers.Serializer[dict[str, Any]]):
     type = serializers.ChoiceField(choices=["function"])
     function = OpenAIFunction()
 
 
-class OpenAIResponsesTool(serializers.Serializer):
+class OpenAIResponsesTool(serializers.Serializer[dict[str, Any]]):
     type = serializers.ChoiceField(choices=["function"])
     name = serializers.RegexField(r"^[a-zA-Z0-9_-]{1,64}\Z")
     description = serializers.CharField()
@@ -216,13 +220,13 @@ class OpenAIResponsesTool(serializers.Serializer):
     strict = serializers.BooleanField()
 
 
-class AnthropicTool(serializers.Serializer):
+class AnthropicTool(serializers.Serializer[dict[str, Any]]):
     name = serializers.RegexField(r"^[a-zA-Z0-9_-]{1,64}\Z")
     description = serializers.CharField()
     input_schema = serializers.DictField()
 
 
-class MCPAnnotations(serializers.Serializer):
+class MCPAnnotations(serializers.Serializer[dict[str, Any]]):
     # Exactly the annotations the tool's definition declares, keys of its server's own
     # included; a tool that declares none has none.
     title = serializers.CharField(required=False)
@@ -232,7 +236,7 @@ class MCPAnnotations(serializers.Serializer):
     openWorldHint = serializers.BooleanField(required=False)  # noqa: N815
 
 
-class MCPTool(serializers.Serializer):
+class MCPTool(serializers.Serializer[dict[str, Any]]):
     name = serializers.CharField()
     description = serializers.CharField()
     inputSchema = serializers.DictField()  # noqa: N815
@@ -244,5 +248,46 @@ class MCPTool(serializers.Serializer):
     )
 
 
-class MCPToolList(serializers.Serializer):
+class MCPToolList(serializers.Serializer[dict[str, Any]]):
     tools = MCPTool(many=True)
+
+
+class McpServerDetail(serializers.Serializer[dict[str, Any]]):
+    """A server.json: the MCP Registry API's ``ServerDetail``."""
+
+    name = serializers.CharField(help_text="tool-contract-registry/<server>")
+    description = serializers.CharField()
+    version = serializers.CharField(
+        help_text="As its MCP registry published it (mcp_servers add --from-registry), else 0.0.0."
+    )
+    title = serializers.CharField(required=False)
+    repository = serializers.DictField(required=False)
+    websiteUrl = serializers.CharField(required=False)  # noqa: N815 - the API's own spelling
+    icons = serializers.ListField(child=serializers.DictField(), required=False)
+    packages = serializers.ListField(child=serializers.DictField(), required=False)
+    remotes = serializers.ListField(child=serializers.DictField(), required=False)
+
+
+class McpServerResponse(serializers.Serializer[dict[str, Any]]):
+    """The MCP Registry API's ``ServerResponse``."""
+
+    server = McpServerDetail()
+    _meta = serializers.DictField(
+        help_text='"io.modelcontextprotocol.registry/official": status, publishedAt, updatedAt, '
+        'isLatest; "tool-contract-registry/contracts": {server, origin?, tools: [{name, '
+        "serverTool, version, pin, risk}]}, the approved tools the caller may use and their pins."
+    )
+
+
+class McpServerListMetadata(serializers.Serializer[dict[str, Any]]):
+    nextCursor = serializers.CharField(  # noqa: N815
+        required=False, help_text="The cursor of the next page; absent on the last one."
+    )
+    count = serializers.IntegerField(help_text="Servers on this page.")
+
+
+class McpServerList(serializers.Serializer[dict[str, Any]]):
+    """The MCP Registry API's ``ServerList``."""
+
+    servers = McpServerResponse(many=True)
+    metadata = McpServerListMetadata()

@@ -1,43 +1,28 @@
 """Thin, idempotent tasks: bundles of hot read bodies, rendered once per registry revision."""
 
-import logging
+from functools import partial
 
-from celery import shared_task
 from celery.exceptions import SoftTimeLimitExceeded
 from django.conf import settings
-from django.db import InterfaceError, OperationalError
+
+from registry.queueing import TRANSIENT, durable_task, task_send
 
 from . import bundles, webhooks
 from .models import WebhookDelivery
 
-TRANSIENT = (OperationalError, InterfaceError, bundles.RevisionNotSeenYet)
 
-logger = logging.getLogger(__name__)
-
-
-@shared_task(
-    bind=True,
-    acks_late=True,
-    autoretry_for=TRANSIENT,
-    retry_backoff=1,
-    max_retries=5,
+@durable_task(
     soft_time_limit=240,
     time_limit=300,
+    autoretry_for=(*TRANSIENT, bundles.RevisionNotSeenYet),
+    retry_backoff=1,
 )
 def bundle_render(self, application_id: int) -> int | None:
     """One application's bundle for the current revision (nothing when it already exists)."""
     return bundles.bundle_render(application_id=application_id)
 
 
-@shared_task(
-    bind=True,
-    acks_late=True,
-    autoretry_for=(OperationalError, InterfaceError),
-    retry_backoff=True,
-    max_retries=5,
-    soft_time_limit=60,
-    time_limit=90,
-)
+@durable_task(soft_time_limit=60, time_limit=90)
 def bundles_render(self) -> int:
     """Fan out one render per application with a usable token (sent when the revision moves),
     each unless one already waits."""
@@ -55,14 +40,12 @@ def bundle_render_queue(*, application_id: int | None = None) -> None:
     that misses the bundle asks again."""
     if not bundles.bundle_render_wanted(application_id=application_id):
         return
-    try:
-        if application_id is None:
-            bundles_render.apply_async(retry=False)
-        else:
-            bundle_render.apply_async(args=[application_id], retry=False)
-    except Exception as exc:  # the broker's errors vary by transport
+    if application_id is None:
+        send = partial(bundles_render.apply_async, retry=False)
+    else:
+        send = partial(bundle_render.apply_async, args=[application_id], retry=False)
+    if not task_send(send, what=f"bundle render of {application_id or 'all'}"):
         bundles.bundle_render_started(application_id=application_id)
-        logger.warning("bundle render of %s not queued: %s", application_id or "all", exc)
 
 
 # A little above one attempt's deadline: the deadline ends an attempt, these only a stuck one
@@ -73,15 +56,12 @@ WEBHOOK_SOFT_TIME_LIMIT = settings.WEBHOOK_DEADLINE_SECONDS + 20
 WEBHOOK_MAX_RETRIES = webhooks.MAX_ATTEMPTS + 5
 
 
-@shared_task(
-    bind=True,
-    acks_late=True,
-    autoretry_for=(OperationalError, InterfaceError),
+@durable_task(
+    soft_time_limit=WEBHOOK_SOFT_TIME_LIMIT,
+    time_limit=WEBHOOK_SOFT_TIME_LIMIT + 10,
     retry_backoff=2,
     retry_backoff_max=600,
     max_retries=WEBHOOK_MAX_RETRIES,
-    soft_time_limit=WEBHOOK_SOFT_TIME_LIMIT,
-    time_limit=WEBHOOK_SOFT_TIME_LIMIT + 10,
 )
 def webhook_deliver(self, delivery_id: int) -> str:
     """One attempt at a webhook delivery (on the ``webhooks`` queue: CELERY_TASK_ROUTES); a

@@ -1,4 +1,4 @@
-from django.urls import path, register_converter
+from django.urls import URLPattern, path, re_path, register_converter
 from django.urls.converters import StringConverter
 from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerView
 from rest_framework.permissions import AllowAny
@@ -41,4 +41,35 @@ urlpatterns = [
         SpectacularSwaggerView.as_view(url_name="schema", permission_classes=[AllowAny]),
         name="docs",
     ),
+]
+
+
+# The MCP Registry API's reads, at the paths it publishes (config/urls.py mounts them under
+# /v0.1/ and /v0/). A server name holds a '/', sent as %2F, which arrives decoded: the name is
+# everything before the last /versions.
+def _mcp_registry(
+    list_view: type[views.McpRegistryView],
+    versions_view: type[views.McpRegistryView],
+    version_view: type[views.McpRegistryView],
+) -> list[URLPattern]:
+    return [
+        re_path(r"^servers$", list_view.as_view(), name="servers"),
+        re_path(r"^servers/(?P<name>[\s\S]+)/versions$", versions_view.as_view(), name="versions"),
+        re_path(
+            r"^servers/(?P<name>[\s\S]+)/versions/(?P<version>[^/]+)$",
+            version_view.as_view(),
+            name="version",
+        ),
+    ]
+
+
+mcp_registry_urlpatterns = _mcp_registry(
+    views.McpServerListView, views.McpServerVersionsView, views.McpServerVersionView
+)
+mcp_registry_v0_urlpatterns = [
+    *_mcp_registry(
+        views.McpServerListV0View, views.McpServerVersionsV0View, views.McpServerVersionV0View
+    ),
+    # GET /v0/servers/{name}: the latest version, as the API served it until 2025-10-17.
+    re_path(r"^servers/(?P<name>[\s\S]+)$", views.McpServerLatestView.as_view(), name="server"),
 ]

@@ -5,28 +5,26 @@ URL, so a conditional GET is answered 304 before any contract row is read.
 """
 
 import logging
-import math
+from functools import partial
+from typing import Any
 
 from django.conf import settings
-from django.core.exceptions import RequestDataTooBig
 from django.db import (
     DatabaseError,
-    DataError,
-    InterfaceError,
-    OperationalError,
     connection,
-    transaction,
 )
 from django.http import Http404, HttpResponse
+from django.utils.dateparse import parse_datetime
 from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import (
     OpenApiExample,
     OpenApiParameter,
     PolymorphicProxySerializer,
     extend_schema,
+    extend_schema_view,
     inline_serializer,
 )
-from rest_framework import exceptions, generics, serializers
+from rest_framework import generics, serializers
 from rest_framework.exceptions import ValidationError
 from rest_framework.pagination import PageNumberPagination
 from rest_framework.permissions import AllowAny
@@ -38,25 +36,29 @@ from learning.otel import spans_decode
 from learning.otel_ingest import BufferFull, spans_receive
 from learning.tasks import otel_traces_assemble
 from registry.models import ContractVersion
+from registry.queueing import task_send_on_commit
 from registry.revision import revision_current
 from registry.selectors import alias_map, risk_ranks
+from sources.declared import SERVER_NAME
 
-from . import exports, otlp, webhooks
+from . import exports, otlp, subregistry, webhooks
 from .auth import HasScope, IsRuntimeOrStaff, Runtime
 from .caching import ConditionalMixin, ProcessCache
 from .causal import ProducerIndex, filter_tools
-from .errors import error_body
+from .errors import error_body, error_message
 from .filters import ContractFilter
 from .models import RuntimeToken
 from .parsers import StrictJSONParser
 from .planning import validate_plan
-from .selectors import version_history, visible_versions
+from .selectors import mcp_servers_visible, version_history, visible_versions
 from .serializers import (
     AnthropicTool,
     ContractSerializer,
     ErrorSerializer,
     FilterRequest,
     FilterResponse,
+    McpServerList,
+    McpServerResponse,
     MCPToolList,
     OpenAIResponsesTool,
     OpenAITool,
@@ -93,7 +95,7 @@ class RuntimeView(APIView):
     def visible(self):
         return visible_versions(self.application)
 
-    def policy(self) -> dict | None:
+    def policy(self) -> dict[str, Any] | None:
         application = self.application
         if application is None:
             return None
@@ -102,7 +104,7 @@ class RuntimeView(APIView):
 
 
 @extend_schema(tags=["contracts"], responses={200: ContractSerializer(many=True), **ERRORS})
-class ToolListView(ConditionalMixin, RuntimeView, generics.ListAPIView):
+class ToolListView(ConditionalMixin, RuntimeView, generics.ListAPIView[ContractVersion]):
     """Approved contracts the caller may see, filterable and paginated."""
 
     serializer_class = ContractSerializer
@@ -127,7 +129,9 @@ class VisibleToolMixin(RuntimeView):
 
 
 @extend_schema(tags=["contracts"], responses={200: ContractSerializer, 304: None, **ERRORS})
-class ToolDetailView(ConditionalMixin, VisibleToolMixin, RuntimeView, generics.GenericAPIView):
+class ToolDetailView(
+    ConditionalMixin, VisibleToolMixin, RuntimeView, generics.GenericAPIView[ContractVersion]
+):
     """One approved contract; 404 for a tool the caller may not see (names do not leak)."""
 
     serializer_class = ContractSerializer
@@ -137,7 +141,9 @@ class ToolDetailView(ConditionalMixin, VisibleToolMixin, RuntimeView, generics.G
 
 
 @extend_schema(tags=["contracts"], responses={200: ContractSerializer(many=True), **ERRORS})
-class ToolVersionsView(ConditionalMixin, VisibleToolMixin, RuntimeView, generics.GenericAPIView):
+class ToolVersionsView(
+    ConditionalMixin, VisibleToolMixin, RuntimeView, generics.GenericAPIView[ContractVersion]
+):
     """The approved history of one visible tool, newest first."""
 
     serializer_class = ContractSerializer
@@ -163,7 +169,7 @@ EXPORT_FILTERS = [
 ]
 
 
-class ExportView(ConditionalMixin, RuntimeView, generics.GenericAPIView):
+class ExportView(ConditionalMixin, RuntimeView, generics.GenericAPIView[ContractVersion]):
     queryset = ContractVersion.objects.none()  # for the schema; reads go through selectors
     filterset_class = ContractFilter
     serializer_class = ContractSerializer
@@ -171,7 +177,7 @@ class ExportView(ConditionalMixin, RuntimeView, generics.GenericAPIView):
     def versions(self) -> list[ContractVersion]:
         return list(self.filter_queryset(self.visible().order_by("tool__name")))
 
-    def documents(self) -> list[dict]:
+    def documents(self) -> list[dict[str, Any]]:
         return [version.document() for version in self.versions()]
 
     def mandate(self) -> str:
@@ -313,7 +319,7 @@ class TraceIngestView(RuntimeView):
 class HealthView(APIView):
     """Liveness and database reachability, for load balancers and compose healthchecks."""
 
-    authentication_classes: list = []
+    authentication_classes: list[Any] = []
     permission_classes = [AllowAny]
 
     def get(self, request):
@@ -472,7 +478,7 @@ class WebhookTestView(RuntimeView):
             webhooks.webhook_test_send(webhook=webhook).pk
             for webhook in application.webhooks.filter(enabled=True)
         ]
-        transaction.on_commit(lambda: webhooks.webhook_deliveries_queue(ids))
+        webhooks.webhook_deliveries_queue(ids)
         return Response({"deliveries": ids}, status=202)
 
 
@@ -480,15 +486,6 @@ OTLP_ERRORS = (400, 401, 403, 413, 415, 429, 503)
 OTLPStatus = inline_serializer(
     "OTLPStatus", {"code": serializers.IntegerField(), "message": serializers.CharField()}
 )
-
-
-def _assembly_queue() -> None:
-    """Queue an assembly of the traces just completed. The spans are stored already: a broker
-    that refuses the message costs nothing more, as the periodic assembly takes them."""
-    try:
-        otel_traces_assemble.apply_async(countdown=settings.OTLP_SETTLE_SECONDS + 1, retry=False)
-    except Exception as exc:  # the broker's errors vary by transport; the commit stands
-        logger.warning("OTLP assembly not queued: %s: %s", type(exc).__name__, exc)
 
 
 @extend_schema(
@@ -541,43 +538,36 @@ class OTLPTraceView(RuntimeView):
             raise otlp.OTLPError(429, str(exc), {"Retry-After": str(exc.retry_after)}) from None
         if received.complete:
             # Assembled once the trace has settled; the periodic run catches a lost message.
-            transaction.on_commit(_assembly_queue)
+            countdown = settings.OTLP_SETTLE_SECONDS + 1
+            send = partial(otel_traces_assemble.apply_async, countdown=countdown, retry=False)
+            task_send_on_commit(send, what="OTLP assembly")
         content = otlp.export_response(
             media, rejected=received.rejected, message=received.message()
         )
         return HttpResponse(content, content_type=media)
 
     def handle_exception(self, exc):
-        """Every failure as OTLP says: a google.rpc.Status in the request's encoding."""
+        """Every failure as OTLP says: a google.rpc.Status in the request's encoding, with the
+        status, message and headers the API's own handler gives it (``api/errors.py``)."""
         media = self.request.META.get("CONTENT_TYPE", "").split(";", 1)[0].strip().lower()
         media = media if media in otlp.MEDIA_TYPES else otlp.JSON
         headers: dict[str, str] = {}
         if isinstance(exc, otlp.OTLPError):
             status, message, headers = exc.status, exc.message, exc.headers
-        elif isinstance(exc, RequestDataTooBig):
-            limit = settings.DATA_UPLOAD_MAX_MEMORY_SIZE
-            status, message = 413, f"The request body is larger than {limit} bytes."
-        elif isinstance(exc, OperationalError | InterfaceError):
-            logger.warning("database unavailable: %s: %s", type(exc).__name__, exc)
-            status, message = 503, "The registry's database is unavailable; retry shortly."
-            headers = {"Retry-After": "5"}
-        elif isinstance(exc, DataError):
-            status, message = 400, "The request holds a value the database cannot store."
-        elif isinstance(exc, RecursionError):
-            status, message = 400, "The request is nested too deeply."
-        elif isinstance(exc, exceptions.APIException):
-            status, message = exc.status_code, str(exc.detail)
-            if isinstance(exc, exceptions.NotAuthenticated | exceptions.AuthenticationFailed):
-                header = self.get_authenticate_header(self.request)
-                status = 401 if header else 403
-                if header:
-                    headers["WWW-Authenticate"] = header
-            if isinstance(exc, exceptions.Throttled):
-                headers["Retry-After"] = str(math.ceil(getattr(exc, "wait", None) or 1))
         else:
-            # Still a google.rpc.Status, never an HTML page an exporter cannot read.
-            logger.exception("OTLP request failed")
-            status, message = 500, "The registry failed to handle these spans; retry later."
+            try:
+                answer = super().handle_exception(exc)
+            except Exception:
+                # Still a google.rpc.Status, never an HTML page an exporter cannot read.
+                logger.exception("OTLP request failed")
+                status, message = 500, "The registry failed to handle these spans; retry later."
+            else:
+                status, message = answer.status_code, error_message(answer.data)
+                headers = {
+                    name: answer[name]
+                    for name in ("Retry-After", "WWW-Authenticate")
+                    if answer.has_header(name)
+                }
         response = HttpResponse(
             otlp.status_response(media, status=status, message=message),
             status=status,
@@ -586,3 +576,161 @@ class OTLPTraceView(RuntimeView):
         for name, value in headers.items():
             response[name] = value
         return response
+
+
+MCP_REGISTRY_PAGE = 30  # the official registry's default page
+MCP_REGISTRY_MAX_PAGE = 100
+MCP_SERVER_NAME = OpenApiParameter(
+    "name",
+    str,
+    OpenApiParameter.PATH,
+    description="The server's name, URL-encoded (tool-contract-registry%2Facme).",
+)
+INCLUDE_DELETED = OpenApiParameter(
+    "include_deleted", bool, description="Accepted for the API's sake: no server is deleted here."
+)
+
+
+class McpRegistryView(ConditionalMixin, RuntimeView):
+    """The MCP Registry API's reads (``/v0/``, ``/v0.1/``): the MCP servers the caller may use,
+    each with its approved tools and their pins (``api/subregistry.py``)."""
+
+    query_parameters: tuple[str, ...] = ("include_deleted",)
+
+    def served(self, name: str) -> subregistry.ServedServer:
+        namespace, _, local_name = name.partition("/")
+        # A name no server can have is not looked up (the database refuses some, such as NUL).
+        if namespace == subregistry.NAMESPACE and SERVER_NAME.fullmatch(local_name):
+            found = mcp_servers_visible(self.application, name=local_name)
+            if found:
+                return found[0]
+        raise Http404
+
+    def initial(self, request, *args, **kwargs):
+        super().initial(request, *args, **kwargs)
+        include_deleted = request.query_params.get("include_deleted", "false").lower()
+        if include_deleted not in ("true", "false"):
+            raise ValidationError({"include_deleted": ["must be true or false"]})
+
+
+@extend_schema(
+    tags=["mcp-registry"],
+    parameters=[
+        OpenApiParameter("cursor", str, description="metadata.nextCursor of the previous page."),
+        OpenApiParameter(
+            "limit",
+            int,
+            description=f"Servers per page, 1 to {MCP_REGISTRY_MAX_PAGE} "
+            f"(default {MCP_REGISTRY_PAGE}).",
+        ),
+        OpenApiParameter("search", str, description="A substring of the name or description."),
+        OpenApiParameter("version", str, description="latest, or one exact version."),
+        OpenApiParameter(
+            "updated_since", OpenApiTypes.DATETIME, description="RFC 3339: servers changed since."
+        ),
+        INCLUDE_DELETED,
+    ],
+    responses={200: McpServerList, 304: None, **ERRORS},
+)
+@extend_schema_view(get=extend_schema(operation_id="mcp_registry_servers_list"))
+class McpServerListView(McpRegistryView):
+    """The MCP servers the caller may use, with their approved tools and pins (MCP Registry API)."""
+
+    query_parameters = ("cursor", "limit", "search", "version", "updated_since", "include_deleted")
+
+    def read(self, request):
+        params = request.query_params
+        limit = params.get("limit", str(MCP_REGISTRY_PAGE))
+        if (
+            not limit.isascii()
+            or not limit.isdigit()
+            or not 1 <= int(limit) <= MCP_REGISTRY_MAX_PAGE
+        ):
+            raise ValidationError({"limit": [f"a whole number from 1 to {MCP_REGISTRY_MAX_PAGE}"]})
+        since = None
+        if "updated_since" in params:
+            try:
+                since = parse_datetime(params["updated_since"])
+            except ValueError:
+                since = None
+            if since is None or since.tzinfo is None:
+                raise ValidationError(
+                    {"updated_since": ["an RFC 3339 date and time with its offset"]}
+                )
+        page = subregistry.servers_page(
+            mcp_servers_visible(self.application),
+            cursor=params.get("cursor", ""),
+            limit=int(limit),
+            search=params.get("search", ""),
+            version=params.get("version", ""),
+            updated_since=since,
+        )
+        metadata: dict[str, Any] = {"count": len(page.servers)}
+        if page.next_cursor:
+            metadata["nextCursor"] = page.next_cursor
+        servers = [subregistry.server_response(server) for server in page.servers]
+        return Response({"servers": servers, "metadata": metadata})
+
+
+@extend_schema(
+    tags=["mcp-registry"],
+    parameters=[MCP_SERVER_NAME, INCLUDE_DELETED],
+    responses={200: McpServerList, 304: None, **ERRORS},
+)
+@extend_schema_view(get=extend_schema(operation_id="mcp_registry_server_versions"))
+class McpServerVersionsView(McpRegistryView):
+    """A server's versions: the one it is served in (MCP Registry API)."""
+
+    def read(self, request, name: str):
+        server = self.served(name)
+        return Response(
+            {"servers": [subregistry.server_response(server)], "metadata": {"count": 1}}
+        )
+
+
+@extend_schema(
+    tags=["mcp-registry"],
+    parameters=[
+        MCP_SERVER_NAME,
+        OpenApiParameter(
+            "version", str, OpenApiParameter.PATH, description="latest, or its version."
+        ),
+        INCLUDE_DELETED,
+    ],
+    responses={200: McpServerResponse, 304: None, **ERRORS},
+)
+@extend_schema_view(get=extend_schema(operation_id="mcp_registry_server_version"))
+class McpServerVersionView(McpRegistryView):
+    """One version of a server, or ``latest`` (MCP Registry API)."""
+
+    def read(self, request, name: str, version: str = subregistry.LATEST):
+        server = self.served(name)
+        if version not in (subregistry.LATEST, server.version):
+            raise Http404
+        return Response(subregistry.server_response(server))
+
+
+@extend_schema(
+    tags=["mcp-registry"],
+    parameters=[MCP_SERVER_NAME, INCLUDE_DELETED],
+    responses={200: McpServerResponse, 304: None, **ERRORS},
+)
+@extend_schema_view(get=extend_schema(operation_id="mcp_registry_v0_server"))
+class McpServerLatestView(McpServerVersionView):
+    """A server's latest version: the API's form before /versions/latest, kept under /v0/."""
+
+
+# The same reads under /v0/, the API's development path: their own operation ids.
+@extend_schema_view(get=extend_schema(operation_id="mcp_registry_v0_servers_list"))
+class McpServerListV0View(McpServerListView):
+    pass
+
+
+@extend_schema_view(get=extend_schema(operation_id="mcp_registry_v0_server_versions"))
+class McpServerVersionsV0View(McpServerVersionsView):
+    pass
+
+
+@extend_schema_view(get=extend_schema(operation_id="mcp_registry_v0_server_version"))
+class McpServerVersionV0View(McpServerVersionView):
+    pass

@@ -13,6 +13,7 @@ import json
 import logging
 import random
 import uuid
+from functools import partial
 from typing import Any
 
 from django.conf import settings
@@ -22,6 +23,7 @@ from django.utils import timezone
 
 from config.celery_app import app as celery_app
 from registry.models import ContractVersion, Tool
+from registry.queueing import task_send_on_commit
 from registry.selectors import within_application
 
 from . import outbound
@@ -70,14 +72,14 @@ def webhook_deliveries_create(*, version_id: int) -> list[int]:
 
 
 def webhook_deliveries_queue(delivery_ids: list[int]) -> None:
-    """Queue deliveries (call it on commit). Sent by task name: ``api.tasks`` imports this
-    module. A broker that refuses leaves them pending in the log, for the admin's "Send
+    """Queue deliveries once the transaction commits. Sent by task name: ``api.tasks`` imports
+    this module. A broker that refuses leaves them pending in the log, for the admin's "Send
     again" (``webhook_deliveries_retry``)."""
     for delivery_id in delivery_ids:
-        try:
-            celery_app.send_task("api.tasks.webhook_deliver", (delivery_id,), retry=False)
-        except Exception as exc:  # the broker's errors vary by transport; the commit stands
-            logger.warning("webhook delivery %s not queued: %s", delivery_id, exc)
+        send = partial(
+            celery_app.send_task, "api.tasks.webhook_deliver", (delivery_id,), retry=False
+        )
+        task_send_on_commit(send, what=f"webhook delivery {delivery_id}")
 
 
 @transaction.atomic

@@ -8,9 +8,11 @@ captured: they are derived from the annotations by the documented rule and revie
 (``label`` and ``label_note`` in each file, kept when a catalog is captured again).
 
 Run (the servers must be installed first; see docs/benchmarks.md):
-``python -m benchmarks.capture_catalogs NAME=COMMAND...`` with one ``NAME=COMMAND`` per
-server, e.g. ``everything=/tmp/mcp/node_modules/.bin/mcp-server-everything``. Needs the
-network only to install the servers, never to run.
+``python -m benchmarks.capture_catalogs [--into FOLDER] NAME=COMMAND...`` with one
+``NAME=COMMAND`` per server, e.g. ``everything=/tmp/mcp/node_modules/.bin/mcp-server-everything``;
+``--into FOLDER`` writes under ``benchmarks/data/FOLDER/`` instead of ``catalogs/``
+(``catalogs/vendors``: vendors' own servers, which carry no risk labels; ``poisoning``: a
+deliberately poisoned server). Needs the network only to install the servers, never to run.
 """
 
 from __future__ import annotations
@@ -20,12 +22,23 @@ import json
 import shlex
 import sys
 from pathlib import Path
+from typing import Any
 
 from mcp import ClientSession, StdioServerParameters, types
 from mcp.client.stdio import stdio_client
+from pydantic import BaseModel, Field
 
-CATALOG_DIR = Path(__file__).resolve().parent / "data" / "catalogs"
+DATA_DIR = Path(__file__).resolve().parent / "data"
+CATALOG_DIR = DATA_DIR / "catalogs"
 TIMEOUT = 30
+
+
+class RawTools(BaseModel):
+    """A ``tools/list`` page whose tools stay the JSON objects the server sent (the SDK's
+    ``Tool`` drops keys it does not know, such as a vendor's own annotations)."""
+
+    tools: list[dict[str, Any]]
+    next_cursor: str | None = Field(default=None, alias="nextCursor")
 
 
 async def list_tools(command: list[str]) -> list[dict]:
@@ -36,23 +49,23 @@ async def list_tools(command: list[str]) -> list[dict]:
         cursor = None
         while True:
             page = await asyncio.wait_for(
-                session.list_tools(
-                    params=types.PaginatedRequestParams(cursor=cursor) if cursor else None
+                session.send_request(
+                    types.ListToolsRequest(
+                        params=types.PaginatedRequestParams(cursor=cursor) if cursor else None
+                    ),
+                    RawTools,
                 ),
                 TIMEOUT,
             )
             for tool in page.tools:
                 tools.append(
                     {
-                        "name": tool.name,
-                        "title": tool.title,
-                        "description": tool.description or "",
-                        "inputSchema": tool.input_schema,
-                        "annotations": (
-                            tool.annotations.model_dump(by_alias=True, exclude_none=True)
-                            if tool.annotations
-                            else None
-                        ),
+                        "name": tool.get("name"),
+                        "title": tool.get("title"),
+                        "description": tool.get("description") or "",
+                        "inputSchema": tool.get("inputSchema"),
+                        # As declared, every key kept; None when the tool declares none.
+                        "annotations": tool.get("annotations"),
                     }
                 )
             cursor = page.next_cursor
@@ -60,8 +73,8 @@ async def list_tools(command: list[str]) -> list[dict]:
                 return tools
 
 
-def capture(name: str, command: list[str]) -> Path:
-    path = CATALOG_DIR / f"{name}.json"
+def capture(name: str, command: list[str], folder: Path = CATALOG_DIR) -> Path:
+    path = folder / f"{name}.json"
     previous = json.loads(path.read_text()) if path.exists() else {}
     kept = {tool["name"]: tool for tool in previous.get("tools", [])}
     tools = asyncio.run(list_tools(command))
@@ -71,15 +84,19 @@ def capture(name: str, command: list[str]) -> Path:
         tool["label_note"] = old.get("label_note", "")
     document = {key: previous.get(key) for key in ("package", "version", "licence", "source")}
     document["tools"] = tools
-    CATALOG_DIR.mkdir(parents=True, exist_ok=True)
+    folder.mkdir(parents=True, exist_ok=True)
     path.write_text(json.dumps(document, indent=1, ensure_ascii=False) + "\n")
     return path
 
 
 def main(arguments: list[str]) -> None:
+    folder = CATALOG_DIR
+    if arguments[:1] == ["--into"] and len(arguments) > 1:
+        folder = DATA_DIR / arguments[1]
+        arguments = arguments[2:]
     for argument in arguments:
         name, _, command = argument.partition("=")
-        path = capture(name, shlex.split(command))
+        path = capture(name, shlex.split(command), folder)
         print(f"{name}: {len(json.loads(path.read_text())['tools'])} tools -> {path}")
 
 

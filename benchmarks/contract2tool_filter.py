@@ -26,10 +26,10 @@ from pathlib import Path
 from typing import Any
 
 from api.causal import ProducerIndex, filter_tools
+from registry.risk_order import DEFAULT_RISK_RANK
 
 DATA_DIR = Path(__file__).resolve().parent / "data" / "contract2tool"
 # The registry's labels, ranked as the registry's own RiskLevel migration ranks them.
-RISK_RANK = {"low": 1, "medium": 2, "high": 3}
 
 Filter = Callable[[set[str], set[str]], list[str]]
 
@@ -98,7 +98,7 @@ def replay(tasks: list[dict], show: Filter) -> dict[str, Any]:
 def run_filter_benchmark(data_dir: Path | str = DATA_DIR) -> dict[str, Any]:
     tools, tasks = load(Path(data_dir))
     started = time.perf_counter()
-    index = ProducerIndex(tools, risk_rank=RISK_RANK)
+    index = ProducerIndex(tools, risk_rank=DEFAULT_RISK_RANK)
     build_ms = (time.perf_counter() - started) * 1000
 
     ours = replay(tasks, lambda state, goal: filter_tools(index, state=state, goal=goal).tools)

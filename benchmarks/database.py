@@ -12,13 +12,15 @@ from django.core.management import call_command
 from demo import scaled_world
 
 
-def django_on_fresh_database(name: str, **env: str) -> None:
-    """Recreate PostgreSQL database ``name``, point Django at it, set up and migrate."""
-    subprocess.run(["dropdb", "-h", "127.0.0.1", "-U", "postgres", "--if-exists", name], check=True)
-    subprocess.run(["createdb", "-h", "127.0.0.1", "-U", "postgres", name], check=True)
+def django_on_fresh_database(name: str, *, port: int = 5432, **env: str) -> None:
+    """Recreate PostgreSQL database ``name`` (on the server at ``port``), point Django at it,
+    set up and migrate."""
+    server = ["-h", "127.0.0.1", "-p", str(port), "-U", "postgres"]
+    subprocess.run(["dropdb", *server, "--if-exists", name], check=True)
+    subprocess.run(["createdb", *server, name], check=True)
     os.environ.update(
         {
-            "DATABASE_URL": f"postgres://postgres@127.0.0.1:5432/{name}",
+            "DATABASE_URL": f"postgres://postgres@127.0.0.1:{port}/{name}",
             "DJANGO_SETTINGS_MODULE": "config.settings.local",
             "DEBUG": "false",
             **env,

@@ -14,8 +14,9 @@ Scenarios (each prints what was tried and what held; the exit status is 1 if any
 4. concurrent reviewers: many simultaneous approvals and rejections publish each proposal at
    most once and never leave two approved versions of a tool.
 
-Uses its own database (``registry_faults``, recreated) and Redis database 5; always leaves
-PostgreSQL and Redis running.
+Runs on a PostgreSQL cluster and a Redis server of its own, created in a temporary folder on
+ports 55432 and 6390 and removed at the end: the machine's own servers are never touched, so it
+may run beside anything else.
 """
 
 from __future__ import annotations
@@ -24,9 +25,11 @@ import argparse
 import json
 import os
 import random
+import shutil
 import signal
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 import urllib.error
@@ -37,24 +40,10 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 PORT = 8766
 BASE = f"http://127.0.0.1:{PORT}/api/v1"
-REDIS_START = [
-    "redis-server",
-    "--daemonize",
-    "yes",
-    "--bind",
-    "127.0.0.1",
-    "-::1",
-    "--port",
-    "6379",
-    "--save",
-    "",
-    "--appendonly",
-    "no",
-    "--dir",
-    "/var/lib/redis",
-    "--logfile",
-    "/var/log/redis/ci.log",
-]
+# The scenarios stop and start PostgreSQL and Redis: servers of their own, on ports of their own,
+# so nothing else on the machine (the machine's own servers, another test run) is disturbed.
+PG_PORT = 55432
+REDIS_PORT = 6390
 RESULTS: list[tuple[str, bool, str]] = []
 
 
@@ -63,37 +52,64 @@ def record(name: str, held: bool, detail: str) -> None:
     print(f"  [{'held' if held else 'FAILED'}] {name}: {detail}", flush=True)
 
 
-def postgres(action: str) -> None:
-    version = os.listdir("/etc/postgresql")[0]
-    subprocess.run(
-        ["pg_ctlcluster", "--skip-systemctl-redirect", version, "main", action],
-        check=False,
-        capture_output=True,
-    )
+class Servers:
+    """A private PostgreSQL cluster and Redis server in a temporary folder, for the run only."""
 
+    def __init__(self, folder: str):
+        self.folder = Path(folder)
+        self.data = self.folder / "pgdata"
+        bindir = Path("/usr/lib/postgresql") / sorted(os.listdir("/usr/lib/postgresql"))[-1] / "bin"
+        self.pg_ctl, self.initdb = str(bindir / "pg_ctl"), str(bindir / "initdb")
+        # PostgreSQL refuses to run as root: as root, its programs run as the postgres user.
+        self.as_owner = ["runuser", "-u", "postgres", "--"] if os.geteuid() == 0 else []
 
-def redis_up() -> bool:
-    return (
-        subprocess.run(["redis-cli", "-h", "127.0.0.1", "ping"], capture_output=True).returncode
-        == 0
-    )
+    def create(self) -> None:
+        self.data.mkdir()
+        if self.as_owner:
+            shutil.chown(self.folder, "postgres")
+            shutil.chown(self.data, "postgres")
+        subprocess.run(
+            [*self.as_owner, self.initdb, "-D", str(self.data), "-U", "postgres", "--auth=trust"],
+            check=True,
+            capture_output=True,
+        )
+        self.postgres("start")
+        self.redis("start")
 
-
-def redis_stop() -> None:
-    subprocess.run(["redis-cli", "-h", "127.0.0.1", "shutdown", "nosave"], capture_output=True)
-    for _ in range(50):
-        if not redis_up():
+    def postgres(self, action: str) -> None:
+        options = f"-p {PG_PORT} -k {self.folder} -c listen_addresses=127.0.0.1 -c fsync=off"
+        command = [*self.as_owner, self.pg_ctl, "-D", str(self.data), "-w", "-m", "fast"]
+        running = subprocess.run([*command, "status"], capture_output=True).returncode == 0
+        if running == (action == "start"):
             return
-        time.sleep(0.1)
+        if action == "start":
+            command += ["-o", options, "-l", str(self.folder / "postgres.log")]
+        subprocess.run([*command, action], check=action == "start", capture_output=True)
 
+    def redis_up(self) -> bool:
+        ping = ["redis-cli", "-h", "127.0.0.1", "-p", str(REDIS_PORT), "ping"]
+        return subprocess.run(ping, capture_output=True).returncode == 0
 
-def redis_start() -> None:
-    if not redis_up():
-        subprocess.run(REDIS_START, check=True, capture_output=True)
-    for _ in range(50):
-        if redis_up():
-            return
-        time.sleep(0.1)
+    def redis(self, action: str) -> None:
+        if action == "stop":
+            shutdown = ["redis-cli", "-h", "127.0.0.1", "-p", str(REDIS_PORT), "shutdown", "nosave"]
+            subprocess.run(shutdown, capture_output=True)
+        elif not self.redis_up():
+            subprocess.run(
+                ["redis-server", "--daemonize", "yes", "--bind", "127.0.0.1",
+                 "--port", str(REDIS_PORT), "--save", "", "--appendonly", "no",
+                 "--dir", str(self.folder), "--logfile", str(self.folder / "redis.log")],
+                check=True,
+                capture_output=True,
+            )  # fmt: skip
+        for _ in range(50):
+            if self.redis_up() == (action == "start"):
+                return
+            time.sleep(0.1)
+
+    def destroy(self) -> None:
+        self.redis("stop")
+        self.postgres("stop")
 
 
 def call(method: str, path: str, token: str, body=None, timeout: float = 15.0):
@@ -125,7 +141,8 @@ def probe_trace(trace_id: str) -> dict:
 
 
 class Services:
-    def __init__(self, env: dict):
+    def __init__(self, servers: Servers, env: dict):
+        self.servers = servers
         self.env = env
         self.web = self.worker = None
 
@@ -252,9 +269,9 @@ def scenario_ingest(services: Services, token: str, total: int) -> None:
                 killed = True
                 print("   worker SIGKILLed mid-refresh and restarted", flush=True)
             if not restarted and progress > 0.6:
-                redis_stop()
+                services.servers.redis("stop")
                 time.sleep(1)
-                redis_start()
+                services.servers.redis("start")
                 restarted = True
                 print("   Redis restarted", flush=True)
             time.sleep(1)
@@ -314,7 +331,7 @@ def scenario_broker_down(services: Services, token: str) -> None:
     from learning.tasks import refresh_contracts
 
     print("2. broker down")
-    redis_stop()
+    services.servers.redis("stop")
     try:
         started = time.monotonic()
         read, _ = call("GET", "/tools/?page_size=5", token)
@@ -322,7 +339,7 @@ def scenario_broker_down(services: Services, token: str) -> None:
         posted, answer = call("POST", "/traces/", token, [trace])
         seconds = time.monotonic() - started
     finally:
-        redis_start()
+        services.servers.redis("start")
     record(
         "reads and ingest without Redis",
         read == 200 and posted == 200 and answer["accepted"] == 1,
@@ -341,12 +358,12 @@ def scenario_broker_down(services: Services, token: str) -> None:
     )
 
 
-def scenario_database_down(token: str) -> None:
+def scenario_database_down(servers: Servers, token: str) -> None:
     from learning.models import Trace
 
     print("3. database down")
     before = None
-    postgres("stop")
+    servers.postgres("stop")
     try:
         latencies, shapes, statuses = [], [], []
         trace = probe_trace("db-down")
@@ -369,7 +386,7 @@ def scenario_database_down(token: str) -> None:
             f"{', '.join(statuses)}; slowest answer {max(latencies):.2f} s",
         )
     finally:
-        postgres("start")
+        servers.postgres("start")
     started = time.monotonic()
     while time.monotonic() - started < 60:
         try:
@@ -462,24 +479,15 @@ def scenario_reviewers() -> None:
     )
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser()
-    parser.add_argument("--traces", type=int, default=200_000)
-    parser.add_argument("--quick", action="store_true", help="20,000 traces (for CI)")
-    args = parser.parse_args()
-    total = 20_000 if args.quick else args.traces
-
-    postgres("start")
-    redis_start()
+def run(servers: Servers, total: int) -> None:
     from benchmarks import database
 
     env = {
-        "REDIS_URL": "redis://127.0.0.1:6379/5",
+        "REDIS_URL": f"redis://127.0.0.1:{REDIS_PORT}/0",
         "API_THROTTLE_RATE": "1000000/min",
         "REVISION_LOCAL_SECONDS": "0",
     }
-    database.django_on_fresh_database("registry_faults", **env)
-    subprocess.run(["redis-cli", "-h", "127.0.0.1", "-n", "5", "flushdb"], capture_output=True)
+    database.django_on_fresh_database("registry_faults", port=PG_PORT, **env)
     from django.core.management import call_command
 
     from api.services import runtime_token_create
@@ -488,18 +496,34 @@ def main() -> None:
     _, token = runtime_token_create(
         application_name="faults", scopes=["contracts:read", "traces:write"]
     )
-    services = Services(dict(os.environ))
+    services = Services(servers, dict(os.environ))
     services.start_web()
     services.start_worker()
     try:
         scenario_ingest(services, token, total)
         scenario_broker_down(services, token)
-        scenario_database_down(token)
+        scenario_database_down(servers, token)
         scenario_reviewers()
     finally:
         services.stop()
-        postgres("start")
-        redis_start()
+        servers.postgres("start")
+        servers.redis("start")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--traces", type=int, default=200_000)
+    parser.add_argument("--quick", action="store_true", help="20,000 traces (for CI)")
+    args = parser.parse_args()
+    total = 20_000 if args.quick else args.traces
+
+    with tempfile.TemporaryDirectory(prefix="registry-faults-") as folder:
+        servers = Servers(folder)
+        servers.create()
+        try:
+            run(servers, total)
+        finally:
+            servers.destroy()
     print("\nsummary")
     for name, held, detail in RESULTS:
         print(f"  {'held  ' if held else 'FAILED'} {name}: {detail}")

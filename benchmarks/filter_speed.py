@@ -19,8 +19,8 @@ import time
 from typing import Any
 
 from api.causal import ProducerIndex, filter_tools
+from registry.risk_order import DEFAULT_RISK_RANK
 
-RISK_RANK = {"low": 1, "medium": 2, "high": 3}
 LAYERS = 10
 
 
@@ -84,7 +84,7 @@ def main(argv: list[str] | None = None) -> None:
     builds = []
     for _ in range(5):
         started = time.perf_counter()
-        index = ProducerIndex(documents, risk_rank=RISK_RANK)
+        index = ProducerIndex(documents, risk_rank=DEFAULT_RISK_RANK)
         builds.append(time.perf_counter() - started)
 
     seconds, reachable, shown, plan_steps = [], 0, 0, 0

@@ -20,7 +20,8 @@ from typing import Any
 
 from api.causal import ProducerIndex
 from api.planning import validate_plan
-from benchmarks.filter_speed import RISK_RANK, synthetic_registry
+from benchmarks.filter_speed import synthetic_registry
+from registry.risk_order import DEFAULT_RISK_RANK
 
 SCHEMA = {
     "type": "object",
@@ -67,7 +68,7 @@ def main() -> None:
     rng = random.Random(11)
     documents = [{**d, "input_schema": SCHEMA} for d in synthetic_registry(options.tools)]
     contracts = {document["name"]: document for document in documents}
-    index = ProducerIndex(documents, risk_rank=RISK_RANK)
+    index = ProducerIndex(documents, risk_rank=DEFAULT_RISK_RANK)
 
     def producers(variable: str) -> list[str]:
         return [index.names[tool] for tool in index.producers.get(variable, ())]

@@ -21,7 +21,8 @@ import sys
 from pathlib import Path
 
 from demo.risk_world import labelled_tools
-from learning.risk import RISK_ORDER, prepare_labels, suggest_risk
+from learning.risk import prepare_labels, suggest_risk
+from registry.risk_order import RISK_ORDER
 
 DATA = Path(__file__).resolve().parent / "data"
 CATALOG_DIR = DATA / "catalogs"

@@ -6,6 +6,7 @@ queue (``reviews.selectors``) and recent drift reports (``learning.selectors``).
 
 from datetime import MAXYEAR, MINYEAR
 from functools import update_wrapper
+from typing import Any
 
 from django.contrib import admin, messages
 from django.http import HttpResponseBadRequest, QueryDict
@@ -79,7 +80,7 @@ class RegistryAdminSite(admin.AdminSite):
             )
         return super().index(request, extra_context)
 
-    def desk_context(self, user) -> dict:
+    def desk_context(self, user) -> dict[str, Any]:
         """What the home page shows; every figure links to the filtered list behind it."""
         queue = review_queue(user=user)
         now = timezone.now()

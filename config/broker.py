@@ -66,7 +66,7 @@ class Channel(redis.Channel):
             restored += 1
         logger.info("put %d held message(s) back in their queues", restored)
 
-    def _connparams(self, asynchronous: bool = False) -> dict:
+    def _connparams(self, asynchronous: bool = False) -> dict[str, Any]:
         if self.connection.client is None:  # the transport was detached: the connection is gone
             raise RedisConnectionError("the broker connection is closed")
         return super()._connparams(asynchronous=asynchronous)

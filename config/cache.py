@@ -172,7 +172,7 @@ def redis_cache(
     *,
     timeout: float = SOCKET_TIMEOUT_SECONDS,
     cooldown: float = COOLDOWN_SECONDS,
-) -> dict:
+) -> dict[str, Any]:
     """The ``CACHES`` entry of a Redis cache at ``location`` (a redis://, rediss:// or unix://
     URL), configured through django-redis's public options only."""
     return {

@@ -15,6 +15,8 @@ scored:
 
 from __future__ import annotations
 
+from typing import Any
+
 # name, description, produces, permissions, risk
 TOOLS: list[tuple[str, str, list[str], list[str], str]] = [
     # people operations
@@ -123,7 +125,7 @@ TOOLS: list[tuple[str, str, list[str], list[str], str]] = [
 ]  # fmt: skip
 
 
-def labelled_tools() -> list[dict]:
+def labelled_tools() -> list[dict[str, Any]]:
     return [
         {"name": name, "description": description, "produces": produces,
          "permissions": permissions, "risk": risk}

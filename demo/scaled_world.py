@@ -10,13 +10,14 @@ import json
 import random
 from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
+from typing import Any
 
 VERBS = ["find", "get", "list", "create", "update", "delete", "send", "share", "summarize"]
 RISK = {"find": "low", "get": "low", "list": "low", "summarize": "low", "create": "medium",
         "update": "medium", "share": "high", "delete": "high", "send": "high"}  # fmt: skip
 
 
-def registry(tools: int = 1000, seed: int = 1) -> dict:
+def registry(tools: int = 1000, seed: int = 1) -> dict[str, Any]:
     rng = random.Random(seed)
     variables = [{"name": f"var_{i}", "description": f"Variable {i}"} for i in range(tools + 50)]
     documents = []
@@ -52,7 +53,9 @@ def registry(tools: int = 1000, seed: int = 1) -> dict:
     }
 
 
-def traces(world: dict, count: int, *, seed: int = 2, prefix: str = "run") -> Iterator[dict]:
+def traces(
+    world: dict[str, Any], count: int, *, seed: int = 2, prefix: str = "run"
+) -> Iterator[dict[str, Any]]:
     """``count`` successful traces spread evenly over the world's tools."""
     rng = random.Random(seed)
     tools = world["tools"]
@@ -77,7 +80,7 @@ def traces(world: dict, count: int, *, seed: int = 2, prefix: str = "run") -> It
         }
 
 
-def write_jsonl(path: str, items: Iterator[dict]) -> int:
+def write_jsonl(path: str, items: Iterator[dict[str, Any]]) -> int:
     count = 0
     with open(path, "w", encoding="utf-8") as handle:
         for item in items:

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import random
 from collections.abc import Iterator
+from typing import Any
 
 ALIASES = {"eventId": "event_id", "evtId": "event_id", "msgId": "message_id", "userId": "user_id"}
 AMBIENT = {"user_id": "usr_4242", "locale": "en-GB"}
@@ -43,19 +44,19 @@ NESTED = {"calendar.invite": "attendee_email", "files.share": "share_email"}
 OPTIONAL = {"calendar.find": "time_zone", "mail.search": "mail_folder"}
 
 
-def gold_contracts() -> dict[str, dict]:
+def gold_contracts() -> dict[str, dict[str, Any]]:
     return {
         name: {"requires": sorted(flow + hidden), "produces": sorted(always + sometimes)}
         for name, (flow, hidden, always, sometimes) in TOOLS.items()
     }
 
 
-def drifted_contract() -> dict:
+def drifted_contract() -> dict[str, Any]:
     """What the drifted tool does in the second half: it also wants an approval code."""
     return {"requires": ["approval_code", "charge_id"], "produces": ["receipt_url", "refund_id"]}
 
 
-def generate(seed: int = 11, n_traces: int = 4000) -> Iterator[dict]:
+def generate(seed: int = 11, n_traces: int = 4000) -> Iterator[dict[str, Any]]:
     rng = random.Random(seed)
     names = list(TOOLS)
     calls = {name: 0 for name in names}
@@ -72,7 +73,7 @@ def generate(seed: int = 11, n_traces: int = 4000) -> Iterator[dict]:
         fails = hidden and rng.random() < 0.15
         if fails:
             del state[hidden[0]]  # the hidden precondition is missing: the call fails
-        args: dict = {}
+        args: dict[str, Any] = {}
         for var in flow:
             if NESTED.get(name) == var:
                 args["recipients"] = [{"email": state[var], "notify": True}]
@@ -101,7 +102,7 @@ def generate(seed: int = 11, n_traces: int = 4000) -> Iterator[dict]:
         }
 
 
-def _aliased(state: dict, rng: random.Random) -> dict:
+def _aliased(state: dict[str, Any], rng: random.Random) -> dict[str, Any]:
     """Some runtimes write eventId for event_id: aliases must be resolved before aggregation."""
     reverse = {canonical: alias for alias, canonical in ALIASES.items()}
     if rng.random() < 0.3:

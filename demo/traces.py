@@ -181,7 +181,7 @@ def _generic_value(values: Values, n: int, variable: str) -> str:
     return f"{variable}_{n}"
 
 
-def _event_details(values: Values, n: int, variable: str) -> dict:
+def _event_details(values: Values, n: int, variable: str) -> dict[str, Any]:
     start = values.time()
     end = _iso(datetime.fromisoformat(start.replace("Z", "+00:00")) + timedelta(minutes=30))
     return {
@@ -297,17 +297,19 @@ class Args:
         return self.values.literal(self.values.date)
 
 
-Builder = Callable[[Mapping[str, Any], Args], dict]
+Builder = Callable[[Mapping[str, Any], Args], dict[str, Any]]
 
 
-def _opt(args: dict, a: Args, probability: float, **candidates: Callable[[], Any]) -> dict:
+def _opt(
+    args: dict[str, Any], a: Args, probability: float, **candidates: Callable[[], Any]
+) -> dict[str, Any]:
     for name, make in candidates.items():
         if a.maybe(probability):
             args[name] = make()
     return args
 
 
-def _retrieval_args(s: Mapping[str, Any], a: Args) -> dict:
+def _retrieval_args(s: Mapping[str, Any], a: Args) -> dict[str, Any]:
     # The four shapes a planner sends; each satisfies retrieval_llm's invariants.
     args: dict[str, Any] = {"query": s["research_question"]}
     shape = a.rng.random()
@@ -496,7 +498,7 @@ ARGS: dict[str, Builder] = {
 }  # fmt: skip
 
 # Output fields besides the produced variables, as the output schemas declare them.
-OUTPUT_EXTRAS: dict[str, Callable[[random.Random], dict]] = {
+OUTPUT_EXTRAS: dict[str, Callable[[random.Random], dict[str, Any]]] = {
     "calendar.find_events": lambda r: {"match_count": r.randrange(1, 8)},
     "mail.search_messages": lambda r: {"match_count": r.randrange(1, 15)},
     "documents.search": lambda r: {"match_count": r.randrange(1, 6)},
@@ -602,7 +604,7 @@ def demo_traces(
     seed: int = 7,
     runs: int = DEFAULT_RUNS,
     start: datetime | None = None,
-) -> Iterator[dict]:
+) -> Iterator[dict[str, Any]]:
     """Yield synthetic traces of ``runs`` agent runs ending before ``start`` (default: now, UTC).
 
     Deterministic for a given ``seed``, ``runs`` and ``start``; trace ids depend on ``seed`` and
@@ -688,7 +690,7 @@ def _call(
     values: Values,
     args: Args,
     rng: random.Random,
-) -> tuple[dict, dict[str, Any], int]:
+) -> tuple[dict[str, Any], dict[str, Any], int]:
     missing = [name for name in behaviour.requires if name not in state]
     # Without the variable the agent guesses a value, which matches nothing in the state.
     sources = {
@@ -724,7 +726,9 @@ def _error_message(tool: str, variable: str) -> str:
     return f"PreconditionFailed: {tool} needs {variable!r}, which is not in the task state"
 
 
-def _render(state: Mapping[str, Any], aliases: Mapping[str, list[str]], runtime: str) -> dict:
+def _render(
+    state: Mapping[str, Any], aliases: Mapping[str, list[str]], runtime: str
+) -> dict[str, Any]:
     if runtime == "canonical":
         return dict(state)
     position = 0 if runtime == "first_alias" else -1

@@ -4,7 +4,7 @@ from .models import ApplicationSetting, Refusal
 
 
 @admin.register(Refusal)
-class RefusalAdmin(admin.ModelAdmin):
+class RefusalAdmin(admin.ModelAdmin[Refusal]):
     list_display = ["occurred_at", "application", "tool", "rule", "field", "trace_id", "step"]
     list_filter = ["rule", "application"]
     list_select_related = ["application"]
@@ -19,6 +19,6 @@ class RefusalAdmin(admin.ModelAdmin):
 
 
 @admin.register(ApplicationSetting)
-class ApplicationSettingAdmin(admin.ModelAdmin):
+class ApplicationSettingAdmin(admin.ModelAdmin[ApplicationSetting]):
     list_display = ["application", "requires"]
     list_select_related = ["application"]

@@ -12,6 +12,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from functools import partial
 from typing import Any
 
 from django.conf import settings
@@ -21,6 +22,7 @@ from django.utils.dateparse import parse_datetime
 
 from learning.ingest import traces_ingest
 from registry.models import Application
+from registry.queueing import task_send
 from reviews.models import ReviewTicket
 from sources.models import DeclaredTool
 from sources.tasks import mcp_server_sync
@@ -99,10 +101,8 @@ def upstream_changed(*, server_id: int, tool_name: str) -> int | None:
     server (at most once per verification period), which opens or updates the change ticket,
     and return that ticket's number when one is open."""
     if cache.add(f"gateway:sync-queued:{server_id}", 1, settings.MCP_GATEWAY_VERIFY_SECONDS):
-        try:
-            mcp_server_sync.delay(server_id)
-        except Exception:  # a broker outage must not turn a refusal into a failure
-            logger.exception("could not queue the sync of MCP server %s", server_id)
+        # A broker outage must not turn a refusal into a failure.
+        task_send(partial(mcp_server_sync.delay, server_id), what=f"sync of MCP server {server_id}")
     declared = (
         DeclaredTool.objects.filter(tool__name=tool_name, ticket__status=ReviewTicket.Status.OPEN)
         .values_list("ticket_id", flat=True)

@@ -1,6 +1,6 @@
 import json
 from datetime import UTC, date, datetime, time, timedelta
-from typing import ClassVar
+from typing import ClassVar, TypeVar
 
 from django.conf import settings
 from django.contrib import admin, messages
@@ -43,11 +43,12 @@ from .selectors import (
     tool_health,
     trace_states_whole,
 )
+from .traces import JSON_FIELDS
 
-RUN_JSON = ("args", "state_before", "state_after", "output")
+_M = TypeVar("_M", bound=Model)
 
 
-class ReadOnlyAdmin(admin.ModelAdmin):
+class ReadOnlyAdmin(admin.ModelAdmin[_M]):
     def has_add_permission(self, request) -> bool:
         return False
 
@@ -61,7 +62,7 @@ def pretty(value) -> str:
 
 def stored_text(obj: Model, field: str) -> str | None:
     """A JSON field as the database returned its text (the list and page annotate each of
-    ``RUN_JSON`` as ``<field>_text``): read without Python's recursive parser."""
+    ``JSON_FIELDS`` as ``<field>_text``): read without Python's recursive parser."""
     return getattr(obj, f"{field}_text")
 
 
@@ -99,7 +100,7 @@ class DayFilter(admin.SimpleListFilter):
         name = request.GET.get(ToolNameFilter.parameter_name)
         if name:
             days = days.filter(tool_name=name)
-        totals: dict = {}
+        totals: dict[date, int] = {}
         for day, calls in days.values_list("day", "calls"):
             totals[day] = totals.get(day, 0) + calls
         return [
@@ -122,7 +123,7 @@ class DayFilter(admin.SimpleListFilter):
         return queryset.filter(occurred_at__lt=start + timedelta(days=1))
 
 
-class CappedCountPaginator(Paginator):
+class CappedCountPaginator(Paginator[Model]):
     """Pages over a table too big to count: counts at most ``CAP`` rows of what the filters
     chose, so a page never costs a whole-table (or whole-filter) count, and the pages it offers
     stop where OFFSET would start to cost as much. Filters narrow what lies beyond."""
@@ -139,7 +140,7 @@ class CappedCountPaginator(Paginator):
 
 
 @admin.register(Trace)
-class TraceAdmin(ReadOnlyAdmin):
+class TraceAdmin(ReadOnlyAdmin[Trace]):
     """Traces, newest first; filtered to one ``trace_id`` (a run), its steps in order."""
 
     list_display = [
@@ -186,8 +187,8 @@ class TraceAdmin(ReadOnlyAdmin):
         return (
             super()
             .get_queryset(request)
-            .defer(*RUN_JSON, "dataflow")  # the fold's, until it has run: never shown
-            .annotate(**{f"{name}_text": Cast(name, TextField()) for name in RUN_JSON})
+            .defer(*JSON_FIELDS, "dataflow")  # the fold's, until it has run: never shown
+            .annotate(**{f"{name}_text": Cast(name, TextField()) for name in JSON_FIELDS})
         )
 
     def get_ordering(self, request):
@@ -246,7 +247,7 @@ class TraceAdmin(ReadOnlyAdmin):
 
 
 @admin.register(ToolStats)
-class ToolStatsAdmin(ReadOnlyAdmin):
+class ToolStatsAdmin(ReadOnlyAdmin[ToolStats]):
     list_display = [
         "tool_name",
         "traces_total",
@@ -310,7 +311,7 @@ class DiffersFilter(admin.SimpleListFilter):
 
 
 @admin.register(InferredContract)
-class InferredContractAdmin(ReadOnlyAdmin):
+class InferredContractAdmin(ReadOnlyAdmin[InferredContract]):
     list_display = [
         "tool_name",
         "support",
@@ -388,7 +389,7 @@ def format_html_join_rows(rows) -> str:
 
 
 @admin.register(DriftReport)
-class DriftReportAdmin(ReadOnlyAdmin):
+class DriftReportAdmin(ReadOnlyAdmin[DriftReport]):
     list_display = ["tool", "base", "drifted_fields", "ticket_link", "auto_published", "updated_at"]
     list_filter = ["auto_published", "base__risk"]
     search_fields = ["tool__name"]
@@ -427,7 +428,7 @@ class DriftReportAdmin(ReadOnlyAdmin):
 
 
 @admin.register(CandidateVariable)
-class CandidateVariableAdmin(ReadOnlyAdmin):
+class CandidateVariableAdmin(ReadOnlyAdmin[CandidateVariable]):
     """Result fields the vocabulary does not know, and fields whose values fed a variable under
     another name (``alias_of``), per application and tool: a person decides whether one is a
     state variable, or an alias of the variable it fed."""
@@ -466,7 +467,7 @@ class CandidateVariableAdmin(ReadOnlyAdmin):
 
 
 @admin.register(OtelTrace)
-class OtelTraceAdmin(ReadOnlyAdmin):
+class OtelTraceAdmin(ReadOnlyAdmin[OtelTrace]):
     list_display = [
         "trace_id", "application", "state", "complete", "span_count", "steps",
         "last_received_at", "assembled_at",
@@ -483,7 +484,7 @@ class OtelTraceAdmin(ReadOnlyAdmin):
 
 
 @admin.register(SpanIntake)
-class SpanIntakeAdmin(ReadOnlyAdmin):
+class SpanIntakeAdmin(ReadOnlyAdmin[SpanIntake]):
     list_display: tuple[str, ...] = (
         "application", "received", "buffered", "uncaptured", "ignored", "rejected",
         "last_received_at",

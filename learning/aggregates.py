@@ -12,11 +12,14 @@ from __future__ import annotations
 
 import math
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from datetime import UTC, datetime
-from typing import Any
+from typing import Any, TypeVar
 
 from .dataflow import trace_reconstruct
+from .shapes import Aggregate, ArgCounts, OutputCounts, VariableCounts
+
+Counts = TypeVar("Counts", VariableCounts, ArgCounts)
 
 MAX_VARIABLES = 200
 MAX_ARGS = 100
@@ -41,7 +44,7 @@ def inferable_name(name: Any) -> bool:
     return isinstance(name, str) and INFERABLE_NAME.fullmatch(name) is not None
 
 
-def new_aggregate() -> dict:
+def new_aggregate() -> Aggregate:
     return {
         "total": 0,
         "successes": 0,
@@ -60,7 +63,7 @@ def new_aggregate() -> dict:
     }
 
 
-def new_outputs() -> dict:
+def new_outputs() -> OutputCounts:
     """Output checks against the approved contract (``learning/outputs.py``), counted per
     failing path and per produced variable missing from ``state_after``; ``keys`` and ``roots``
     describe the outputs seen, for proposing an output schema that matches them."""
@@ -92,9 +95,10 @@ def json_type(value: Any) -> str:
     return "object"
 
 
-def _entry(agg: dict, section: str, name: str, cap: int, fresh: Callable[[], dict]) -> dict | None:
+def _entry(
+    agg: Aggregate, entries: dict[str, Counts], name: str, cap: int, fresh: Callable[[], Counts]
+) -> Counts | None:
     """The counters of one variable or argument, created if there is room under the cap."""
-    entries = agg[section]
     entry = entries.get(name)
     if entry is None:
         if len(entries) >= cap:
@@ -104,23 +108,23 @@ def _entry(agg: dict, section: str, name: str, cap: int, fresh: Callable[[], dic
     return entry
 
 
-def _variable(agg: dict, name: str) -> dict | None:
-    return _entry(agg, "variables", name, MAX_VARIABLES, _new_variable)
+def _variable(agg: Aggregate, name: str) -> VariableCounts | None:
+    return _entry(agg, agg["variables"], name, MAX_VARIABLES, _new_variable)
 
 
-def _arg(agg: dict, name: str) -> dict | None:
-    return _entry(agg, "args", name, MAX_ARGS, _new_arg)
+def _arg(agg: Aggregate, name: str) -> ArgCounts | None:
+    return _entry(agg, agg["args"], name, MAX_ARGS, _new_arg)
 
 
-def _new_variable() -> dict:
+def _new_variable() -> VariableCounts:
     return {"before_ok": 0, "before_err": 0, "added_ok": 0, "flows": 0, "examples": []}
 
 
-def _new_arg() -> dict:
+def _new_arg() -> ArgCounts:
     return {"count": 0, "types": {}, "from": {}}
 
 
-def _route(entry: dict, route: str, trace_id: Any, count: int = 1) -> None:
+def _route(entry: VariableCounts, route: str, trace_id: Any, count: int = 1) -> None:
     """How a variable's values went: which output path fed which argument (a requirement),
     or which output path brought them (an effect); at most MAX_ROUTES per variable."""
     routes = entry.setdefault("routes", {})
@@ -134,16 +138,16 @@ def _route(entry: dict, route: str, trace_id: Any, count: int = 1) -> None:
         _remember(counted["examples"], trace_id)
 
 
-def _example(entry: dict, trace_id: Any) -> None:
+def _example(entry: VariableCounts, trace_id: Any) -> None:
     _remember(entry["examples"], trace_id)
 
 
-def _remember(examples: list, trace_id: Any) -> None:
+def _remember(examples: list[Any], trace_id: Any) -> None:
     if len(examples) < MAX_EXAMPLES and trace_id not in examples:
         examples.append(trace_id)
 
 
-def _slow(agg: dict, duration: float, trace_id: Any) -> None:
+def _slow(agg: Aggregate, duration: float, trace_id: Any) -> None:
     slowest = agg.setdefault("slowest", [])
     if len(slowest) >= MAX_EXAMPLES and duration <= slowest[-1][0]:
         return
@@ -154,7 +158,7 @@ def _slow(agg: dict, duration: float, trace_id: Any) -> None:
     del slowest[MAX_EXAMPLES:]
 
 
-def _count_output(agg: dict, check: dict, output: Any, trace_id: Any) -> None:
+def _count_output(agg: Aggregate, check: dict[str, Any], output: Any, trace_id: Any) -> None:
     """Fold one output check: ``{"paths": [...], "missing": [...], "unchecked": reason}``."""
     outputs = agg.setdefault("outputs", new_outputs())
     if check.get("unchecked"):
@@ -187,13 +191,13 @@ def _count_output(agg: dict, check: dict, output: Any, trace_id: Any) -> None:
         outputs["missing"][name] = outputs["missing"].get(name, 0) + 1
 
 
-def _count_path(paths: dict, path: str, count: int) -> None:
+def _count_path(paths: dict[str, int], path: str, count: int) -> None:
     if path not in paths and len(paths) >= MAX_OUTPUT_PATHS:
         path = OTHER_PATHS
     paths[path] = paths.get(path, 0) + count
 
 
-def aggregate_add(agg: dict, trace: dict) -> None:
+def aggregate_add(agg: Aggregate, trace: dict[str, Any]) -> None:
     """Fold one trace (variable names already canonical) into ``agg``."""
     success = trace.get("status") == "success"
     agg["total"] += 1
@@ -212,11 +216,11 @@ def aggregate_add(agg: dict, trace: dict) -> None:
         if not inferable_name(name):
             agg["unsafe_names"] = agg.get("unsafe_names", 0) + 1
             continue
-        entry = _arg(agg, name)
-        if entry is not None:
-            entry["count"] += 1
+        counts = _arg(agg, name)
+        if counts is not None:
+            counts["count"] += 1
             kind = json_type(value)
-            entry["types"][kind] = entry["types"].get(kind, 0) + 1
+            counts["types"][kind] = counts["types"].get(kind, 0) + 1
 
     flow = trace.get("dataflow")
     if flow is None:  # a trace read alone: its own state is all it has
@@ -260,7 +264,7 @@ def aggregate_add(agg: dict, trace: dict) -> None:
         _seen(agg, occurred.astimezone(UTC).isoformat(), occurred.astimezone(UTC).isoformat())
 
 
-def aggregate_effects_add(agg: dict, effects: list[tuple[str, str]], trace_id: Any) -> None:
+def aggregate_effects_add(agg: Aggregate, effects: list[tuple[str, str]], trace_id: Any) -> None:
     """Fold the effects of a call folded before, revealed when a later call of its trace used
     the values it brought (``learning.dataflow``: an effect is known once a value flows)."""
     for name, path in effects:
@@ -271,7 +275,7 @@ def aggregate_effects_add(agg: dict, effects: list[tuple[str, str]], trace_id: A
             _route(entry, path, trace_id)
 
 
-def _seen(agg: dict, first: str | None, last: str | None) -> None:
+def _seen(agg: Aggregate, first: str | None, last: str | None) -> None:
     """When the folded calls were first and last made: UTC ISO texts, which sort as times."""
     if first is not None and (agg.get("first_seen") is None or first < agg["first_seen"]):
         agg["first_seen"] = first
@@ -279,34 +283,39 @@ def _seen(agg: dict, first: str | None, last: str | None) -> None:
         agg["last_seen"] = last
 
 
-def aggregate_merge(into: dict, other: dict) -> None:
+def aggregate_merge(into: Aggregate, other: Aggregate) -> None:
     """Add ``other`` into ``into``; the same caps apply."""
-    for key in ("total", "successes", "errors", "overflow"):
-        into[key] = into.get(key, 0) + other.get(key, 0)
+    into["total"] = into.get("total", 0) + other.get("total", 0)
+    into["successes"] = into.get("successes", 0) + other.get("successes", 0)
+    into["errors"] = into.get("errors", 0) + other.get("errors", 0)
+    into["overflow"] = into.get("overflow", 0) + other.get("overflow", 0)
     if other.get("unsafe_names"):
         into["unsafe_names"] = into.get("unsafe_names", 0) + other["unsafe_names"]
     for name, entry in other.get("variables", {}).items():
         target = _variable(into, name)
         if target is None:
             continue
-        for key in ("before_ok", "before_err", "added_ok", "flows"):
-            target[key] += entry[key]
+        target["before_ok"] += entry["before_ok"]
+        target["before_err"] += entry["before_err"]
+        target["added_ok"] += entry["added_ok"]
+        target["flows"] += entry["flows"]
         for trace_id in entry["examples"]:
             _example(target, trace_id)
         for route, counted in entry.get("routes", {}).items():
             _route(target, route, None, counted["count"])
             kept = target["routes"].get(route)
-            for trace_id in counted["examples"] if kept else ():
-                _remember(kept["examples"], trace_id)
-    for name, entry in other.get("args", {}).items():
-        target = _arg(into, name)
-        if target is None:
+            if kept is not None:
+                for trace_id in counted["examples"]:
+                    _remember(kept["examples"], trace_id)
+    for name, counts in other.get("args", {}).items():
+        arg = _arg(into, name)
+        if arg is None:
             continue
-        target["count"] += entry["count"]
-        for kind, count in entry["types"].items():
-            target["types"][kind] = target["types"].get(kind, 0) + count
-        for source, count in entry["from"].items():
-            target["from"][source] = target["from"].get(source, 0) + count
+        arg["count"] += counts["count"]
+        for kind, count in counts["types"].items():
+            arg["types"][kind] = arg["types"].get(kind, 0) + count
+        for source, count in counts["from"].items():
+            arg["from"][source] = arg["from"].get(source, 0) + count
     for bucket, count in other.get("durations", {}).items():
         into["durations"][bucket] = into["durations"].get(bucket, 0) + count
     for source, count in other.get("sources", {}).items():
@@ -324,11 +333,12 @@ def aggregate_merge(into: dict, other: dict) -> None:
     _seen(into, other.get("first_seen"), other.get("last_seen"))
 
 
-def _merge_outputs(into: dict, other: dict | None) -> None:
+def _merge_outputs(into: OutputCounts, other: OutputCounts | None) -> None:
     if not other:
         return
-    for key in ("checked", "failed", "unchecked"):
-        into[key] += other.get(key, 0)
+    into["checked"] += other.get("checked", 0)
+    into["failed"] += other.get("failed", 0)
+    into["unchecked"] += other.get("unchecked", 0)
     for path, count in other.get("paths", {}).items():
         _count_path(into["paths"], path, count)
     for name, count in other.get("missing", {}).items():
@@ -348,7 +358,7 @@ def _merge_outputs(into: dict, other: dict | None) -> None:
             target["types"][kind] = target["types"].get(kind, 0) + count
 
 
-def _count_source(agg: dict, application_id: Any, count: int = 1) -> str:
+def _count_source(agg: Aggregate, application_id: Any, count: int = 1) -> str:
     """How many traces each application reported (``operator``: imports naming none); bounded:
     past MAX_SOURCES applications the rest count under ``other``. Returns the key counted."""
     sources = agg.setdefault("sources", {})
@@ -359,7 +369,7 @@ def _count_source(agg: dict, application_id: Any, count: int = 1) -> str:
     return key
 
 
-def aggregate_percentile(agg: dict, q: float) -> float | None:
+def aggregate_percentile(agg: Mapping[str, Any], q: float) -> float | None:
     """The q-th percentile (0-100) of durations, at the middle of its bucket."""
     buckets = sorted((int(bucket), count) for bucket, count in agg.get("durations", {}).items())
     total = sum(count for _, count in buckets)

@@ -1,7 +1,10 @@
+from pathlib import Path
+
 from django.apps import AppConfig
 from django.conf import settings
 
-from .risk import lexicon_configure
+from .risk import VERBS_FILE, vocabulary_load
+from .signals import tool_stats_changed, traces_stored
 
 
 class LearningConfig(AppConfig):
@@ -10,9 +13,11 @@ class LearningConfig(AppConfig):
 
     def ready(self) -> None:
         # An operator's verb lexicon is read now: a bad file stops start-up with its reason.
-        lexicon_configure(extra=settings.RISK_VERBS_FILE or None)
+        # Only read: the lexicon is built on first use (learning.selectors.risk_lexicon).
+        extra = [Path(settings.RISK_VERBS_FILE)] if settings.RISK_VERBS_FILE else []
+        vocabulary_load(VERBS_FILE, *extra)
 
-        from .signals import tool_stats_changed, traces_stored
+        # Receivers connect once the app registry is ready: Django's documented place.
         from .tasks import tool_refresh_soon, traces_fold_soon
 
         tool_stats_changed.connect(tool_refresh_soon, dispatch_uid="learning-refresh-soon")

@@ -11,10 +11,12 @@ must never open a ticket.
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping
 from statistics import NormalDist
 from typing import Any
 
 from .aggregates import aggregate_percentile
+from .shapes import Aggregate, Baseline, DriftItem
 
 CONFIDENCE = 0.99
 Z = NormalDist().inv_cdf(CONFIDENCE)  # one-sided: 2.326
@@ -34,7 +36,7 @@ def wilson_bounds(hits: int, total: int, z: float = Z) -> tuple[float, float]:
     return max(0.0, centre - margin), min(1.0, centre + margin)
 
 
-def baseline_snapshot(aggregate: dict[str, Any], *, version: int | None) -> dict[str, Any]:
+def baseline_snapshot(aggregate: Aggregate, *, version: int | None) -> Baseline:
     """What the traces before a version's publication showed: counts and durations only."""
     return {
         "version": version,
@@ -47,13 +49,13 @@ def baseline_snapshot(aggregate: dict[str, Any], *, version: int | None) -> dict
 def behaviour_drift(
     *,
     approved: dict[str, Any],
-    since: dict[str, Any],
+    since: Aggregate,
     min_support: int,
     latency_is_drift: bool = False,
-) -> list[dict[str, Any]]:
+) -> list[DriftItem]:
     """Error-rate, latency and output items for a tool's traces since its approved version."""
     cost = approved.get("cost") or {}
-    baseline = since.get("baseline") or {}
+    baseline: Mapping[str, Any] = since.get("baseline") or {}
     items = [
         error_rate_drift(
             declared=cost.get("error_rate"),
@@ -76,10 +78,10 @@ def behaviour_drift(
 def error_rate_drift(
     *,
     declared: float | None,
-    baseline: dict[str, Any],
-    since: dict[str, Any],
+    baseline: Mapping[str, Any],
+    since: Aggregate,
     min_support: int,
-) -> dict[str, Any] | None:
+) -> DriftItem | None:
     total, errors = since.get("total", 0), since.get("errors", 0)
     if total < max(min_support, 1):
         return None
@@ -125,11 +127,11 @@ def error_rate_drift(
 def latency_drift(
     *,
     declared_p95: float | None,
-    baseline: dict[str, Any],
-    since: dict[str, Any],
+    baseline: Mapping[str, Any],
+    since: Aggregate,
     min_support: int,
     is_drift: bool,
-) -> dict[str, Any] | None:
+) -> DriftItem | None:
     timed = sum((since.get("durations") or {}).values())
     if timed < max(min_support, 1):
         return None
@@ -160,7 +162,7 @@ def latency_drift(
     )  # fmt: skip
 
 
-def output_drift(*, since: dict[str, Any], min_support: int) -> dict[str, Any] | None:
+def output_drift(*, since: Aggregate, min_support: int) -> DriftItem | None:
     outputs = since.get("outputs") or {}
     checked, failed = outputs.get("checked", 0), outputs.get("failed", 0)
     if not failed:
@@ -193,7 +195,7 @@ def _item(
     counts: dict[str, int],
     examples: list[Any],
     report_only: bool,
-) -> dict[str, Any]:
+) -> DriftItem:
     return {
         "field": field,
         "added": [],

@@ -37,7 +37,7 @@ def candidate_variables_count(*, application: Application, found: list[Candidate
     """
     if not found:
         return
-    seen: dict[tuple[str, str], list] = {}
+    seen: dict[tuple[str, str], list[Any]] = {}
     for _, tool, name, value, alias_of in found:
         if not name or len(name) > 100 or len(alias_of) > 100:
             continue

@@ -26,8 +26,11 @@ Values too common to mean anything are never matched (``trivial``): null, boolea
 values, numbers of fewer than ``MIN_DIGITS`` digits, strings shorter than ``MIN_LENGTH``, and a
 single word of at most ``COMMON_WORD_LENGTH`` letters that an English dictionary (WordNet's
 lemmas, regular endings stripped) or the short list of English function words knows. Values
-of a state the runtime sent are matched by the looser rule inference always had (three
-characters, four digits): the runtime named them.
+of a state the runtime sent, words the user put in quotes (``'temp'``) and the items of an
+output's listing (``["document", "temp"]``) are matched by the looser rule inference always had
+(three characters, four digits): the runtime, the user or the listing named them. An
+identifier is never too common: a small whole number in a field named as an id (``id``,
+``ticket_id``, ``tweetId``) matches the same number in another id-named field only.
 
 Work and memory are linear in the trace and capped per trace: at most ``MAX_VALUES`` distinct
 values are indexed, ``MAX_LEAVES`` leaves read, containers followed ``MAX_DEPTH`` deep, strings
@@ -39,12 +42,13 @@ from __future__ import annotations
 
 import re
 from bisect import bisect_right
-from collections.abc import Collection, Iterable, Iterator
+from collections.abc import Callable, Collection, Iterable, Iterator
 from dataclasses import dataclass, field
 from functools import lru_cache
+from itertools import islice
 from typing import Any, TypedDict
 
-from .lexicon import LexiconMissing, data_directory
+from .risk import LexiconMissing, data_directory
 
 MIN_LENGTH = 3
 MIN_DIGITS = 4
@@ -70,6 +74,11 @@ WORD = re.compile(r"[^\W_]+(?:[-'.@_][^\W_]+)*")
 # An object key holding a run of three digits is data (``credit_card_4421``), not a field name:
 # it is a value too, and its path is written ``{}``, like a list's ``[]``.
 DATA_KEY = re.compile(r"[0-9]{3}")
+# Text between quotes; an apostrophe inside a word (Kelly's) opens nothing.
+QUOTED = re.compile(
+    r"(?<!\w)'([^'\n]{1,200})'(?!\w)|\"([^\"\n]{1,200})\"|`([^`\n]{1,200})`|“([^”\n]{1,200})”"
+)
+ID_KEY = "id#"  # a small number in an id-named field: its key, which no other value can take
 CAMEL = re.compile(r"(?<=[a-z0-9])(?=[A-Z])|(?<=[A-Z])(?=[A-Z][a-z])")
 USER = "user message"
 
@@ -293,7 +302,9 @@ def _scalar(
         return False
     budget.leaves -= 1
     key = item[:MAX_STRING].strip().casefold() or None if type(item) is str else value_key(item)
-    if trivial(key, declared=budget.declared):
+    if key and key.isdigit() and len(key) < MIN_DIGITS and type(item) is not str and _id_name(name):
+        key = ID_KEY + key  # a small identifier, matched between id-named fields only
+    if trivial(key, declared=budget.declared or listed):
         # Never matched; an output's flag or everyday word may still have a named field (once
         # per path: a list of 25,000 zeros is one field).
         if not budget.declared and name and item is not None and path not in budget.everyday_paths:
@@ -308,6 +319,22 @@ def _scalar(
             if token_key != key and _identifier_like(token):
                 found.append(_Leaf(token_key, f"{path} (in text)", name, listed))
     return True
+
+
+def _id_name(name: str) -> bool:
+    """Whether a field's name says it holds identifiers: ``id``, ``ids``, ``ticket_id``,
+    ``tweetId``."""
+    snake = _snake(name, True) if name else ""
+    return snake == "id" or snake.endswith("_id")
+
+
+def _quoted(text: str) -> Iterator[str]:
+    """What the user put between quotes (``'temp'``, "Q3 plan", `main`), casefolded."""
+    for match in QUOTED.finditer(text[: MAX_STRING * 4]):
+        quoted = next(group for group in match.groups() if group is not None)
+        key = quoted.strip().casefold()
+        if key:
+            yield key
 
 
 def _identifier_like(token: str) -> bool:
@@ -353,87 +380,134 @@ def trace_reconstruct(
     ``user_texts`` (the user's messages so far, ``user_texts()``). ``aliases`` maps every name
     the vocabulary knows to its canonical name; ``vocabulary`` (its canonical names,
     ``vocabulary_names(aliases)``) may be given once for many traces.
+
+    Two phases: the steps are read in order (``_Reader.read_step``: what the user said, the
+    state sent, where each argument's value came from, what the output held), then the
+    variables are named and each step's effects found (``_Reader.reconstruction``).
     """
     aliases = aliases or {}
-    if vocabulary is None:
-        vocabulary = vocabulary_names(aliases)
-    vocabulary_effects: list[tuple[int, str, str]] = []  # (step, variable, output path)
-    budget = _Budget()
-    index: dict[str, Origin] = {}  # value key -> where the trace first held it
-    said: dict[str, int] = {}  # user's words and phrases -> the step they were known at
-    declared_as: dict[str, str] = {}  # value key -> the state variable a runtime named it
-    seen_texts: set[int] = set()
-    # Per value key, the variables it flowed into; per (tool, output path), the variables its
-    # values fed.
-    key_variables: dict[str, tuple[str, ...]] = {}  # tuples: most keys feed one variable
-    key_known: dict[str, int] = {}  # value key -> the step it was first known at
-    path_variables: dict[tuple[str, str], set[str]] = {}
-    flows_by_step: list[list[tuple[str, str, str]]] = []
-    outputs_by_step: list[list[_Leaf]] = []
-    declared: list[tuple[int, str, bool]] = []  # (step, variable, the call added a value)
-    tools: list[str] = []
-    flowing: set[str] = set()
-    stated: set[str] = set()
+    reader = _Reader(aliases, vocabulary_names(aliases) if vocabulary is None else vocabulary)
+    for number, step in enumerate(steps):
+        reader.read_step(number, step)
+    return reader.reconstruction()
 
-    def remember(key: str, origin: Origin) -> None:
-        if key in index:
-            return
-        if len(index) >= MAX_VALUES:
-            budget.capped.add("values")
-            return
-        index[key] = origin
 
-    def read_state(state: dict[str, Any], number: int, previous: dict[str, Any] | None) -> None:
+class _Reader:
+    """One trace's reading: what it knew, step by step, and where each value came from."""
+
+    def __init__(self, aliases: dict[str, str], vocabulary: frozenset[str]) -> None:
+        self.aliases, self.vocabulary = aliases, vocabulary
+        self.budget = _Budget()
+        self.index: dict[str, Origin] = {}  # value key -> where the trace first held it
+        self.said: dict[str, int] = {}  # user's words and phrases -> the step they were known at
+        self.declared_as: dict[str, str] = {}  # value key -> the state variable a runtime named
+        self.quoted: set[str] = set()  # what the user put in quotes: named, however everyday
+        self.listed_words: set[str] = set()  # everyday words that were items of a listing
+        self.seen_texts: set[int] = set()
+        # Per value key, the variables it flowed into; per (tool, output path), the variables
+        # its values fed.
+        self.key_variables: dict[str, tuple[str, ...]] = {}  # most keys feed one variable
+        self.key_known: dict[str, int] = {}  # value key -> the step it was first known at
+        self.path_variables: dict[tuple[str, str], set[str]] = {}
+        self.flows_by_step: list[list[tuple[str, str, str]]] = []
+        self.arguments_by_step: list[set[str]] = []
+        self.outputs_by_step: list[list[_Leaf]] = []
+        self.vocabulary_effects: list[tuple[int, str, str]] = []  # (step, variable, path)
+        self.declared: list[tuple[int, str, bool]] = []  # (step, variable, a value was added)
+        self.tools: list[str] = []
+        self.flowing: set[str] = set()
+        self.stated: set[str] = set()
+
+    def remember(self, key: str, origin: Origin) -> None:
+        if key in self.index:
+            return
+        if len(self.index) >= MAX_VALUES:
+            self.budget.capped.add("values")
+            return
+        self.index[key] = origin
+
+    # ---------------------------------------------------------------- reading, step by step
+    def read_step(self, number: int, step: dict[str, Any]) -> None:
+        tool = str(step.get("tool") or "")
+        self.tools.append(tool)
+        self.read_user(number, step.get("user_texts") or ())
+        before = step.get("state_before") or {}
+        self.read_state(before, number, None)
+        args = step.get("args") or {}
+        # The variables the call's own arguments are named as (the first MAX_VARIABLES).
+        arguments = {
+            variable_name(name, listed=isinstance(value, list), aliases=self.aliases)
+            for name, value in islice(args.items() if isinstance(args, dict) else (), MAX_VARIABLES)
+            if isinstance(name, str)
+        }
+        argument_keys = self.read_arguments(number, tool, args)
+        self.arguments_by_step.append(arguments)
+        outputs: list[_Leaf] = []
+        if step.get("status") == "success" and step.get("output") is not None:
+            outputs = self.read_output(number, tool, step["output"], argument_keys, arguments)
+        self.outputs_by_step.append(outputs)
+        self.read_state(step.get("state_after") or {}, number + 1, before)
+
+    def read_user(self, number: int, texts: Iterable[str]) -> None:
+        """The user's words, phrases and quotes, known from this step on."""
+        for text in texts:
+            digest = hash(text)
+            if digest in self.seen_texts:
+                continue
+            self.seen_texts.add(digest)
+            for phrase in _phrases(text):
+                if phrase in self.said or _trivial_phrase(phrase):
+                    continue
+                if len(self.said) >= MAX_PHRASES:
+                    self.budget.capped.add("phrases")
+                    break
+                self.said[phrase] = number
+            for phrase in _quoted(text):
+                if len(self.said) >= MAX_PHRASES:
+                    self.budget.capped.add("phrases")
+                    break
+                self.said.setdefault(phrase, number)
+                self.quoted.add(phrase)
+
+    def read_state(
+        self, state: dict[str, Any], number: int, previous: dict[str, Any] | None
+    ) -> None:
+        """A state the runtime sent: its values are known under its variables' names."""
         for variable, value in state.items():
             if previous is not None and variable in previous and previous[variable] == value:
                 continue
-            if variable not in stated:
-                if len(stated) >= MAX_VARIABLES:  # none past it could be named
-                    budget.capped.add("variables")
+            if variable not in self.stated:
+                if len(self.stated) >= MAX_VARIABLES:  # none past it could be named
+                    self.budget.capped.add("variables")
                     continue
-                stated.add(variable)
+                self.stated.add(variable)
             brought = previous is not None and variable not in previous
             keys: Iterable[str]
             if isinstance(value, dict | list):
-                keys = (leaf.key for leaf in _leaves(value, "", budget, text=False))
+                keys = (leaf.key for leaf in _leaves(value, "", self.budget, text=False))
             else:
                 keys = [value_key(value) or ""]
             origin: Origin = (number, "", f"state {variable}")  # one tuple for all its values
             for key in keys:
                 if trivial(key, declared=True):
                     continue
-                if key in declared_as or len(declared_as) < MAX_VALUES:
-                    declared_as.setdefault(key, variable)
-                brought = brought or (previous is not None and key not in index)
-                remember(key, origin)
-            declared.append((number, variable, brought))
+                if key in self.declared_as or len(self.declared_as) < MAX_VALUES:
+                    self.declared_as.setdefault(key, variable)
+                brought = brought or (previous is not None and key not in self.index)
+                self.remember(key, origin)
+            self.declared.append((number, variable, brought))
 
-    for number, step in enumerate(steps):
-        tool = str(step.get("tool") or "")
-        tools.append(tool)
-        for text in step.get("user_texts") or ():
-            digest = hash(text)
-            if digest in seen_texts:
-                continue
-            seen_texts.add(digest)
-            for phrase in _phrases(text):
-                if phrase in said or _trivial_phrase(phrase):
-                    continue
-                if len(said) >= MAX_PHRASES:
-                    budget.capped.add("phrases")
-                    break
-                said[phrase] = number
-        before = step.get("state_before") or {}
-        read_state(before, number, None)
+    def read_arguments(self, number: int, tool: str, args: Any) -> set[str]:
+        """Where each argument value came from (its flows); returns the values' keys."""
         argument_keys: set[str] = set()
         argument_origins: dict[str, Origin] = {}
         # (variable, argument path, origin) once each: a list of 10,000 values that came from
         # one place is one route.
         flows: dict[tuple[str, str, str], None] = {}
-        for leaf in _leaves(step.get("args") or {}, "", budget, text=False):
+        for leaf in _leaves(args, "", self.budget, text=False):
             if len(argument_keys) < MAX_VALUES:  # echoes are looked for among the first ones
                 argument_keys.add(leaf.key)
-            origin = index.get(leaf.key)
+            origin = self.index.get(leaf.key)
             if not trivial(leaf.key):
                 # Known from the next step on (``origin[0] > number`` below reads it so); one
                 # origin per argument path, shared by its values.
@@ -443,118 +517,160 @@ def trace_reconstruct(
                         tool,
                         "argument " + leaf.path.lstrip("."),
                     )
-                remember(leaf.key, argument_origins[leaf.path])
+                self.remember(leaf.key, argument_origins[leaf.path])
             if origin is None or origin[0] > number:
-                spoken = said.get(leaf.key)
+                spoken = self.said.get(leaf.key)
                 if spoken is None and " " in leaf.key:
-                    spoken = said.get(_phrase_key(leaf.key))
+                    spoken = self.said.get(_phrase_key(leaf.key))
                 origin = None if spoken is None else (spoken, "", USER)
-            if origin is None or trivial(leaf.key, declared=leaf.key in declared_as):
+            if origin is None or trivial(leaf.key, declared=self._named(leaf.key, origin)):
                 continue
-            variable = declared_as.get(leaf.key) or variable_name(
-                leaf.name, listed=leaf.listed, aliases=aliases
+            variable = self.declared_as.get(leaf.key) or variable_name(
+                leaf.name, listed=leaf.listed, aliases=self.aliases
             )
             if not variable:
                 continue
-            if variable not in flowing:
+            if variable not in self.flowing:
                 # Past MAX_VARIABLES no variable could be named anyway: a trace of thousands of
                 # arguments costs no more than one of MAX_VARIABLES.
-                if len(flowing) >= MAX_VARIABLES:
-                    budget.capped.add("variables")
+                if len(self.flowing) >= MAX_VARIABLES:
+                    self.budget.capped.add("variables")
                     continue
-                flowing.add(variable)
-            fed = key_variables.get(leaf.key, ())
+                self.flowing.add(variable)
+            fed = self.key_variables.get(leaf.key, ())
             if variable not in fed:
-                key_variables[leaf.key] = (*fed, variable)
-            key_known[leaf.key] = min(key_known.get(leaf.key, origin[0]), origin[0])
+                self.key_variables[leaf.key] = (*fed, variable)
+            self.key_known[leaf.key] = min(self.key_known.get(leaf.key, origin[0]), origin[0])
             if origin[1] and origin[2].startswith("output"):
-                path_variables.setdefault((origin[1], origin[2]), set()).add(variable)
+                self.path_variables.setdefault((origin[1], origin[2]), set()).add(variable)
             flows[(variable, leaf.path.lstrip("."), _origin_text(origin))] = None
-        flows_by_step.append(list(flows))
-        outputs: list[_Leaf] = []
-        if step.get("status") == "success" and step.get("output") is not None:
-            budget.declared, budget.everyday_paths = False, set()
-            # Read as it is walked: the budget judges values by outputs' rule meanwhile.
-            for leaf in _leaves(step.get("output"), "output", budget, text=True):
-                if leaf.key and leaf.key in argument_keys:
-                    continue  # an echo of the call's own arguments
-                if trivial(leaf.key):
-                    # An everyday value says nothing by itself, but a field the vocabulary
-                    # names (``event_updated: true``) is that variable's effect.
-                    if vocabulary and leaf.name and "(in text)" not in leaf.path:
-                        named = _field_variable(leaf, aliases, vocabulary, frozenset())
-                        if named:
-                            vocabulary_effects.append((number, named, leaf.path))
-                    continue
-                outputs.append(leaf)
-                remember(leaf.key, (number + 1, tool, leaf.path))
-            budget.declared = True
-        outputs_by_step.append(outputs)
-        read_state(step.get("state_after") or {}, number + 1, before)
+        self.flows_by_step.append(list(flows))
+        return argument_keys
 
-    flowed = {variable for variables in key_variables.values() for variable in variables}
-    reconstruction = Reconstruction(capped=budget.capped)
-    first_known: dict[str, int] = {}
-    effects_by_step: list[dict[str, str]] = [{} for _ in tools]
-    proposals: set[tuple[str, str, str]] = set()
-
-    def name(variable: str, step: int) -> bool:
-        if variable in first_known:
-            first_known[variable] = min(first_known[variable], step)
+    def _named(self, key: str, origin: Origin) -> bool:
+        """Whether someone named a value, so it is judged by the looser rule: the runtime's
+        state, the user's quotes, an output's listing."""
+        if key in self.declared_as:
             return True
-        if len(first_known) >= MAX_VARIABLES:
-            budget.capped.add("variables")
-            return False
-        first_known[variable] = step
-        return True
+        return key in self.quoted if origin[2] == USER else key in self.listed_words
 
-    for known_at, variable, brought in declared:
-        if name(variable, known_at) and brought and known_at >= 1:
-            effects_by_step[known_at - 1].setdefault(variable, f"state.{variable}")
-    for key, fed in key_variables.items():
-        for variable in fed:
-            name(variable, key_known[key])
-    for number, variable, path in vocabulary_effects:
-        if name(variable, number + 1):
-            effects_by_step[number].setdefault(variable, path)
-    for number, outputs in enumerate(outputs_by_step):
-        tool = tools[number]
-        for leaf in outputs:
-            variables = set(key_variables.get(leaf.key, ()))
-            variables |= path_variables.get((tool, leaf.path), set())
-            field_name = _field_variable(leaf, aliases, vocabulary, flowed)
-            if field_name:
-                variables.add(field_name)
-            if not variables:
+    def read_output(
+        self, number: int, tool: str, output: Any, argument_keys: set[str], arguments: set[str]
+    ) -> list[_Leaf]:
+        """A successful call's output: its values, known from the next step on."""
+        outputs: list[_Leaf] = []
+        budget = self.budget
+        budget.declared, budget.everyday_paths = False, set()
+        # Read as it is walked: the budget judges values by outputs' rule meanwhile.
+        for leaf in _leaves(output, "output", budget, text=True):
+            if leaf.key and leaf.key in argument_keys:
+                continue  # an echo of the call's own arguments
+            if leaf.listed and not trivial(leaf.key, declared=True):
+                self.listed_words.add(leaf.key)  # an item of a listing names something
+            elif trivial(leaf.key):
+                # An everyday value says nothing by itself, but a field the vocabulary
+                # names (``event_updated: true``) is that variable's effect.
+                if self.vocabulary and leaf.name and "(in text)" not in leaf.path:
+                    named = _field_variable(leaf, self.aliases, self.vocabulary, frozenset())
+                    if named and named not in arguments:
+                        self.vocabulary_effects.append((number, named, leaf.path))
                 continue
-            # New in the trace: this very output is where the trace first held the value.
-            new = index.get(leaf.key) == (number + 1, tool, leaf.path)
-            for variable in sorted(variables):
-                if not name(variable, number + 1) or not new:
+            outputs.append(leaf)
+            self.remember(leaf.key, (number + 1, tool, leaf.path))
+        budget.declared = True
+        return outputs
+
+    # ------------------------------------------------- naming the variables and their effects
+    def reconstruction(self) -> Reconstruction:
+        reconstruction = Reconstruction(capped=self.budget.capped)
+        first_known: dict[str, int] = {}
+        effects_by_step: list[dict[str, str]] = [{} for _ in self.tools]
+
+        def name(variable: str, step: int) -> bool:
+            if variable in first_known:
+                first_known[variable] = min(first_known[variable], step)
+                return True
+            if len(first_known) >= MAX_VARIABLES:
+                self.budget.capped.add("variables")
+                return False
+            first_known[variable] = step
+            return True
+
+        for known_at, variable, brought in self.declared:
+            if name(variable, known_at) and brought and known_at >= 1:
+                effects_by_step[known_at - 1].setdefault(variable, f"state.{variable}")
+        for key, fed in self.key_variables.items():
+            for variable in fed:
+                name(variable, self.key_known[key])
+        for number, variable, path in self.vocabulary_effects:
+            if name(variable, number + 1):
+                effects_by_step[number].setdefault(variable, path)
+        self._output_effects(reconstruction, name, effects_by_step)
+        order = sorted((first, variable) for variable, first in first_known.items())
+        firsts = [first for first, _ in order]
+        for number in range(len(self.tools)):
+            known = bisect_right(firsts, number)
+            reconstruction.steps.append(
+                {
+                    "present": sorted(variable for _, variable in order[:known]),
+                    "flows": self.flows_by_step[number],
+                    "effects": sorted(effects_by_step[number].items()),
+                }
+            )
+        reconstruction.capped = self.budget.capped
+        return reconstruction
+
+    def _output_effects(
+        self,
+        reconstruction: Reconstruction,
+        name: Callable[[str, int], bool],
+        effects_by_step: list[dict[str, str]],
+    ) -> None:
+        """Each output value that is a variable's (it flowed into it, its path fed it, or its
+        field is named so) and new in the trace: that step's effect, and a candidate alias."""
+        flowed = {variable for variables in self.key_variables.values() for variable in variables}
+        proposals: set[tuple[str, str, str]] = set()
+        for number, outputs in enumerate(self.outputs_by_step):
+            tool = self.tools[number]
+            for leaf in outputs:
+                variables = set(self.key_variables.get(leaf.key, ()))
+                variables |= self.path_variables.get((tool, leaf.path), set())
+                # By its field's name alone, a sentence is not a value of a variable that
+                # merely flowed in this trace (a status ``message`` is not the ``message`` a
+                # user asked to send); a variable of the vocabulary is named by people, and may
+                # hold text.
+                field_name = _field_variable(
+                    leaf,
+                    self.aliases,
+                    self.vocabulary,
+                    flowed if " " not in leaf.key else frozenset(),
+                )
+                if field_name in self.arguments_by_step[number]:
+                    # Named as one of the call's own arguments: a report on it (an order placed
+                    # answers with its price), not a new value of it.
+                    field_name = None
+                if field_name:
+                    variables.add(field_name)
+                if not variables:
                     continue
-                effects_by_step[number].setdefault(variable, leaf.path)
-                proposed = (tool, leaf.name, variable)
-                if (
-                    leaf.name
-                    and variable_name(leaf.name, listed=leaf.listed, aliases=aliases) != variable
-                    and "(in text)" not in leaf.path
-                    and proposed not in proposals
-                ):
-                    proposals.add(proposed)
-                    reconstruction.candidates.append((number, tool, leaf.name, variable, leaf.key))
-    order = sorted((first, variable) for variable, first in first_known.items())
-    firsts = [first for first, _ in order]
-    for number in range(len(tools)):
-        known = bisect_right(firsts, number)
-        reconstruction.steps.append(
-            {
-                "present": sorted(variable for _, variable in order[:known]),
-                "flows": flows_by_step[number],
-                "effects": sorted(effects_by_step[number].items()),
-            }
-        )
-    reconstruction.capped = budget.capped
-    return reconstruction
+                # New in the trace: this very output is where the trace first held the value.
+                new = self.index.get(leaf.key) == (number + 1, tool, leaf.path)
+                for variable in sorted(variables):
+                    if not name(variable, number + 1) or not new:
+                        continue
+                    effects_by_step[number].setdefault(variable, leaf.path)
+                    proposed = (tool, leaf.name, variable)
+                    if (
+                        leaf.name
+                        and variable_name(leaf.name, listed=leaf.listed, aliases=self.aliases)
+                        != variable
+                        and "(in text)" not in leaf.path
+                        and proposed not in proposals
+                    ):
+                        proposals.add(proposed)
+                        reconstruction.candidates.append(
+                            (number, tool, leaf.name, variable, leaf.key)
+                        )
 
 
 def _field_variable(

@@ -9,33 +9,40 @@ sent. Nothing here reads a trace.
 
 from __future__ import annotations
 
-from typing import Any
+from collections.abc import Mapping
+from typing import Any, Literal
 
 from registry.cost import cost_figures_changed
+
+from .shapes import NO_ARG, NO_VARIABLE, Aggregate, DriftItem, VariableCounts
 
 MAX_ITEM_EXAMPLES = 5
 
 
-def drift_item_support(item: dict[str, Any], aggregate: dict[str, Any]) -> dict[str, Any]:
+def drift_item_support(item: DriftItem, aggregate: Aggregate) -> DriftItem:
     """``item`` with ``counts`` (name → traces showing it), ``total`` and ``total_of`` (what the
     counts are out of), and ``example_trace_ids`` where the aggregate has them.
 
     The added keys are counts, never part of the drift's fingerprint.
     """
-    field = item.get("field")
+    field = item["field"]
     names = [*item.get("added", []), *item.get("removed", [])]
     variables = aggregate.get("variables") or {}
     args = aggregate.get("args") or {}
     successes = int(aggregate.get("successes") or 0)
     total = int(aggregate.get("total") or 0)
-    supported = dict(item)
+    supported = item.copy()
     if field in ("requires", "produces"):
-        key = "before_ok" if field == "requires" else "added_ok"
-        supported["counts"] = {name: int((variables.get(name) or {}).get(key, 0)) for name in names}
+        key: Literal["before_ok", "added_ok"] = "before_ok" if field == "requires" else "added_ok"
+        supported["counts"] = {
+            name: int((variables.get(name) or NO_VARIABLE).get(key, 0)) for name in names
+        }
         supported["total"], supported["total_of"] = successes, "successful calls"
         supported["example_trace_ids"] = _examples(variables, names)
     elif field == "input_schema":
-        supported["counts"] = {name: int((args.get(name) or {}).get("count", 0)) for name in names}
+        supported["counts"] = {
+            name: int((args.get(name) or NO_ARG).get("count", 0)) for name in names
+        }
         supported["total"], supported["total_of"] = total, "calls"
         # Arguments keep no examples; a variable of the same name that flowed into it does.
         supported["example_trace_ids"] = _examples(variables, names)
@@ -47,16 +54,18 @@ def drift_item_support(item: dict[str, Any], aggregate: dict[str, Any]) -> dict[
     return supported
 
 
-def _examples(variables: dict[str, Any], names: list[str]) -> list[str]:
+def _examples(variables: dict[str, VariableCounts], names: list[str]) -> list[str]:
     found: list[str] = []
     for name in names:
-        for trace_id in (variables.get(name) or {}).get("examples", []):
+        for trace_id in (variables.get(name) or NO_VARIABLE).get("examples", []):
             if trace_id not in found and len(found) < MAX_ITEM_EXAMPLES:
                 found.append(str(trace_id))
     return found
 
 
-def contract_differences(approved: dict[str, Any] | None, inferred: dict[str, Any]) -> list[str]:
+def contract_differences(
+    approved: Mapping[str, Any] | None, inferred: Mapping[str, Any]
+) -> list[str]:
     """The fields in which an inferred contract differs from the approved one, in contract
     order: ``requires``, ``produces``, ``risk``, ``input_schema`` (argument names and which are
     required), and ``cost`` when a figure moved beyond its noise (``registry.cost``). A tool

@@ -8,7 +8,12 @@ After Contract2Tool (arXiv 2606.07904, section IV), but deterministic:
   produces its id; a variable added once in twenty calls is incidental, not an effect).
 - ``requires``: variables whose values flow into the arguments (nested too; found by
   ``learning.dataflow`` in earlier outputs, the user's messages or the state) in at least
-  ``flow_ratio`` of successes, plus variables present in every success and absent from at
+  ``flow_ratio`` of successes, or ``required_flow_ratio`` of them when the argument is required
+  (the input schema's ``required``: declared, or always sent). A required argument is sent on
+  every call, so the question is only whether it carries data someone had to know or a setting
+  the model chose; values that flowed in a third of the calls say data (the other calls'
+  values were derived: a date written out, a name abbreviated), while a setting never flows.
+  Plus variables present in every success and absent from at
   least ``failure_ratio`` of failures (preconditions seen only through failures). A variable
   that is merely always there (a user id, a locale) never flows and is present in failures too,
   so it is not a precondition; a variable feeding an argument sent only sometimes is optional.
@@ -28,43 +33,64 @@ from __future__ import annotations
 import hashlib
 import json
 import math
-from collections.abc import Iterable
+import re
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
+from typing import Any, Literal
 
 from registry.cost import cost_changed
+from registry.risk_order import DEFAULT_RISK_RANK
 
 from .aggregates import ROUTE_ARROW, aggregate_percentile, inferable_name
 from .outputs import output_schema_proposal
-from .risk import RISK_ORDER, prepare_labels, suggest_risk
+from .risk import Lexicon, prepare_labels, suggest_risk
+from .shapes import (
+    NO_VARIABLE,
+    Aggregate,
+    DriftItem,
+    InferredDocument,
+    OutputCounts,
+    Route,
+    VariableCounts,
+)
+
+# The contract's lists of state variables, compared name by name.
+CONTRACT_LISTS: tuple[Literal["requires", "produces"], ...] = ("requires", "produces")
+
+ARGUMENT_END = re.compile(r"[.\[]")  # where a route's argument path goes below its argument
 
 
 @dataclass(frozen=True)
 class Thresholds:
     produces_ratio: float = 0.3
     flow_ratio: float = 0.8
+    required_flow_ratio: float = 0.3
     failure_ratio: float = 0.5
     min_count: int = 3
 
 
-__all__ = ["RISK_ORDER", "prepare_labels", "suggest_risk"]  # the risk part lives in .risk
+__all__ = ["prepare_labels", "suggest_risk"]  # the risk part lives in .risk
 
 
 def infer_contract(
     *,
     name: str,
     description: str,
-    input_schema: dict | None,
-    aggregate: dict,
-    labelled: Iterable[dict] = (),
+    input_schema: dict[str, Any] | None,
+    aggregate: Aggregate,
+    labelled: Iterable[Mapping[str, Any]] = (),
     permissions: Iterable[str] = (),
-    annotations: dict | None = None,
+    annotations: dict[str, Any] | None = None,
     thresholds: Thresholds = Thresholds(),
-) -> dict:
+    lex: Lexicon | None = None,
+) -> InferredDocument:
     successes = aggregate.get("successes", 0)
     errors = aggregate.get("errors", 0)
     total = aggregate.get("total", 0)
     variables = aggregate.get("variables", {})
     produces, requires, gated = [], [], []
+    schema, unsafe = _schema(aggregate, input_schema, total)
+    required = set(schema.get("required") or ())
     for var, entry in sorted(variables.items()):
         if (
             successes
@@ -72,7 +98,8 @@ def infer_contract(
             and (entry["added_ok"] / successes >= thresholds.produces_ratio)
         ):
             produces.append(var)
-        flows = successes and entry["flows"] / successes >= thresholds.flow_ratio
+        ratio = thresholds.required_flow_ratio if _feeds(entry, required) else thresholds.flow_ratio
+        flows = successes and entry["flows"] / successes >= ratio
         missing_in_errors = errors - entry["before_err"]
         gate = (
             successes >= thresholds.min_count
@@ -84,11 +111,10 @@ def infer_contract(
             requires.append(var)
         if gate:
             gated.append(var)
-    schema, unsafe = _schema(aggregate, input_schema, total)
     risk, risk_confidence, risk_evidence = suggest_risk(
         name=name, description=description, produces=produces, permissions=list(permissions),
         labelled=labelled, annotations=annotations,
-        arguments=list((schema or {}).get("properties") or {}), gated=gated,
+        arguments=list((schema or {}).get("properties") or {}), gated=gated, lex=lex,
     )  # fmt: skip
     support = total
     # More traces, more confidence; 30 traces give about 0.95.
@@ -114,7 +140,7 @@ def infer_contract(
             "cost": round(evidence, 3),
         },
         # Why each suggestion was made, for the reviewer: the risk's words, effects,
-        # permissions and neighbours (learning.risk.danger_evidence); and how many argument
+        # permissions and neighbours (learning.risk._evidence); and how many argument
         # names and output keys were left out for not being identifier-like.
         "evidence": {
             "risk": risk_evidence,
@@ -131,14 +157,26 @@ def infer_contract(
     }
 
 
-def _routes(variables: dict, chosen: list[str], *, flows: bool) -> dict[str, list[dict]]:
+def _feeds(entry: VariableCounts, required: set[str]) -> bool:
+    """Whether a variable's values flowed into a required argument (the top-level argument of
+    a route's ``origin → argument path``)."""
+    for route in entry.get("routes") or ():
+        _, arrow, path = route.partition(ROUTE_ARROW)
+        if arrow and ARGUMENT_END.split(path, maxsplit=1)[0] in required:
+            return True
+    return False
+
+
+def _routes(
+    variables: dict[str, VariableCounts], chosen: list[str], *, flows: bool
+) -> dict[str, list[Route]]:
     """The routes behind each chosen variable, most seen first: ``origin → argument`` for a
     requirement, the output path for an effect."""
-    found: dict[str, list[dict]] = {}
+    found: dict[str, list[Route]] = {}
     for var in chosen:
-        routes = [
+        routes: list[Route] = [
             {"route": route, "traces": counted["count"], "examples": counted["examples"][:3]}
-            for route, counted in (variables.get(var, {}).get("routes") or {}).items()
+            for route, counted in (variables.get(var, NO_VARIABLE).get("routes") or {}).items()
             if (ROUTE_ARROW in route) == flows
         ]
         if routes:
@@ -146,7 +184,12 @@ def _routes(variables: dict, chosen: list[str], *, flows: bool) -> dict[str, lis
     return found
 
 
-def _margin(variables: dict, successes: int, key: str, chosen: list[str]) -> float:
+def _margin(
+    variables: dict[str, VariableCounts],
+    successes: int,
+    key: Literal["flows", "added_ok"],
+    chosen: list[str],
+) -> float:
     """How clear-cut the choice was: 1 when every ratio is 0 or 1, lower near the thresholds."""
     if not successes or not variables:
         return 1.0
@@ -157,7 +200,9 @@ def _margin(variables: dict, successes: int, key: str, chosen: list[str]) -> flo
     return max(worst, 0.5 if chosen else 0.0) if worst < 1 else 1.0
 
 
-def _schema(aggregate: dict, declared: dict | None, total: int) -> tuple[dict, int]:
+def _schema(
+    aggregate: Aggregate, declared: dict[str, Any] | None, total: int
+) -> tuple[dict[str, Any], int]:
     """The input schema the traces propose: the one proposal a drift ticket carries and the
     tool page shows. Without a declared schema (a shadow tool, a contract with none): each
     argument seen with its JSON types, required when always sent. With one: the declared schema
@@ -168,7 +213,7 @@ def _schema(aggregate: dict, declared: dict | None, total: int) -> tuple[dict, i
     (a model reads them and a runtime chooses them); the others are counted, and returned
     beside the schema (an aggregate folded before names were checked may still hold some)."""
     declared_properties = (declared or {}).get("properties") or {}
-    observed: dict[str, dict] = {}
+    observed: dict[str, dict[str, Any]] = {}
     always: list[str] = []
     unsafe = 0
     for arg, entry in sorted(aggregate.get("args", {}).items()):
@@ -220,11 +265,11 @@ def _rank(ranks: dict[str, int], risk: str | None) -> int:
 
 def contract_drift(
     *,
-    approved: dict,
-    inferred: dict,
+    approved: dict[str, Any],
+    inferred: InferredDocument,
     risk_rank: dict[str, int] | None = None,
     baseline_risk: str | None = None,
-) -> list[dict]:
+) -> list[DriftItem]:
     """What the tool now does differently from its approved contract.
 
     ``baseline_risk`` is the suggestion for the approved contract itself: a risk suggested from
@@ -232,8 +277,8 @@ def contract_drift(
     approved label counts as drift. How well it does it (error rate, latency, outputs) is
     judged against baselines in ``learning/baselines.py``.
     """
-    items = []
-    for key in ("requires", "produces"):
+    items: list[DriftItem] = []
+    for key in CONTRACT_LISTS:
         before, after = set(approved.get(key) or []), set(inferred.get(key) or [])
         if before != after:
             items.append(
@@ -245,7 +290,7 @@ def contract_drift(
                 }
             )
     items += _schema_drift(approved.get("input_schema") or {}, inferred.get("input_schema") or {})
-    ranks = risk_rank or {risk: index for index, risk in enumerate(RISK_ORDER)}
+    ranks = risk_rank or DEFAULT_RISK_RANK
     before_risk, after_risk = approved.get("risk"), inferred.get("risk")
     # A lower inferred risk is never drift: a person's label wins.
     floor = max(_rank(ranks, before_risk), _rank(ranks, baseline_risk))
@@ -253,19 +298,19 @@ def contract_drift(
         items.append(
             {
                 "field": "risk",
-                "added": [after_risk],
-                "removed": [before_risk],
+                "added": [str(after_risk)],
+                "removed": [before_risk] if before_risk is not None else [],
                 "detail": f"behaviour suggests {after_risk} risk, approved {before_risk}",
             }
         )
     return items
 
 
-def _schema_drift(approved: dict, inferred: dict) -> list[dict]:
+def _schema_drift(approved: dict[str, Any], inferred: dict[str, Any]) -> list[DriftItem]:
     declared = approved.get("properties") or {}
     observed = inferred.get("properties") or {}
     closed = approved.get("additionalProperties") is False
-    items = []
+    items: list[DriftItem] = []
     unknown = sorted(arg for arg in observed if arg not in declared)
     if unknown and (closed or declared):
         items.append(
@@ -308,7 +353,7 @@ def _schema_drift(approved: dict, inferred: dict) -> list[dict]:
     return items
 
 
-def drift_fingerprint(tool: str, items: list[dict]) -> str:
+def drift_fingerprint(tool: str, items: list[DriftItem]) -> str:
     """Stable over reruns: what drifted, not how often it was seen."""
     essence = sorted(
         json.dumps([item["field"], sorted(item["added"]), sorted(item["removed"])])
@@ -318,8 +363,12 @@ def drift_fingerprint(tool: str, items: list[dict]) -> str:
 
 
 def apply_drift(
-    approved: dict, inferred: dict, items: list[dict], *, outputs: dict | None = None
-) -> dict:
+    approved: dict[str, Any],
+    inferred: InferredDocument,
+    items: list[DriftItem],
+    *,
+    outputs: OutputCounts | None = None,
+) -> dict[str, Any]:
     """The approved contract with each drifted field taken from the inferred one; an output
     drift proposes the output schema the ``outputs`` seen since the version match."""
     proposal = json.loads(json.dumps(approved))

@@ -27,6 +27,7 @@ from django.db import connection, transaction
 from django.db.models import Q
 from django.utils import timezone
 
+from registry.jsonlimits import more_nodes_than
 from registry.models import Application, ContractVersion, Tool
 from registry.selectors import alias_map, tool_names_visible
 
@@ -38,24 +39,22 @@ from .days import days_fold
 from .models import ToolStats, Trace
 from .otel import SAME, states_shared, states_whole
 from .outputs import output_batch_budget, output_checker
+from .shapes import Aggregate
 from .signals import tool_stats_changed, traces_stored
-from .traces import trace_parse
+from .traces import JSON_FIELDS, STEP_COLUMNS, trace_parse
 
 logger = logging.getLogger(__name__)
 # Traces one fold transaction claims: a tool's statistics row is read and written once per batch,
 # so a larger batch costs less per trace (and holds as much memory as an ingest batch).
 FOLD_BATCH = 20_000
-TRACE_FIELDS = [
-    "trace_id", "step", "status", "args", "state_before", "state_after", "duration_ms",
-    "application_id", "output", "occurred_at",
-]  # fmt: skip
+TRACE_FIELDS = [*STEP_COLUMNS, "application_id"]
 
 
 @dataclass
 class IngestResult:
     accepted: int = 0
     duplicates: int = 0
-    rejected: list[dict] = field(default_factory=list)  # {"index", "field", "reason"}
+    rejected: list[dict[str, Any]] = field(default_factory=list)  # {"index", "field", "reason"}
 
 
 def traces_ingest(
@@ -217,9 +216,8 @@ def _reconstruct(
         stored = (
             Trace.objects.filter(_owner(application_id), trace_id__in=later)
             .order_by("trace_id", "step")
-            .values("trace_id", "step", "tool_name", "args", "output", "status",
-                    "state_before", "state_after", "captured")[: MAX_EARLIER_STEPS * len(later)]
-        )  # fmt: skip
+            .values(*STEP_COLUMNS, "captured")[: MAX_EARLIER_STEPS * len(later)]
+        )
         for stored_step in stored:
             if stored_step["step"] < later[stored_step["trace_id"]]:
                 earlier.setdefault(stored_step["trace_id"], []).append(
@@ -289,7 +287,7 @@ def _states_read_whole(rows: list[dict[str, Any]]) -> None:
         if SAME in row["state_before"] or SAME in row["state_after"]:
             shared.setdefault(row["application_id"], set()).add(row["trace_id"])
     for application_id, trace_ids in shared.items():
-        steps: dict[str, list[tuple[int, dict, dict]]] = {}
+        steps: dict[str, list[tuple[int, dict[str, Any], dict[str, Any]]]] = {}
         for trace_id, *step in (
             Trace.objects.filter(_owner(application_id), trace_id__in=trace_ids)
             .order_by("trace_id", "step")
@@ -367,16 +365,15 @@ def _over_allowance(
     ]
 
 
-def _model_fields(row: dict) -> dict:
+def _model_fields(row: dict[str, Any]) -> dict[str, Any]:
     return {column: row[column] for column in TRACE_COLUMNS if column in row}
 
 
 TRACE_COLUMNS = [
-    "trace_id", "step", "tool_name", "tool_id", "unknown_tool", "args", "status", "state_before",
-    "state_after", "output", "error", "duration_ms", "occurred_at", "received_at",
-    "application_id", "aggregated", "captured", "dataflow",
+    *STEP_COLUMNS, "tool_id", "unknown_tool", "received_at", "application_id", "aggregated",
+    "captured", "dataflow",
 ]  # fmt: skip
-JSON_COLUMNS = {"args", "state_before", "state_after", "output", "dataflow"}
+JSON_COLUMNS = frozenset({*JSON_FIELDS, "dataflow"})
 
 
 # A JSON value of at most this many nodes is encoded in one piece by the C encoder, which holds
@@ -388,7 +385,7 @@ _STREAMING_ENCODER = json.JSONEncoder(check_circular=False)
 _COPY_ESCAPES = str.maketrans({"\\": "\\\\", "\n": "\\n", "\r": "\\r", "\t": "\\t"})
 
 
-def _copy_pieces(row: dict) -> Iterator[str]:
+def _copy_pieces(row: dict[str, Any]) -> Iterator[str]:
     """One row in COPY's text format, in pieces: a line, unless a JSON value is large.
 
     A large JSON value is encoded as a stream, so storing a trace holds a bounded amount of
@@ -398,7 +395,11 @@ def _copy_pieces(row: dict) -> Iterator[str]:
     line: list[str] = []
     for column in TRACE_COLUMNS:
         value = row.get(column)
-        if column in JSON_COLUMNS and value is not None and not _json_is_small(value):
+        if (
+            column in JSON_COLUMNS
+            and value is not None
+            and more_nodes_than(value, SMALL_JSON_NODES)
+        ):
             yield "\t".join([*line, ""])  # the columns before it, and a tab
             for chunk in _STREAMING_ENCODER.iterencode(value):
                 yield chunk.replace("\\", "\\\\")
@@ -420,25 +421,7 @@ def _copy_text(column: str, value: Any) -> str:
     return str(value).translate(_COPY_ESCAPES)
 
 
-def _json_is_small(value: Any) -> bool:
-    """Whether ``value`` has at most ``SMALL_JSON_NODES`` nodes (counting stops there)."""
-    pending, nodes = [value], 1
-    while pending:
-        item = pending.pop()
-        if isinstance(item, dict):
-            children: Collection[Any] = item.values()
-        elif isinstance(item, list):
-            children = item
-        else:
-            continue
-        nodes += len(children)
-        if nodes > SMALL_JSON_NODES:
-            return False
-        pending.extend(children)
-    return True
-
-
-def _insert_returning(rows: list[dict]) -> int:
+def _insert_returning(rows: list[dict[str, Any]]) -> int:
     """PostgreSQL: COPY the batch into a temporary table, then INSERT ... ON CONFLICT DO NOTHING:
     the rows this transaction stored are counted; return how many."""
     now = timezone.now()
@@ -573,12 +556,12 @@ def _foldable(row: dict[str, Any], *, approved: set[str]) -> bool:
 
 MARK_CHUNK = 5000
 FOLD_FIELDS = [
-    "id", "tool_name", "unknown_tool", "captured", "received_at", "dataflow", *TRACE_FIELDS,
+    "id", "unknown_tool", "captured", "received_at", "dataflow", *TRACE_FIELDS,
 ]  # fmt: skip
 
 
 def _fold(
-    by_tool: dict[str, list[dict]],
+    by_tool: dict[str, list[dict[str, Any]]],
     *,
     received_at: str | None,
     late: dict[str, list[tuple[str, list[tuple[str, str]]]]] | None = None,
@@ -613,7 +596,7 @@ def _fold(
 
 
 def _fold_into(
-    rows: list[ToolStats], by_tool: dict[str, list[dict]], *, received_at: str | None
+    rows: list[ToolStats], by_tool: dict[str, list[dict[str, Any]]], *, received_at: str | None
 ) -> None:
     for stats in rows:
         since = stats.since_version
@@ -737,7 +720,7 @@ def stats_locked(tool_names: list[str]) -> list[ToolStats]:
     return rows
 
 
-def since_version_aggregate(before: dict[str, Any], version: ContractVersion | None) -> dict:
+def since_version_aggregate(before: Aggregate, version: ContractVersion | None) -> Aggregate:
     """A fresh since-version aggregate holding the baseline of what came before ``version``: the
     error and duration counts of every trace folded before it was published (what
     ``learning/baselines.py`` compares against when the contract declares no cost)."""

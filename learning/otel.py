@@ -45,6 +45,7 @@ from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTrace
 from opentelemetry.proto.common.v1.common_pb2 import AnyValue
 from opentelemetry.proto.trace.v1.trace_pb2 import Span, Status
 
+from registry.jsonlimits import deeper_than
 from registry.validation import unstorable_text
 
 from .dataflow import user_texts
@@ -213,7 +214,7 @@ ID_FIELDS = (
 )  # fmt: skip
 
 
-def _list(container: Any, camel: str, snake: str) -> list:
+def _list(container: Any, camel: str, snake: str) -> list[Any]:
     if not isinstance(container, dict):
         return []
     value = container.get(camel, container.get(snake, []))
@@ -314,7 +315,7 @@ def _decode_one(span: Span, batch: DecodedBatch, latest_ns: int) -> None:
     for key in (ARGUMENTS, RESULT, *STATE_ATTRIBUTES):
         if key in attributes:
             parsed, problem = _json_value(attributes[key])
-            if problem is None and _deeper_than(parsed, MAX_JSON_DEPTH):
+            if problem is None and deeper_than(parsed, MAX_JSON_DEPTH) is not None:
                 problem = f"is nested deeper than {MAX_JSON_DEPTH} levels"
             if problem and (key in STATE_ATTRIBUTES or problem != NOT_JSON):
                 batch.reject(f"{_sent_name(key, convention)} {problem}")
@@ -365,7 +366,7 @@ def _conversation(value: AnyValue) -> list[str]:
     if value.ByteSize() > MAX_MESSAGES_BYTES:
         return []
     parsed, problem = _json_value(_python(value))
-    if problem or _deeper_than(parsed, MAX_JSON_DEPTH):
+    if problem or deeper_than(parsed, MAX_JSON_DEPTH) is not None:
         return []
     kept: list[str] = []
     room = MAX_ATTRIBUTE_BYTES
@@ -439,23 +440,6 @@ def _sent_name(key: str, convention: Convention | None) -> str:
     return {ARGUMENTS: convention.arguments, RESULT: convention.result}.get(key, key)
 
 
-def _deeper_than(value: Any, limit: int) -> bool:
-    """Whether ``value`` nests containers more than ``limit`` deep (iterative: any depth)."""
-    pending: list[tuple[Any, int]] = [(value, 1)]
-    while pending:
-        item, depth = pending.pop()
-        if isinstance(item, dict):
-            children: Iterable[Any] = item.values()
-        elif isinstance(item, list):
-            children = item
-        else:
-            continue
-        if depth > limit:
-            return True
-        pending.extend((child, depth + 1) for child in children if isinstance(child, dict | list))
-    return False
-
-
 def _error(status: Status, error_type: Any) -> str | None:
     """The call failed when its span status is ERROR or it names an ``error.type``."""
     kind = error_type if isinstance(error_type, str) and error_type.strip() else None
@@ -509,7 +493,7 @@ def _no_constant(name: str) -> None:
 # --------------------------------------------------------------------------------- assembly
 @dataclass
 class Assembly:
-    traces: list[dict] = field(default_factory=list)  # the registry's trace format
+    traces: list[dict[str, Any]] = field(default_factory=list)  # the registry's trace format
     uncaptured: set[int] = field(default_factory=set)  # steps without arguments or result
 
 
@@ -604,7 +588,7 @@ SAME = "$same_as"  # a stored state that repeats another of the same trace names
 SET, UNSET = "$set", "$unset"
 
 
-def states_shared(rows: list[dict]) -> list[tuple[dict, dict]]:
+def states_shared(rows: list[dict[str, Any]]) -> list[tuple[dict[str, Any], dict[str, Any]]]:
     """The state before and after of each row as stored: a large state written once per trace.
 
     ``rows`` are steps in order (``trace_id``, ``step``, ``state_before``, ``state_after``).
@@ -617,8 +601,8 @@ def states_shared(rows: list[dict]) -> list[tuple[dict, dict]]:
     Learning reads the whole states before they are stored (``learning.ingest``).
     """
     heavy = _heavy_traces(rows)
-    stored: list[tuple[dict, dict]] = []
-    previous: dict[str, tuple[int, dict]] = {}
+    stored: list[tuple[dict[str, Any], dict[str, Any]]] = []
+    previous: dict[str, tuple[int, dict[str, Any]]] = {}
     for row in rows:
         before, after = row["state_before"], row["state_after"]
         if row["trace_id"] not in heavy:
@@ -626,10 +610,10 @@ def states_shared(rows: list[dict]) -> list[tuple[dict, dict]]:
             continue
         last = previous.get(row["trace_id"])
         if last is not None and last[0] == row["step"] - 1 and last[1] == before:
-            stored_before: dict = {SAME: f"state_after of step {last[0]}"}
+            stored_before: dict[str, Any] = {SAME: f"state_after of step {last[0]}"}
         else:
             stored_before = before
-        stored_after: dict = {SAME: "state_before"}
+        stored_after: dict[str, Any] = {SAME: "state_before"}
         changed = _changed(before, after)
         if changed:
             stored_after[SET] = changed
@@ -641,11 +625,13 @@ def states_shared(rows: list[dict]) -> list[tuple[dict, dict]]:
     return stored
 
 
-def states_whole(stored: list[tuple[int, dict, dict]]) -> dict[int, tuple[dict, dict]]:
+def states_whole(
+    stored: list[tuple[int, dict[str, Any], dict[str, Any]]],
+) -> dict[int, tuple[dict[str, Any], dict[str, Any]]]:
     """The whole states of a trace's stored steps (``(step, state_before, state_after)`` in
     order, from its first step): the inverse of ``states_shared``. A step that names a step
     missing from ``stored`` keeps its stored form."""
-    whole: dict[int, tuple[dict, dict]] = {}
+    whole: dict[int, tuple[dict[str, Any], dict[str, Any]]] = {}
     for step, before, after in stored:
         if _is_shared(before):
             reference = before[SAME].removeprefix("state_after of step ")
@@ -661,14 +647,14 @@ def states_whole(stored: list[tuple[int, dict, dict]]) -> dict[int, tuple[dict, 
     return whole
 
 
-def _is_shared(state: dict) -> bool:
+def _is_shared(state: dict[str, Any]) -> bool:
     return isinstance(state.get(SAME), str) and set(state) <= {SAME, SET, UNSET}
 
 
 SHARE_ABOVE = 8 * 1024  # bytes of a trace's states stored whole, past which they are shared
 
 
-def _heavy_traces(rows: list[dict]) -> set[str]:
+def _heavy_traces(rows: list[dict[str, Any]]) -> set[str]:
     """Traces whose states would weigh more than ``SHARE_ABOVE`` stored whole, estimated from
     the first state and each step's changes (each encoded once: what was sent, no more)."""
     weights: dict[str, int] = {}
@@ -692,7 +678,7 @@ def _heavy_traces(rows: list[dict]) -> set[str]:
     return heavy
 
 
-def _changed(before: dict, after: dict) -> dict:
+def _changed(before: dict[str, Any], after: dict[str, Any]) -> dict[str, Any]:
     return {
         name: value
         for name, value in after.items()
@@ -709,7 +695,7 @@ def _inner_call(span: SpanRecord, by_id: dict[str, SpanRecord]) -> bool:
     return parent is not None and parent["tool"] == span["tool"]
 
 
-def _initial_state(spans: list[SpanRecord]) -> dict:
+def _initial_state(spans: list[SpanRecord]) -> dict[str, Any]:
     """``registry.state`` of the root span, else of the earliest span carrying it."""
     carriers = [span for span in spans if span["tool"] is None and STATE in span["attributes"]]
     if not carriers:
@@ -721,7 +707,7 @@ def _initial_state(spans: list[SpanRecord]) -> dict:
     return state if isinstance(state, dict) else {}
 
 
-def _canonical(state: dict, aliases: dict[str, str]) -> dict:
+def _canonical(state: dict[str, Any], aliases: dict[str, str]) -> dict[str, Any]:
     return {aliases.get(name, name): value for name, value in state.items()}
 
 

@@ -27,6 +27,7 @@ import logging
 from collections import defaultdict
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
+from typing import Any
 
 from django.conf import settings
 from django.db import transaction
@@ -373,7 +374,7 @@ def _assemble(claimed: list[OtelTrace], *, now: datetime) -> None:
         by_application[trace.application_id].append(trace)
     for traces in by_application.values():
         application = traces[0].application
-        items: list[tuple[int, dict]] = []
+        items: list[tuple[int, dict[str, Any]]] = []
         owners: list[OtelTrace] = []
         uncaptured: set[int] = set()
         for trace in traces:

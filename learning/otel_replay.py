@@ -38,7 +38,7 @@ from .otel import (
 
 
 def spans_from_traces(
-    traces: Iterable[dict],
+    traces: Iterable[dict[str, Any]],
     *,
     aliases: dict[str, str] | None = None,
     explicit_state: bool = False,
@@ -53,7 +53,7 @@ def spans_from_traces(
     """
     aliases = aliases or {}
     base = _ns((start or datetime.now(UTC) - timedelta(hours=1)).isoformat())
-    runs: dict[str, list[dict]] = {}
+    runs: dict[str, list[dict[str, Any]]] = {}
     for trace in traces:
         runs.setdefault(trace["trace_id"], []).append(trace)
     spans: list[Span] = []
@@ -133,7 +133,7 @@ def export_request(spans: Iterable[Span], *, service: str = "agent") -> ExportTr
     )
 
 
-def request_as_json(request: ExportTraceServiceRequest) -> dict:
+def request_as_json(request: ExportTraceServiceRequest) -> dict[str, Any]:
     """OTLP/JSON: protobuf's JSON mapping with trace and span ids in hex."""
     data = json_format.MessageToDict(request)
     for resource_spans in data.get("resourceSpans", []):

@@ -2,8 +2,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from datetime import date, datetime, timedelta
+from pathlib import Path
 from typing import Any
 
+from django.conf import settings
 from django.db.models import OuterRef, Subquery
 from django.utils import timezone
 
@@ -14,13 +16,14 @@ from .charts import DayPoint, Marker, chart_window, day_points
 from .evidence import contract_differences
 from .models import DriftReport, InferredContract, ToolDayStats, ToolStats, Trace
 from .otel import states_whole
+from .risk import Lexicon, lexicon
 
 HEALTH_DAYS = 90
 RECENT_VERSIONS = 10
 COMPARED_FIELDS = ("requires", "produces", "risk", "input_schema", "cost")
 
 
-def inferred_contracts_export() -> list[dict]:
+def inferred_contracts_export() -> list[dict[str, Any]]:
     """The latest inferred contract of each tool, as contract documents with their support."""
     return [
         {**inferred.document, "support": inferred.support}
@@ -37,7 +40,7 @@ def drift_reports_recent(*, limit: int = 8) -> list[DriftReport]:
     )
 
 
-def trace_states_whole(*, trace: Trace) -> tuple[dict, dict]:
+def trace_states_whole(*, trace: Trace) -> tuple[dict[str, Any], dict[str, Any]]:
     """A step's whole state before and after. An assembled OpenTelemetry trace stores a large
     state once (``learning.otel.states_shared``): its earlier steps are read to rebuild it."""
     if not any(SHARED in state for state in (trace.state_before, trace.state_after)):
@@ -173,6 +176,12 @@ def field_text(value: Any) -> str:
     if isinstance(value, str):
         return value
     return json_text(value, sort_keys=True)
+
+
+def risk_lexicon() -> Lexicon:
+    """The risk lexicon: the reviewed one, with the operator's file (``RISK_VERBS_FILE``) over
+    it when one is set. Built once per process and file (``learning.risk.lexicon``)."""
+    return lexicon(Path(settings.RISK_VERBS_FILE) if settings.RISK_VERBS_FILE else None)
 
 
 def risk_labels() -> list[dict[str, Any]]:

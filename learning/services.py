@@ -36,7 +36,17 @@ from .inference import (
 )
 from .ingest import stats_locked, stats_write, traces_fold_pending
 from .models import DriftReport, InferredContract, ToolDayStats, ToolStats, Trace
-from .selectors import risk_labels
+from .risk import PreparedLabel
+from .selectors import risk_labels, risk_lexicon
+from .shapes import (
+    Aggregate,
+    Dataflow,
+    DriftItem,
+    ExampleRun,
+    InferredDocument,
+    RiskShown,
+    TicketEvidence,
+)
 
 logger = logging.getLogger(__name__)
 REFRESH_CHUNK = 500
@@ -59,8 +69,8 @@ def tools_with_new_traces() -> list[str]:
 class RefreshResult:
     tool_name: str
     folded: int = 0
-    inferred: dict | None = None
-    drift: list[dict] = field(default_factory=list)  # report-only items included
+    inferred: InferredDocument | None = None
+    drift: list[DriftItem] = field(default_factory=list)  # report-only items included
     ticket_id: int | None = None  # a drift ticket, or the new-tool proposal of a shadow tool
     published: bool = False
 
@@ -73,7 +83,8 @@ def tool_refresh(*, tool_name: str) -> RefreshResult:
 def tools_refresh(*, tool_names: list[str]) -> list[RefreshResult]:
     """Infer and judge drift for many tools with a handful of queries per chunk."""
     ranks = risk_ranks()
-    labelled = prepare_labels(risk_labels())
+    lex = risk_lexicon()
+    labelled = prepare_labels(risk_labels(), lex)
     lowest = RiskLevel.objects.order_by("rank").first()
     results = []
     for start in range(0, len(tool_names), REFRESH_CHUNK):
@@ -116,6 +127,7 @@ def tools_refresh(*, tool_names: list[str]) -> list[RefreshResult]:
                 labelled=labelled,
                 permissions=approved.permissions if approved else [],
                 annotations=approved.annotations if approved else None,
+                lex=lex,
             )
             result.inferred = inferred
             differing = contract_differences(approved.document() if approved else None, inferred)
@@ -180,7 +192,11 @@ def tools_refresh(*, tool_names: list[str]) -> list[RefreshResult]:
 
 
 def _risk_baseline(
-    *, name: str, approved: ContractVersion, inferred: dict[str, Any], labelled: list[dict]
+    *,
+    name: str,
+    approved: ContractVersion,
+    inferred: InferredDocument,
+    labelled: list[PreparedLabel],
 ) -> str:
     """The risk suggested for the approved contract itself, read with every input the inferred
     risk was read with (hints, permissions, arguments, the preconditions calls failed without),
@@ -199,7 +215,8 @@ def _risk_baseline(
         labelled=labelled,
         annotations=approved.annotations,
         arguments=arguments,
-        gated=(inferred.get("evidence") or {}).get("gated") or [],
+        gated=inferred["evidence"]["gated"],
+        lex=risk_lexicon(),
     ).risk
 
 
@@ -221,7 +238,7 @@ def _drift_record(
     *,
     tool: Tool,
     approved: ContractVersion,
-    inferred: dict[str, Any],
+    inferred: InferredDocument,
     stats: ToolStats,
     result: RefreshResult,
 ) -> None:
@@ -231,7 +248,7 @@ def _drift_record(
     # item coming and going never opens a second ticket for the same drift.
     fingerprint = drift_fingerprint(f"{tool.name}@v{approved.number}", items)
     ticketed = [item for item in items if not item.get("report_only")]
-    evidence = {
+    evidence: TicketEvidence = {
         "base_version": approved.number,
         "traces_since_version": stats.traces_since_version,
         "support": inferred.get("support"),
@@ -248,8 +265,8 @@ def _drift_record(
         evidence["calls_seen"] = {"first": since["first_seen"], "last": since["last_seen"]}
     if any(item["field"] == "risk" for item in items):
         # Why the higher risk is suggested, for the ticket page (learning.risk).
-        evidence["risk_evidence"] = (inferred.get("evidence") or {}).get("risk", [])
-        evidence["risk_confidence"] = (inferred.get("confidence") or {}).get("risk")
+        evidence["risk_evidence"] = list(inferred["evidence"]["risk"])
+        evidence["risk_confidence"] = inferred["confidence"]["risk"]
     _note_dataflow(evidence, inferred, [item["field"] for item in items])
     _note_unsafe_names(evidence, inferred)
     report, created = _report_get_or_create(tool, approved, fingerprint, items, evidence)
@@ -281,26 +298,30 @@ def _drift_record(
     result.published = drift.published
 
 
-def _note_dataflow(evidence: dict[str, Any], inferred: dict[str, Any], fields: list[str]) -> None:
+def _note_dataflow(evidence: TicketEvidence, inferred: InferredDocument, fields: list[str]) -> None:
     """The routes behind the inferred requires and produces (``learning.dataflow``): which
     output path fed which argument, in how many calls, with example runs."""
-    routes = (inferred.get("evidence") or {}).get("dataflow") or {}
-    shown = {field: routes[field] for field in ("requires", "produces") if routes.get(field)}
+    routes = inferred["evidence"]["dataflow"]
+    shown: Dataflow = {}
+    if routes.get("requires"):
+        shown["requires"] = routes["requires"]
+    if routes.get("produces"):
+        shown["produces"] = routes["produces"]
     if shown and any(field in ("requires", "produces") for field in fields):
         evidence["dataflow"] = shown
 
 
-def _note_unsafe_names(evidence: dict[str, Any], inferred: dict[str, Any]) -> None:
+def _note_unsafe_names(evidence: TicketEvidence, inferred: InferredDocument) -> None:
     """How many argument names and output keys the traces carried that are not identifier-like
     and so were left out of the inferred schemas (learning.aggregates.inferable_name)."""
-    unsafe = (inferred.get("evidence") or {}).get("unsafe_names")
+    unsafe = inferred["evidence"]["unsafe_names"]
     if unsafe:
         evidence["unsafe_names"] = unsafe
 
 
 def _drift_items_supported(
-    tool_name: str, items: list[dict[str, Any]], aggregate: dict[str, Any]
-) -> list[dict[str, Any]]:
+    tool_name: str, items: list[DriftItem], aggregate: Aggregate
+) -> list[DriftItem]:
     """Each drift item with its counts and example runs (trace id and application), so the
     ticket can link the whole run behind each example. One query, bounded by the examples."""
     supported = [drift_item_support(item, aggregate) for item in items]
@@ -316,7 +337,7 @@ def _drift_items_supported(
         for trace_id, application_id in rows[: 4 * len(wanted)]:
             owners.setdefault(trace_id, []).append(application_id)
     for item in supported:
-        runs = [
+        runs: list[ExampleRun] = [
             {"trace_id": trace_id, "application_id": application_id}
             for trace_id in item.get("example_trace_ids", [])
             for application_id in owners.get(trace_id, [])
@@ -326,7 +347,7 @@ def _drift_items_supported(
     return supported
 
 
-def _sources(aggregate: dict[str, Any]) -> dict[str, int]:
+def _sources(aggregate: Aggregate) -> dict[str, int]:
     """Which applications' traces (by name) showed the behaviour, with how many each."""
     counts = aggregate.get("sources") or {}
     names = _application_names(counts)
@@ -336,7 +357,7 @@ def _sources(aggregate: dict[str, Any]) -> dict[str, int]:
     return dict(sorted(named.items()))
 
 
-def _source_examples(aggregate: dict[str, Any]) -> dict[str, list[Any]]:
+def _source_examples(aggregate: Aggregate) -> dict[str, list[Any]]:
     """A few trace ids per application (by name): where a reviewer finds the traces."""
     examples = aggregate.get("source_examples") or {}
     names = _application_names(examples)
@@ -363,8 +384,8 @@ def _shadow_tool_propose(
     *,
     name: str,
     stats: ToolStats,
-    inferred: dict[str, Any],
-    labelled: list[dict],
+    inferred: InferredDocument,
+    labelled: list[PreparedLabel],
     support: RiskLevel,
 ) -> int | None:
     """A shadow tool (traces of a name with no approved contract, at least the lowest risk
@@ -379,10 +400,10 @@ def _shadow_tool_propose(
     risk, risk_evidence = _risk_suggestion(
         name=name,
         produces=inferred["produces"],
-        gated=inferred["evidence"].get("gated") or [],
+        gated=inferred["evidence"]["gated"],
         labelled=labelled,
     )
-    evidence: dict[str, Any] = {
+    evidence: TicketEvidence = {
         "shadow_tool": name,
         "support": aggregate.get("total", 0),
         "min_support": support.min_support,
@@ -416,8 +437,8 @@ def _shadow_tool_propose(
 
 
 def _risk_suggestion(
-    *, name: str, produces: list[str], gated: list[str], labelled: list[dict]
-) -> tuple[str, dict[str, Any]]:
+    *, name: str, produces: list[str], gated: list[str], labelled: list[PreparedLabel]
+) -> tuple[str, RiskShown]:
     """The one place a shadow tool's risk is suggested, with the evidence shown to reviewers."""
     suggestion = suggest_risk(
         name=name,
@@ -426,6 +447,7 @@ def _risk_suggestion(
         permissions=[],
         labelled=labelled,
         gated=gated,
+        lex=risk_lexicon(),
     )
     return suggestion.risk, {
         "suggested": suggestion.risk,
@@ -438,8 +460,8 @@ def _report_get_or_create(
     tool: Tool,
     approved: ContractVersion,
     fingerprint: str,
-    items: list[dict[str, Any]],
-    evidence: dict[str, Any],
+    items: list[DriftItem],
+    evidence: TicketEvidence,
 ) -> tuple[DriftReport, bool]:
     try:
         with transaction.atomic():
@@ -451,7 +473,7 @@ def _report_get_or_create(
         return DriftReport.objects.get(fingerprint=fingerprint), False
 
 
-def _proposal(document: dict[str, Any], evidence: dict[str, Any]) -> dict[str, Any]:
+def _proposal(document: dict[str, Any], evidence: TicketEvidence) -> dict[str, Any]:
     """Keep the proposal a valid contract: variables outside the vocabulary go to the evidence
     (``unknown_variables``: approving the ticket adds them; ``unusable_variables``: names that
     cannot be variables, listed so a reviewer can map them to an alias)."""

@@ -1,45 +1,27 @@
 """Thin, idempotent tasks: each takes a name and calls one service."""
 
 import hashlib
-import logging
 import time
+from functools import partial
 from typing import Any
 
-from celery import shared_task
 from django.conf import settings
 from django.core.cache import cache
-from django.db import InterfaceError, OperationalError
 
 from config.cache import cache_add_many
+from registry.queueing import durable_task, task_send
 
 from . import ingest, otel_ingest, services
 
-logger = logging.getLogger(__name__)
-
-TRANSIENT = (OperationalError, InterfaceError)
-
-
-def durable_task(*, soft_time_limit: int, time_limit: int):
-    """A task acknowledged after it ran, retried with backoff when the database is away."""
-    return shared_task(
-        bind=True,
-        acks_late=True,
-        autoretry_for=TRANSIENT,
-        retry_backoff=True,
-        max_retries=5,
-        soft_time_limit=soft_time_limit,
-        time_limit=time_limit,
-    )
-
 
 @durable_task(soft_time_limit=240, time_limit=300)
-def tool_refresh(self, tool_name: str) -> dict:
+def tool_refresh(self, tool_name: str) -> dict[str, Any]:
     result = services.tool_refresh(tool_name=tool_name)
     return {"tool": tool_name, "folded": result.folded, "ticket": result.ticket_id}
 
 
 @durable_task(soft_time_limit=240, time_limit=300)
-def tool_refresh_due(self, tool_name: str) -> dict:
+def tool_refresh_due(self, tool_name: str) -> dict[str, Any]:
     """The debounced refresh of one tool (see ``tool_refresh_soon``)."""
     # Cleared before the refresh reads: a fold committed from now on schedules the next one.
     cache.delete(_pending_key(tool_name))
@@ -62,11 +44,10 @@ def tool_refresh_soon(sender: Any = None, *, tool_names: list[str], **kwargs: An
     keys = {_pending_key(name): name for name in tool_names}
     scheduled = 0
     for key in cache_add_many(cache, list(keys), 1, timeout=countdown + 60):
-        try:
-            tool_refresh_due.apply_async((keys[key],), countdown=countdown, retry=False)
-        except Exception as exc:  # the broker's errors vary by transport; the commit stands
+        name = keys[key]
+        send = partial(tool_refresh_due.apply_async, (name,), countdown=countdown, retry=False)
+        if not task_send(send, what=f"refresh of {name}"):
             cache.delete(key)
-            logger.warning("refresh of %s not scheduled: %s", keys[key], exc)
             continue
         scheduled += 1
     return scheduled
@@ -95,10 +76,7 @@ def traces_fold_soon(sender: Any = None, **kwargs: Any) -> None:
     """Queue a fold. Connected to ``traces_stored``. The traces are committed already: a
     broker that refuses the message delays their fold until the next one, or the hourly
     sweep (``refresh_contracts``)."""
-    try:
-        traces_fold.apply_async(retry=False)
-    except Exception as exc:  # the broker's errors vary by transport; the commit stands
-        logger.warning("fold not queued: %s: %s", type(exc).__name__, exc)
+    task_send(partial(traces_fold.apply_async, retry=False), what="fold")
 
 
 def _pending_key(tool_name: str) -> str:

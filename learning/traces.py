@@ -20,16 +20,23 @@ MAX_ID_LENGTH = 200
 EARLIEST = datetime(1970, 1, 1, tzinfo=UTC)
 FUTURE_SLACK = timedelta(days=1)  # runtimes' clocks drift; a trace from next year does not
 STATUSES = ("success", "error")
-FIELDS = {
-    "trace_id", "step", "tool", "args", "status", "state_before", "state_after", "output",
-    "error", "duration_ms", "occurred_at", "messages",
-}  # fmt: skip
+# The fields of a step in the trace format (docs/formats.md), and those that hold JSON values.
+JSON_FIELDS = ("args", "state_before", "state_after", "output")
+FIELDS = frozenset({
+    "trace_id", "step", "tool", "status", *JSON_FIELDS, "error", "duration_ms", "occurred_at",
+    "messages",
+})  # fmt: skip
+# The columns a stored step (``learning.models.Trace``) keeps them in: the tool under its name
+# (``tool_name``); the messages are read at ingest, never stored.
+STEP_COLUMNS = (
+    "trace_id", "step", "tool_name", "status", *JSON_FIELDS, "error", "duration_ms", "occurred_at",
+)  # fmt: skip
 MAX_MESSAGES = 1000  # messages of the conversation read per step
 
 
 def trace_parse(
     item: Any, *, aliases: dict[str, str], now: datetime | None = None
-) -> tuple[dict | None, list[tuple[str, str]]]:
+) -> tuple[dict[str, Any] | None, list[tuple[str, str]]]:
     """Return (normalised trace, []) or (None, [(field, reason), ...])."""
     if not isinstance(item, dict):
         return None, [("(item)", "must be a JSON object")]

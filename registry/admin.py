@@ -22,7 +22,7 @@ JSON_OVERRIDES: "dict[type[models.Field[Any, Any]], dict[str, Any]]" = {
 
 
 @admin.register(StateVariable)
-class StateVariableAdmin(admin.ModelAdmin):
+class StateVariableAdmin(admin.ModelAdmin[StateVariable]):
     list_display = ["name", "alias_list", "description"]
     search_fields = ["name", "description"]
     formfield_overrides = JSON_OVERRIDES
@@ -33,7 +33,7 @@ class StateVariableAdmin(admin.ModelAdmin):
 
 
 @admin.register(RiskLevel)
-class RiskLevelAdmin(admin.ModelAdmin):
+class RiskLevelAdmin(admin.ModelAdmin[RiskLevel]):
     list_display = [
         "name",
         "rank",
@@ -54,12 +54,12 @@ class RiskLevelAdmin(admin.ModelAdmin):
 
 
 @admin.register(Permission)
-class PermissionAdmin(admin.ModelAdmin):
+class PermissionAdmin(admin.ModelAdmin[Permission]):
     list_display = ["name", "description"]
     search_fields = ["name", "description"]
 
 
-class VersionInline(admin.TabularInline):
+class VersionInline(admin.TabularInline[ContractVersion, Tool]):
     model = ContractVersion
     fk_name = "tool"
     fields: ClassVar[tuple[str, ...]] = (
@@ -84,7 +84,7 @@ class VersionInline(admin.TabularInline):
 
 
 @admin.register(Tool)
-class ToolAdmin(admin.ModelAdmin):
+class ToolAdmin(admin.ModelAdmin[Tool]):
     list_display = ["name", "domain", "lifecycle", "current", "current_risk", "created_at"]
     list_filter = ["lifecycle", "current_version__risk"]
     search_fields = ["name", "owner"]
@@ -114,7 +114,7 @@ class ToolAdmin(admin.ModelAdmin):
         return obj.current_version.risk.name if obj.current_version else "—"
 
 
-class PlanningPolicyInline(admin.StackedInline):
+class PlanningPolicyInline(admin.StackedInline[PlanningPolicy, Application]):
     model = PlanningPolicy
     formfield_overrides = JSON_OVERRIDES
     can_delete = True
@@ -122,7 +122,7 @@ class PlanningPolicyInline(admin.StackedInline):
 
 
 @admin.register(Application)
-class ApplicationAdmin(admin.ModelAdmin):
+class ApplicationAdmin(admin.ModelAdmin[Application]):
     list_display = ["name", "max_risk", "all_tools", "all_permissions", "created_at"]
     list_filter = ["max_risk", "all_tools"]
     search_fields = ["name", "description"]

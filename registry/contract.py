@@ -120,6 +120,8 @@ COST_KEYS = frozenset(Cost.__annotations__)
 ANNOTATION_KEYS = frozenset(Annotations.__annotations__)
 ANNOTATION_HINTS = ANNOTATION_KEYS - {"title"}
 MAX_ANNOTATION_TITLE = 200
+# What a reviewer can read and a model's context can hold: a description past it is refused.
+MAX_DESCRIPTION = 16_000
 # Keys beyond the specification's are a server's own (chrome-devtools' ``category``): kept as
 # declared, bounded like any other text a contract stores.
 MAX_ANNOTATION_KEY = 100

@@ -32,7 +32,7 @@ class PrettyJSONField(forms.JSONField):
 FORM_NAMES = {"name": "tool_name", "status": "lifecycle"}
 
 
-class ContractForm(forms.ModelForm):
+class ContractForm(forms.ModelForm[ContractVersion]):
     """Edits build a contract document; the review service decides what becomes of it."""
 
     tool_name = forms.CharField(

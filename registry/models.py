@@ -1,5 +1,6 @@
 import hashlib
 import json
+from typing import Any
 
 from django.conf import settings
 from django.core.exceptions import ValidationError
@@ -221,7 +222,7 @@ class ContractVersion(models.Model):
 
     CONTRACT_FIELDS = STORED_FIELDS
 
-    def document(self) -> dict:
+    def document(self) -> dict[str, Any]:
         """The contract document of docs/formats.md (import, export and API speak it)."""
         document = {"name": self.tool.name}
         for field in self.CONTRACT_FIELDS:
@@ -242,7 +243,7 @@ class ContractVersion(models.Model):
         return contract_pin(self.document())
 
 
-def contract_hash(document: dict) -> str:
+def contract_hash(document: dict[str, Any]) -> str:
     """Hash of what a runtime sees; the version number is bookkeeping and does not count."""
     content = {
         k: v
@@ -304,7 +305,7 @@ class PlanningPolicy(models.Model):
         if errors:
             raise ValidationError({field: reasons for field, reasons in errors.items()})
 
-    def document(self) -> dict:
+    def document(self) -> dict[str, Any]:
         return {"mandate": self.mandate, "rules": self.rules, "config_params": self.config_params}
 
 

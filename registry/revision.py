@@ -13,8 +13,9 @@ Runtimes poll it and every ETag is derived from it, so this module is its one ow
   copy to expire and put it back.
 - ``revision_forget()`` drops this process's copy.
 - ``revision_stored()`` reads the database, bypassing every cache.
-- ``revision_changed`` is sent once a bump has committed (in the committing process): the hook
-  by which a higher layer (the API's bundles) follows the revision without an import upwards.
+- ``registry.signals.revision_changed`` is sent once a bump has committed (in the committing
+  process): the hook by which a higher layer (the API's bundles) follows the revision without
+  an import upwards.
 """
 
 import functools
@@ -26,10 +27,10 @@ from django.conf import settings
 from django.core.cache import cache
 from django.db import transaction
 from django.db.models import F
-from django.dispatch import Signal
 from django.utils import timezone
 
 from .models import Revision
+from .signals import revision_changed
 
 CACHE_KEY = "registry:revision"
 # A safety net for a drop the publishing process could not make (Redis unreachable).
@@ -40,9 +41,6 @@ CACHE_SECONDS = 2
 # a bump never stores the older value after it.
 _local: dict[str, Any] = {"value": 0, "until": 0.0, "generation": 0}
 _local_lock = threading.Lock()
-
-# Sent with no arguments after a bump commits; receivers read the revision they need.
-revision_changed = Signal()
 
 
 def revision_stored() -> int:

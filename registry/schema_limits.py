@@ -41,6 +41,8 @@ from collections.abc import Iterator, Mapping
 from typing import Any
 from urllib.parse import unquote
 
+from .jsonlimits import deeper_than
+
 MAX_DEPTH = 64
 MAX_BRANCHES = 32
 MAX_EXPANDED = 5_000
@@ -69,10 +71,11 @@ _REFERENCES = ("$ref", "$dynamicRef")
 
 def schema_limit_errors(schema: Any) -> list[str]:
     """Why ``schema`` asks too much of a validator; empty when it is within every limit."""
-    deep = _deeper_than(schema, MAX_DEPTH)
+    deep = deeper_than(schema, MAX_DEPTH)
     if deep is not None:
         # Stop here: the other checks, and the metaschema check after them, would recurse.
-        return [f"nests deeper than {MAX_DEPTH} levels of objects and arrays (at {deep})"]
+        where = _pointer(list(deep))
+        return [f"nests deeper than {MAX_DEPTH} levels of objects and arrays (at {where})"]
     reasons = [
         f"{path}: only the root may name a dialect ($schema)" for path in _nested_dialects(schema)
     ]
@@ -91,19 +94,6 @@ def schema_limit_errors(schema: Any) -> list[str]:
 def _pointer(path: list[str | int]) -> str:
     text = "".join(f"/{part}" for part in path) or "(root)"
     return text if len(text) <= 100 else text[:97] + "..."
-
-
-def _deeper_than(document: Any, limit: int) -> str | None:
-    # Iterative on purpose: a recursive walk would hit the very limit it guards against.
-    pending: list[tuple[Any, int, list[str | int]]] = [(document, 1, [])]
-    while pending:
-        item, depth, path = pending.pop()
-        if isinstance(item, Mapping | list):
-            if depth > limit:
-                return _pointer(path)
-            children = item.items() if isinstance(item, Mapping) else enumerate(item)
-            pending.extend((child, depth + 1, [*path, key]) for key, child in children)
-    return None
 
 
 def _nested_dialects(schema: Any) -> Iterator[str]:

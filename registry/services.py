@@ -16,7 +16,6 @@ from django.db.models import Max
 from django.utils import timezone
 
 from .contract import ContractDocument, with_defaults
-from .events import contract_published
 from .models import (
     Application,
     ContractVersion,
@@ -28,6 +27,7 @@ from .models import (
 )
 from .revision import revision_bump
 from .selectors import approved_versions, registry_context
+from .signals import contract_published
 from .validation import (
     VARIABLE_NAME,
     ContractInvalid,

@@ -28,6 +28,7 @@ from .contract import (
     MAX_ANNOTATION_KEY,
     MAX_ANNOTATION_TITLE,
     MAX_ANNOTATIONS_CHARS,
+    MAX_DESCRIPTION,
     MERGE_RULES,
 )
 from .schema_limits import schema_limit_errors
@@ -102,7 +103,7 @@ class ContractInvalid(Exception):
         return "; ".join(self.lines())
 
 
-def contract_check(document: Any, *, context: RegistryContext) -> tuple[dict, Errors]:
+def contract_check(document: Any, *, context: RegistryContext) -> tuple[dict[str, Any], Errors]:
     """Validate one contract document; return it normalised (aliases resolved) and its errors."""
     errors: Errors = {}
 
@@ -130,6 +131,12 @@ def contract_check(document: Any, *, context: RegistryContext) -> tuple[dict, Er
     description = doc.get("description")
     if not isinstance(description, str) or not description.strip():
         add("description", "must be non-empty text")
+    elif len(description) > MAX_DESCRIPTION:
+        add(
+            "description",
+            f"{len(description):,} characters; at most {MAX_DESCRIPTION:,}, what a reviewer "
+            "can read: move reference material to documentation the tool links to",
+        )
 
     for schema_field, required in (("input_schema", True), ("output_schema", False)):
         schema = doc.get(schema_field)
@@ -418,7 +425,7 @@ def dependency_cycle(
     return None
 
 
-def policy_errors(policy: Mapping) -> Errors:
+def policy_errors(policy: Mapping[str, Any]) -> Errors:
     errors: Errors = {}
     if not isinstance(policy.get("mandate", ""), str):
         errors.setdefault("mandate", []).append("must be text")
@@ -438,7 +445,7 @@ def policy_errors(policy: Mapping) -> Errors:
     return errors
 
 
-def _duplicates(entries: list, key: str) -> list[str]:
+def _duplicates(entries: list[Any], key: str) -> list[str]:
     seen, duplicates = set(), []
     for entry in entries:
         value = entry.get(key) if isinstance(entry, Mapping) else None

@@ -1,5 +1,5 @@
 from datetime import timedelta
-from typing import ClassVar
+from typing import Any, ClassVar
 from urllib.parse import urlencode
 
 from django import forms
@@ -117,7 +117,7 @@ class RejectForm(forms.Form):
     reason = forms.CharField(widget=forms.Textarea(attrs={"rows": 4, "cols": 80}), required=True)
 
 
-class CommentInline(admin.TabularInline):
+class CommentInline(admin.TabularInline[Comment, ReviewTicket]):
     model = Comment
     fields: ClassVar[tuple[str, ...]] = ("author", "body", "created_at")
     readonly_fields = fields
@@ -166,7 +166,7 @@ class SourceServerFilter(admin.SimpleListFilter):
 
 
 @admin.register(ReviewTicket)
-class ReviewTicketAdmin(admin.ModelAdmin):
+class ReviewTicketAdmin(admin.ModelAdmin[ReviewTicket]):
     list_display = [
         "ticket",
         "kind",
@@ -425,7 +425,7 @@ class ReviewTicketAdmin(admin.ModelAdmin):
         return super().change_view(request, object_id, form_url, extra_context)
 
 
-def _link_examples(summary: dict) -> None:
+def _link_examples(summary: dict[str, Any]) -> None:
     """Give each example run its link: the trace list showing that whole run (same trace id,
     same application) step by step. One query for the applications' names."""
     examples = [
@@ -455,7 +455,7 @@ def _link_examples(summary: dict) -> None:
 
 
 @admin.register(AuditEntry)
-class AuditEntryAdmin(admin.ModelAdmin):
+class AuditEntryAdmin(admin.ModelAdmin[AuditEntry]):
     list_display = ["created_at", "action", "tool", "ticket_link", "actor", "before", "after"]
     list_filter = ["action", "created_at"]
     search_fields = ["tool__name", "actor__username"]
@@ -488,7 +488,7 @@ class AuditEntryAdmin(admin.ModelAdmin):
 
 
 @admin.register(ContractVersion)
-class ContractVersionAdmin(admin.ModelAdmin):
+class ContractVersionAdmin(admin.ModelAdmin[ContractVersion]):
     """Versions are records to read; a change, or a new tool, is proposed on its own page
     (``propose_view``), as a ticket is decided on its own (``ReviewTicketAdmin.decide_view``)."""
 
@@ -519,7 +519,7 @@ class ContractVersionAdmin(admin.ModelAdmin):
             if obj is not None and name in JSON_FIELDS:
                 name = f"{name}_json"
             groups.setdefault(field.group, []).append(name)
-        fieldsets: list = [(group, {"fields": names}) for group, names in groups.items()]
+        fieldsets: list[Any] = [(group, {"fields": names}) for group, names in groups.items()]
         if obj is not None:
             fieldsets.append(("Record", {"fields": self.readonly_fields}))
         return fieldsets

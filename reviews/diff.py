@@ -14,14 +14,15 @@ import difflib
 import functools
 import json
 import re
-from collections.abc import Callable, Iterable, Mapping
-from typing import Any, NamedTuple, Required, TypedDict, TypeGuard
+from collections.abc import Iterable, Mapping
+from typing import Any, Required, TypedDict
 
 from registry.contract import BOOKKEEPING_KEYS, FIELDS, FIELDS_BY_NAME, empty_value
 from registry.cost import cost_changed
-from registry.schema_limits import DEFINITIONS, ONE_SUBSCHEMA, SUBSCHEMA_LISTS
+from registry.risk_order import DEFAULT_RISK_RANK
 
-from .poisoning import Flag, LocatedFlag, poisoning_flags, visible
+from .poisoning import Flag, LocatedFlag, Severity, contract_flags, poisoning_flags, visible
+from .schema_changes import SchemaNode, flatten, join, node_changes
 
 
 class FieldDiff(TypedDict, total=False):
@@ -75,7 +76,6 @@ class ContractDiff(TypedDict):
     loosened: list[dict[str, str]]
 
 
-DEFAULT_RISK_RANK = {"low": 1, "medium": 2, "high": 3}
 # The schemas whose loosening (a required argument made optional, a type or enum widened, a
 # bound dropped...) changes what a call must carry, so needs a person (``loosened``).
 CALL_SCHEMAS = frozenset({"input_schema"})
@@ -229,6 +229,9 @@ def contract_diff(
         entry["proposed_json"] = _as_json(after)
         fields.append(entry)
     flags = [flag for entry in fields for flag in entry["flags"]]
+    # What only the whole contract shows: an instruction split across its texts, annotations
+    # that contradict its description.
+    flags += contract_flags(proposed_doc, base=base_doc if base is not None else None)
     loosened = [item for entry in fields for item in entry.get("loosened", [])]
     return {
         "changed": bool(fields),
@@ -269,6 +272,7 @@ def widened_hints(base: Any, proposed: Any) -> list[LocatedFlag]:
     return [
         LocatedFlag(
             code="hint_widened",
+            severity=Severity.ALARM.value,
             message=f"{hint}: {meaning}; the change is judged at the higher risk",
             excerpt=f"{hint}: {_hint_text(old, hint)} → {_hint_text(new, hint)}",
             field="annotations",
@@ -328,11 +332,11 @@ def _texts(value: Any, where: str) -> dict[str, str]:
             found[path] = item
         elif isinstance(item, Mapping):
             for key, sub in item.items():
-                child = _join(path, str(key))
+                child = join(path, str(key))
                 found[child + _NAME] = str(key)
                 pending.append((child, sub))
         elif isinstance(item, list):
-            pending.extend((_join(path, str(index)), sub) for index, sub in enumerate(item))
+            pending.extend((join(path, str(index)), sub) for index, sub in enumerate(item))
     return found
 
 
@@ -419,7 +423,7 @@ def _text_diff(name: str, before: str, after: str, *, new_tool: bool) -> FieldDi
     }
 
 
-def _set_diff(name: str, before: list, after: list) -> FieldDiff | None:
+def _set_diff(name: str, before: list[Any], after: list[Any]) -> FieldDiff | None:
     # Items are names; json keys keep a malformed (unhashable) item from crashing the page.
     before_keys = {_item_key(item) for item in before}
     after_keys = {_item_key(item) for item in after}
@@ -467,7 +471,7 @@ def _keys_changed(before: Any, after: Any) -> list[str]:
 
 
 def _mapping_diff(
-    name: str, before: Mapping, after: Mapping, *, new_tool: bool
+    name: str, before: Mapping[str, Any], after: Mapping[str, Any], *, new_tool: bool
 ) -> FieldDiff | None:
     added = [{"key": key, "proposed": value} for key, value in after.items() if key not in before]
     removed = [{"key": key, "base": value} for key, value in before.items() if key not in after]
@@ -505,7 +509,7 @@ def _mapping_diff(
     }
 
 
-def _keyed_entries(entries: list, key_name: str) -> dict[str, Any]:
+def _keyed_entries(entries: list[Any], key_name: str) -> dict[str, Any]:
     keyed: dict[str, Any] = {}
     for position, entry in enumerate(entries, start=1):
         key = entry.get(key_name) if isinstance(entry, Mapping) else None
@@ -521,7 +525,7 @@ def _text_of(entry: Any, text_key: str) -> str:
 
 
 def _keyed_diff(
-    name: str, before: list, after: list, *, key_name: str, text_key: str, new_tool: bool
+    name: str, before: list[Any], after: list[Any], *, key_name: str, text_key: str, new_tool: bool
 ) -> FieldDiff | None:
     old = _keyed_entries(before, key_name)
     new = _keyed_entries(after, key_name)
@@ -578,76 +582,12 @@ def _keyed_diff(
 
 # --- Schemas -----------------------------------------------------------------------------------
 
-# Keywords holding subschemas, walked so that a change deep inside shows with its path.
-_SUBSCHEMA_MAPS = ("patternProperties", "dependentSchemas", *DEFINITIONS)
 
-
-class _SchemaNode(NamedTuple):
-    parent: str | None
-    own: Any  # the node's keywords without its subschemas and "required"; or a boolean schema
-    whole: Any  # the subschema as written
-    name: str | None = None  # its name in a map (a property, a $defs entry); None for items…
-    required: tuple[str, ...] = ()  # the names its "required" lists, as written
-
-
-def _join(parent: str, segment: str) -> str:
-    return f"{parent}.{segment}" if parent else segment
-
-
-def _flatten(schema: Any) -> tuple[dict[str, _SchemaNode], list[str]]:
-    """Every subschema by dotted path ("" is the root; properties by name, "items", "anyOf.0"),
-    and the dotted paths of required properties ("attendees.items.email")."""
-    nodes: dict[str, _SchemaNode] = {}
-    required: list[str] = []
-    pending: list[tuple[str, str | None, str | None, Any]] = [("", None, None, schema)]
-    while pending:
-        path, parent, node_name, node = pending.pop()
-        if path in nodes:
-            continue  # a property named like a keyword ("items"): the first one wins
-        if not isinstance(node, Mapping):
-            nodes[path] = _SchemaNode(parent, node, node, node_name)
-            continue
-        own: dict[str, Any] = {}
-        names: tuple[str, ...] = ()
-        children: list[tuple[str, str | None, Any]] = []
-        for keyword, value in node.items():
-            if keyword == "properties" and isinstance(value, Mapping):
-                children += [
-                    (_join(path, str(name)), str(name), sub) for name, sub in value.items()
-                ]
-            elif keyword in _SUBSCHEMA_MAPS and isinstance(value, Mapping):
-                children += [
-                    (_join(path, f"{keyword}.{name}"), str(name), sub)
-                    for name, sub in value.items()
-                ]
-            elif keyword in SUBSCHEMA_LISTS and isinstance(value, list):
-                children += [
-                    (_join(path, f"{keyword}.{i}"), None, sub) for i, sub in enumerate(value)
-                ]
-            elif keyword in ONE_SUBSCHEMA and isinstance(value, Mapping):
-                children.append((_join(path, keyword), None, value))
-            elif (
-                keyword == "required"
-                and isinstance(value, list)
-                and all(isinstance(item, str) for item in value)
-            ):
-                required += [_join(path, item) for item in value]
-                names = tuple(value)
-            else:
-                own[keyword] = value
-        nodes[path] = _SchemaNode(parent, own, node, node_name, names)
-        # Depth-first in document order (a stack, so pushed in reverse): a parent is listed
-        # before its children, and properties keep the order their author gave them.
-        pending.extend(
-            (child_path, path, child_name, sub)
-            for child_path, child_name, sub in reversed(children)
-        )
-    return nodes, _unique(required)
-
-
-def _schema_diff(name: str, before: Mapping, after: Mapping, *, new_tool: bool) -> FieldDiff | None:
-    old_nodes, old_required = _flatten(before)
-    new_nodes, new_required = _flatten(after)
+def _schema_diff(
+    name: str, before: Mapping[str, Any], after: Mapping[str, Any], *, new_tool: bool
+) -> FieldDiff | None:
+    old_nodes, old_required = flatten(before)
+    new_nodes, new_required = flatten(after)
 
     added = [path for path in new_nodes if path and path not in old_nodes]
     removed = [path for path in old_nodes if path and path not in new_nodes]
@@ -747,8 +687,8 @@ def _schema_diff(name: str, before: Mapping, after: Mapping, *, new_tool: bool) 
 
 
 def _property_rows(
-    old_nodes: dict[str, _SchemaNode],
-    new_nodes: dict[str, _SchemaNode],
+    old_nodes: dict[str, SchemaNode],
+    new_nodes: dict[str, SchemaNode],
     *,
     old_required: list[str],
     new_required: list[str],
@@ -782,7 +722,7 @@ def _property_rows(
     return rows
 
 
-def _property_facts(node: _SchemaNode | None, *, required: bool) -> dict[str, Any] | None:
+def _property_facts(node: SchemaNode | None, *, required: bool) -> dict[str, Any] | None:
     if node is None:
         return None
     own = node.own if isinstance(node.own, Mapping) else {}
@@ -814,7 +754,7 @@ def _schema_text(own: Any, keyword: str) -> str:
 _DIALECT = re.compile(r"https?://json-schema\.org/[\w./-]*#?\Z")
 
 
-def _node_texts(node: _SchemaNode, where: str) -> dict[str, tuple[str, str]]:
+def _node_texts(node: SchemaNode, where: str) -> dict[str, tuple[str, str]]:
     """The texts of one subschema a model reads, by place, each with the keyword it sits under
     (``"(name)"`` for the node's own name): its name in its parent's map, every keyword's
     value at any depth (description, title, enum, const, default, examples, and any other),
@@ -829,14 +769,14 @@ def _node_texts(node: _SchemaNode, where: str) -> dict[str, tuple[str, str]]:
     elif isinstance(node.own, str):
         texts[where] = ("", node.own)
     for index, required in enumerate(node.required):
-        texts[_join(where, f"required.{index}")] = ("required", required)
+        texts[join(where, f"required.{index}")] = ("required", required)
     return texts
 
 
 def _schema_flags(
     name: str,
-    old_nodes: dict[str, _SchemaNode],
-    new_nodes: dict[str, _SchemaNode],
+    old_nodes: dict[str, SchemaNode],
+    new_nodes: dict[str, SchemaNode],
     *,
     new_tool: bool,
 ) -> list[tuple[str, str, LocatedFlag]]:
@@ -844,7 +784,7 @@ def _schema_flags(
     with the text at the same place in the base; ``(path, keyword, flag)``."""
     found: list[tuple[str, str, LocatedFlag]] = []
     for path, node in new_nodes.items():
-        where = _join(name, path) if path else name
+        where = join(name, path) if path else name
         old_node = None if new_tool else old_nodes.get(path)
         old_texts = _node_texts(old_node, where) if old_node is not None else {}
         old_required = set(old_node.required) if old_node is not None else set()
@@ -861,143 +801,30 @@ def _schema_flags(
     return found
 
 
-# --- Loosening ----------------------------------------------------------------------------------
-# Keywords whose value bounds a number, a length or a count from below or from above.
-_LOWER_BOUNDS = ("minimum", "exclusiveMinimum", "minLength", "minItems", "minProperties",
-                 "minContains")  # fmt: skip
-_UPPER_BOUNDS = ("maximum", "exclusiveMaximum", "maxLength", "maxItems", "maxProperties",
-                 "maxContains", "multipleOf")  # fmt: skip
-# Assertions whose change cannot be shown to be a tightening without a solver.
-_OPAQUE_ASSERTIONS = ("pattern", "format", "const", "$ref", "$dynamicRef", "dependentRequired",
-                      "uniqueItems", "contentMediaType", "contentEncoding")  # fmt: skip
-_BRANCHES = ("anyOf", "oneOf")
-_OPEN_KEYWORDS = ("additionalProperties", "unevaluatedProperties", "additionalItems",
-                  "unevaluatedItems")  # fmt: skip
-
-
-def _types(value: Any) -> set[str] | None:
-    if isinstance(value, str):
-        return {value}
-    if isinstance(value, list) and all(isinstance(item, str) for item in value):
-        return set(value)
-    return None
-
-
-def _is_number(value: Any) -> TypeGuard[int | float]:
-    return isinstance(value, int | float) and not isinstance(value, bool)
-
-
 def _loosened(
     name: str,
-    old_nodes: dict[str, _SchemaNode],
-    new_nodes: dict[str, _SchemaNode],
+    old_nodes: dict[str, SchemaNode],
+    new_nodes: dict[str, SchemaNode],
     *,
     old_required: list[str],
     new_required: list[str],
 ) -> list[dict[str, str]]:
     """Where the proposed schema accepts calls the base refused, each ``{"field", "where",
-    "message"}``: a required property no longer required, a subschema removed, a type or
-    enum widened, a bound dropped or relaxed, an object or array opened, an alternative
-    added. A change this cannot prove tighter (a new pattern) counts as loosening too: such
-    a change needs a person, never auto-publication."""
-    found: list[dict[str, str]] = []
-
-    def note(path: str, message: str) -> None:
-        found.append({"field": name, "where": _join(name, path), "message": message})
-
-    for path in old_required:
-        if path not in new_required:
-            note(path, "no longer required")
-    for path, old in old_nodes.items():
-        new = new_nodes.get(path)
-        if new is None:
-            # A dropped alternative narrows what is accepted; anything else dropped at the top
-            # of a removed subtree (a property, an items or not schema) stops being checked.
-            if (old.parent is None or old.parent in new_nodes) and not _is_branch(path, old):
-                note(path, "subschema removed: what it constrained is no longer checked")
-            continue
-        if isinstance(old.own, bool) or isinstance(new.own, bool):
-            if (
-                old.own is False
-                and new.own is not False
-                or (isinstance(old.own, Mapping) and new.own is True)
-            ):
-                note(path, f"opened: was {json.dumps(old.whole)[:80]}, now {new.own}")
-            continue
-        if not isinstance(old.own, Mapping) or not isinstance(new.own, Mapping):
-            continue
-        _loosened_keywords(path, old.own, new.own, note)
-        for keyword in _OPEN_KEYWORDS:
-            before = old.whole.get(keyword) if isinstance(old.whole, Mapping) else None
-            after = new.whole.get(keyword) if isinstance(new.whole, Mapping) else None
-            if before is False and after is not False:
-                note(path, f"{keyword} opened: was false, now {json.dumps(after)[:80]}")
-    for path, new in new_nodes.items():
-        parent = new.parent
-        if path in old_nodes or parent is None or parent not in old_nodes:
-            continue
-        branch = _branch_keyword(path, new)
-        if (
-            branch
-            and isinstance(old_nodes[parent].whole, Mapping)
-            and branch in old_nodes[parent].whole
-        ):
-            note(path, f"{branch} alternative added: one more shape is accepted")
-    return found
+    "message"}`` (``reviews.schema_changes``): a required property no longer required, a
+    subschema removed, a type or enum widened, a bound dropped or relaxed, an object or array
+    opened, an alternative added. A change this cannot prove tighter (a new pattern) counts
+    as loosening too: such a change needs a person, never auto-publication."""
+    changes = node_changes(
+        old_nodes, new_nodes, old_required=old_required, new_required=new_required
+    )
+    return [
+        {"field": name, "where": join(name, change.path), "message": change.message}
+        for change in changes
+        if change.loosens
+    ]
 
 
-def _branch_keyword(path: str, node: _SchemaNode) -> str | None:
-    """ "anyOf" or "oneOf" when the node is one of their alternatives."""
-    if node.parent is None:
-        return None
-    keyword = path[len(node.parent) :].lstrip(".").split(".", 1)[0]
-    return keyword if keyword in _BRANCHES else None
-
-
-def _is_branch(path: str, node: _SchemaNode) -> bool:
-    return _branch_keyword(path, node) is not None
-
-
-def _loosened_keywords(
-    path: str, old: Mapping, new: Mapping, note: Callable[[str, str], None]
-) -> None:
-    old_types, new_types = _types(old.get("type")), _types(new.get("type"))
-    if old_types is not None:
-        if new_types is None:
-            note(path, f"type no longer constrained (was {sorted(old_types)})")
-        else:
-            widened = {kind for kind in new_types - old_types if not (
-                kind == "integer" and "number" in old_types
-            )}  # fmt: skip
-            if widened:
-                note(path, f"type widened: {sorted(old_types)} to {sorted(new_types)}")
-    if isinstance(old.get("enum"), list):
-        after = new.get("enum")
-        if not isinstance(after, list):
-            note(path, "enum removed: any value is accepted")
-        else:
-            extra = [value for value in after if value not in old["enum"]]
-            if extra:
-                note(path, f"enum widened by {json.dumps(extra, ensure_ascii=False)[:120]}")
-    for keyword in _LOWER_BOUNDS:
-        before, after = old.get(keyword), new.get(keyword)
-        if _is_number(before) and not (_is_number(after) and after >= before):
-            note(path, f"{keyword} relaxed: was {before}, now {after}")
-    for keyword in _UPPER_BOUNDS:
-        before, after = old.get(keyword), new.get(keyword)
-        if keyword == "multipleOf":
-            if _is_number(before) and before != after:
-                note(path, f"{keyword} changed: was {before}, now {after}")
-        elif _is_number(before) and not (_is_number(after) and after <= before):
-            note(path, f"{keyword} relaxed: was {before}, now {after}")
-    for keyword in _OPAQUE_ASSERTIONS:
-        if keyword in old and old.get(keyword) != new.get(keyword):
-            if keyword == "uniqueItems" and old.get(keyword) is not True:
-                continue
-            note(path, f"{keyword} changed or removed: was {json.dumps(old[keyword])[:80]}")
-
-
-def _top_added_ancestor(path: str, nodes: dict[str, _SchemaNode], added: set[str]) -> str | None:
+def _top_added_ancestor(path: str, nodes: dict[str, SchemaNode], added: set[str]) -> str | None:
     top = None
     current: str | None = path
     while current is not None and current in added:

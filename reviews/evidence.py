@@ -4,6 +4,9 @@ baseline against now, and which runs to open (pure: no Django).
 Evidence is JSON written by the learning loop, and other writers add keys over time. Keys read
 here are turned into sentences and figures; any other key is still shown, by name, so nothing a
 writer adds is hidden from the reviewer (the raw JSON stays on the page, folded).
+
+What writers write is typed (``reviews.shapes.TicketEvidence``), but this reads stored rows,
+some written before a key or its shape existed: every value read is still checked here.
 """
 
 from __future__ import annotations

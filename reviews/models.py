@@ -112,7 +112,7 @@ class Comment(models.Model):
         return f"comment by {self.author} on #{self.ticket_id}"
 
 
-class AuditQuerySet(models.QuerySet):
+class AuditQuerySet(models.QuerySet["AuditEntry"]):
     def update(self, **kwargs):
         raise ReviewError("Audit entries are append-only.")
 

@@ -4,8 +4,15 @@ Pure Python (no Django). Texts an LLM reads (a tool's description, invariant rul
 ``description``/``title`` keywords, config-param descriptions) are attack surface: a proposal
 can hide instructions in them that a reviewer skims past. ``poisoning_flags`` looks for the
 known tricks (invisible characters, look-alike letters, instructions addressed to the model,
-markup that hides text, new links, a sudden jump in length), and only counts problems the base
-text did not already have, so an old, reviewed quirk does not block every later change.
+in English or another language, in leetspeak or in base64, markup that hides text, new links,
+a sudden jump in length), and only counts problems the base text did not already have, so an
+old, reviewed quirk does not block every later change. ``contract_flags`` reads a contract as
+a whole: an instruction split between the description and a parameter, and annotations that
+contradict what the description says the tool does.
+
+Every flag has a severity: ``alarm`` (a sign of an attack: the ticket needs a person's look)
+or ``information`` (a new link, a long text: worth knowing, no sign of an attack on its own).
+Every check is linear in the text's length; the texts are capped before they get here.
 
 Nothing here escapes HTML (the template does); what it does do is spell invisible characters
 out as ``<U+200B>`` (``visible``), because a reviewer cannot judge what they cannot see.
@@ -13,18 +20,31 @@ out as ``<U+200B>`` (``visible``), because a reviewer cannot judge what they can
 
 from __future__ import annotations
 
+import base64
+import binascii
+import bisect
+import json
 import re
 import unicodedata
 from collections import Counter
-from collections.abc import Iterable
-from typing import NamedTuple, TypedDict
+from collections.abc import Iterable, Mapping
+from enum import StrEnum
+from typing import Any, NamedTuple, TypedDict
+
+
+class Severity(StrEnum):
+    """How loud a flag is: an alarm is a sign of an attack; information is worth a look."""
+
+    ALARM = "alarm"
+    INFORMATION = "information"
 
 
 class Flag(TypedDict):
-    """One sign of poisoning in one text: what kind (``CODE_ORDER``), why it matters, and the
-    passage, hidden characters spelled out."""
+    """One sign of poisoning in one text: what kind (``CODE_ORDER``), how loud
+    (``Severity``), why it matters, and the passage, hidden characters spelled out."""
 
     code: str
+    severity: str
     message: str
     excerpt: str
 
@@ -309,6 +329,9 @@ INSTRUCTION_PATTERNS: tuple[tuple[str, str, str], ...] = (
         r"|\bwithout\s+the\s+(?:user|human)(?:'s)?\s+(?:knowledge|knowing|noticing|consent)\b"
         r"|\b(?:the\s+)?(?:user|human)\s+(?:must|should)\s+(?:not|never)\s+(?:know|see|notice"
         r"|find\s+out|be\s+told)\b|\b(?:keep|this\s+is)\s+(?:this|it)\s+(?:a\s+)?secret\b"
+        r"|\b(?:do\s+not|don't|never)\s+(?:mention|reveal|disclose|explain)\s+(?:this|that|these"
+        r"|it|why)(?:\s+(?:change|step|instruction|modification|call|action|requirement)s?)?"
+        r"\s*(?:[.!]|\Z)"
         r"|\b(?:silently|secretly|quietly|covertly)\s+(?:send|call|include|add|forward|copy"
         r"|upload|read|invoke|append)\b",
     ),
@@ -316,16 +339,19 @@ INSTRUCTION_PATTERNS: tuple[tuple[str, str, str], ...] = (
         "exfiltration",
         "tells the model to send data to an outside address",
         r"\b(?:send|post|upload|forward|transmit|exfiltrate|leak|e-?mail|copy|report|submit)\w*"
-        r"\b[^\n]{0,80}?\b(?:to|at|via|into)\s+(?:https?://|ftps?://|www\.|[\w.+-]+@[\w-]+"
-        r"(?:\.[\w-]+)+)",
+        r"\b[^\n]{0,80}?\b(?:to|at|via|into)\s+[`'\"(<]?(?:https?://|ftps?://|wss?://|www\."
+        r"|//[a-z0-9-]+\.|[\w.+-]+@[\w-]+(?:\.[\w-]+)+|(?:[a-z0-9-]+\.)+[a-z][a-z0-9-]{1,62}/"
+        r"|(?:\d{1,3}\.){3}\d{1,3}\b)",
     ),
     (
         "sensitive_files",
-        "names files that hold keys, passwords or agent configuration",
-        r"~/?\.(?:ssh|aws|gnupg|netrc|npmrc|pypirc|docker|kube|cursor)\b"
+        "asks to read or send files that hold keys, passwords or agent configuration",
+        r"\b(?:read|open|cat|include|attach|send|upload|pass|copy|print|output|load|access"
+        r"|fetch|extract|dump|paste|share|leak|exfiltrate|forward|post)\w*\b[^.!?\n]{0,60}?"
+        r"(?:~/?\.(?:ssh|aws|gnupg|netrc|npmrc|pypirc|docker|kube|cursor)\b"
         r"|\bid_(?:rsa|dsa|ecdsa|ed25519)\b|/etc/(?:passwd|shadow|sudoers)\b"
         r"|\.aws/credentials\b|\.git-credentials\b|\bmcp\.json\b"
-        r"|\bclaude_desktop_config\.json\b|(?<![\w.])\.env\b",
+        r"|\bclaude_desktop_config\.json\b|(?<![\w.])\.env\b)",
     ),
     (
         "secret_harvesting",
@@ -343,6 +369,74 @@ INSTRUCTION_PATTERNS: tuple[tuple[str, str, str], ...] = (
         r"\byou\s+are\s+now\b|\bpretend\s+(?:to\s+be|you\s+are)\b|\bfrom\s+now\s+on,?\s+you\b"
         r"|\bjailbr(?:ea|o)k|\b(?:developer|god|dan)\s+mode\b"
         r"|\bno\s+(?:longer\s+)?(?:bound|restricted)\s+by\b",
+    ),
+    (
+        "run_command",
+        "tells the model to run a shell command, or to change shell start-up files",
+        r"\b(?:execute|run)\s+(?:the\s+)?following\s+(?:[\w-]+\s+){0,3}?(?:command|script"
+        r"|check|code)\b"
+        r"|\b(?:must|should|need\s+to|have\s+to|please)\s+(?:also\s+|first\s+)?(?:execute|run)"
+        r"\s*:?\s*[`'\"]"
+        r"|\b(?:add|append|write|insert|modify|update|edit|echo)\w*\b[^.!?\n]{0,80}?"
+        r"(?:~/)?\.(?:bashrc|zshrc|bash_profile|zprofile|profile)\b"
+        r"|\b(?:sudo\s+)?rm\s+-(?:[a-z]*r[a-z]*f|[a-z]*f[a-z]*r)[a-z]*\s+[/~*$]"
+        r"|\b(?:curl|wget)\b[^|\n]{0,200}\|\s*(?:sudo\s+)?(?:ba|z)?sh\b",
+    ),
+    (
+        "tamper_arguments",
+        "tells the model to change what the user asked for",
+        r"\bregardless\s+of\s+(?:what\s+)?(?:the\s+)?user(?:'s)?\s+(?:input|request|asks?|says"
+        r"|wants?|query|choice|specified|entered|instructions?)"
+        r"|\b(?:even\s+if|whatever)\s+the\s+user\s+(?:asks|says|requests|wants|specifies|enters)"
+        r"|\b(?:must|always|automatically|silently|secretly)\s+(?:\w+\s+)?(?:modify|change"
+        r"|replace|alter|rewrite|swap|override)\s+(?:the\s+|any\s+|all\s+)?\b[^.!?\n]{0,40}?"
+        r"\b(?:parameter|argument|field|destination|recipient|address|amount|query|url|ticker"
+        r"|symbol)s?\b"
+        r"|\b(?:query|quer(?:y|ies)|parameters?|arguments?|input|request|url|address|recipients?)"
+        r"\s+(?:is|are)\s+(?:automatically|silently|secretly|always)\s+(?:modified|changed"
+        r"|altered|rewritten|replaced)\b"
+        r"|\bignore\s+(?:any\s+|all\s+|the\s+)?user(?:-specified|'s|\s+specified|\s+supplied)",
+    ),
+    (
+        "dictated_message",
+        "dictates what the model must tell the user",
+        r"\b(?:state|say|announce|(?:tell|inform|notify|warn)\s+(?:the\s+)?users?"
+        r"|report\s+to\s+(?:the\s+)?users?|present\s+(?:it|them|this|its\s+\w+)\s+as)"
+        r"\s*(?:that\s+)?:?\s*['\"\u2018\u201c]"
+        r"|\b(?:halt|stop|abort|refuse)\s+(?:the\s+)?(?:operation|request|task|call)\s+and\s+"
+        r"(?:inform|tell|notify)\s+the\s+user\b"
+        r"|\bpromotional\s+message\b",
+    ),
+    (
+        "destroy_files",
+        "tells the model to delete files or data outside what the tool is for",
+        r"\b(?:must|should|always|need\s+to)\s+(?:also\s+|first\s+)?(?:delete|remove|clean\s+up"
+        r"|wipe|erase|purge|empty)\b[^.!?\n]{0,60}?\b(?:files|contents|director(?:y|ies)"
+        r"|folders?|/tmp\b|home\b)",
+    ),
+    (
+        "false_authority",
+        "invokes compliance or an audit to make an instruction look mandatory",
+        r"\b(?:compliance|regulatory|regulations|audit(?:ing)?\s+(?:trail|compliance|purposes)"
+        r"|security\s+(?:verification|checkpoint|protocol|audit))\b[^.!?\n]{0,80}?\byou\s+must\b"
+        r"|\byou\s+must\b[^.!?\n]{0,120}?\b(?:for|to\s+(?:ensure|maintain))\s+(?:\w+\s+){0,3}?"
+        r"(?:compliance|regulatory|audit(?:ing)?)\b",
+    ),
+    (
+        "forced_endpoint",
+        "tells the model it must reach an outside address",
+        r"\b(?:must|always)\s+(?:\w+\s+){0,2}?(?:access|visit|contact|ping|notify|call|fetch"
+        r"|request|open|navigate\s+to|connect\s+to|log\s+to|report\s+to"
+        r"|make\s+an?\s+(?:[\w-]+\s+)?(?:request|call)\s+to)\b[^.!?\n]{0,60}?"
+        r"(?:https?://|//[a-z0-9-]+\.)",
+    ),
+    (
+        "redirect_to_other_tool",
+        "claims a tool is disabled or deprecated and sends the model to another",
+        r"\b(?:tool|function|endpoint|api)\s+(?:has\s+been\s+|is\s+(?:now\s+)?|was\s+)(?:temporarily\s+"
+        r"|permanently\s+)?(?:disabled|deprecated|retired|discontinued|unavailable|replaced)\b"
+        r"[^\n]{0,160}?\b(?:use|call|redirect\s+to|switch\s+to)\b"
+        r"|\b(?:must|should)\s+(?:\w+\s+)?redirect\s+(?:all\s+\w+\s+)?to\b",
     ),
 )
 
@@ -378,20 +472,73 @@ HIDDEN_MARKUP_PATTERNS: tuple[tuple[str, str, str], ...] = (
     ),
 )
 
+# "Ignore previous instructions" in the languages models read best after English. Matched
+# against the NFKC view (the skeleton would read Cyrillic words as Latin), case-insensitively.
+TRANSLATED_OVERRIDE_PATTERNS: tuple[tuple[str, str, str], ...] = (
+    (
+        "ignore_instructions_translated",
+        "tells the model, in another language, to ignore the instructions it was given",
+        # Spanish, Portuguese, Italian
+        r"\b(?:ignora|ignore|ignoren|ignorad|ignorar|ignorate|olvida|olvide|olviden|descarta"
+        r"|esque[çc]a|dimentica|dimenticate)\s+(?:todas?\s+|tutte\s+)?(?:las\s+|los\s+|as\s+"
+        r"|le\s+|tus\s+|sus\s+)?(?:(?:anteriores|previas|precedentes)\s+)?(?:instrucciones"
+        r"|indicaciones|[óo]rdenes|instru[çc][õo]es|istruzioni)\b"
+        # French
+        r"|\b(?:ignore[zs]?|oublie[zs]?)\s+(?:toutes\s+|tous\s+)?(?:les\s+|tes\s+|vos\s+)?"
+        r"(?:instructions|consignes|directives|r[èe]gles)\s+(?:pr[ée]c[ée]dentes|ant[ée]rieures"
+        r"|ci-dessus|donn[ée]es)"
+        # German
+        r"|\b(?:ignorier(?:e|en|t)?|vergiss|vergessen|missachte)\s+(?:sie\s+)?(?:alle\s+)?"
+        r"(?:bisherigen\s+|vorherigen\s+|vorigen\s+|fr[üu]heren\s+|obigen\s+)?(?:anweisungen"
+        r"|instruktionen|befehle|vorgaben|regeln)\b"
+        # Russian
+        r"|(?<!\w)(?:игнорируй|игнорируйте|проигнорируй|проигнорируйте|забудь|забудьте"
+        r"|не\s+обращай\s+внимания\s+на)\s+(?:все\s+)?(?:(?:предыдущие|прежние|прошлые"
+        r"|вышеуказанные|предшествующие|данные\s+тебе)\s+)?(?:инструкции|указания|правила"
+        r"|команды)(?!\w)"
+        # Chinese, Japanese
+        r"|(?:忽略|无视|忽视|無視|忘记|忘掉|不要理会)[^。！？\n]{0,10}?(?:之前|以前|先前|上面|以上"
+        r"|前面|此前|原来|原有|所有|全部)[^。！？\n]{0,8}?(?:指令|指示|说明|提示|规则|命令)"
+        r"|(?:以前|前|上記|これまで)の(?:すべての)?(?:指示|命令|指令)を(?:すべて)?(?:無視|忘れ)",
+    ),
+)
+
+# Tool descriptions are written for models, and vendors address them ("Note to LLM: use the
+# collection-indexes tool"); speaking to the model is worth a reviewer's glance under a code of
+# its own, information, while what the note asks for raises the alarm.
+PATTERN_CODES = {"addresses_model": "note_to_model"}
+
+# Patterns a negation in front of them turns into advice: "do not include API keys" protects
+# the secrets that "include the API keys" would leak.
+NEGATABLE = frozenset({"secret_harvesting", "exfiltration", "sensitive_files"})
+_NEGATION = re.compile(r"\b(?:not|never|no|nor|avoid|without|don'?t|doesn'?t|won'?t|cannot)\b")
+# ...unless the negation is itself negated: "don't forget to include the API keys".
+_NEGATED_NEGATION = re.compile(
+    r"\b(?:forget|fail|hesitate|neglect|omit|skip|miss)\w*\b|\bwithout\s+fail\b"
+)
+_NEGATION_REACH = 40
+
 _PATTERN_FLAGS = re.IGNORECASE | re.MULTILINE | re.DOTALL
 _INSTRUCTIONS = [
     (pid, meaning, re.compile(rx, _PATTERN_FLAGS)) for pid, meaning, rx in INSTRUCTION_PATTERNS
+]
+_TRANSLATED = [
+    (pid, meaning, re.compile(rx, _PATTERN_FLAGS))
+    for pid, meaning, rx in TRANSLATED_OVERRIDE_PATTERNS
 ]
 _MARKUP = [
     (pid, meaning, re.compile(rx, _PATTERN_FLAGS)) for pid, meaning, rx in HIDDEN_MARKUP_PATTERNS
 ]
 
-# Links with a scheme, "www." hosts, script/data URIs, and bare hosts under common TLDs (a
-# model follows "evil.example.com/collect" as readily as a full URL). File-like endings
+# Links with a scheme or scheme-relative ("//host.any-tld/..."), "www." hosts, hosts under any
+# TLD followed by a path, script/data URIs, and bare hosts under common TLDs (a model follows
+# "evil.example.zz/collect" as readily as a full URL). File-like endings
 # such as .sh or .zip are left out: they are names of files far more often than of hosts.
 _URL = re.compile(
     r"\b(?:https?|ftps?|wss?|file|ipfs)://[^\s<>\"'`]+"
+    r"|(?<![\w:/])//(?:[a-z0-9-]+\.)+[a-z][a-z0-9-]{1,62}\b[^\s<>\"'`]*"
     r"|\bwww\.[^\s<>\"'`]+"
+    r"|\b(?:[a-z0-9](?:[a-z0-9-]{0,61}[a-z0-9])?\.){1,8}[a-z][a-z0-9-]{1,62}/[^\s<>\"'`]*"
     r"|\b(?:javascript|vbscript):[^\s<>\"'`]*"
     r"|\bdata:[a-z]+/[\w.+-]+[;,][^\s<>\"'`]*"
     r"|\b(?:[a-z0-9](?:[a-z0-9-]{0,61}[a-z0-9])?\.){1,8}"
@@ -595,12 +742,103 @@ def _pattern_findings(
         for match in regex.finditer(normalised):
             if match.end() <= match.start():
                 continue
+            if pattern_id in NEGATABLE and _negated(normalised, match.start()):
+                continue
             start, end = origin[match.start()], origin[match.end() - 1] + 1
             if (start, end) in seen_spans:
                 continue
             seen_spans.add((start, end))
             matched = " ".join(match.group().lower().split())
-            findings.append(_Finding(start, end, code, meaning, (code, pattern_id, matched[:80])))
+            own_code = PATTERN_CODES.get(pattern_id, code)
+            signature = (own_code, pattern_id, matched[:80])
+            findings.append(_Finding(start, end, own_code, meaning, signature))
+    return findings
+
+
+def _negated(text: str, start: int) -> bool:
+    """Whether the clause before ``start`` says not to: "Do not include API keys"."""
+    before = text[max(0, start - _NEGATION_REACH) : start]
+    clause = re.split(r"[.!?;:\n]", before)[-1].lower()
+    negation = _NEGATION.search(clause)
+    return negation is not None and not _NEGATED_NEGATION.search(clause, negation.end())
+
+
+# Leetspeak: digits and symbols standing for letters inside a word that has letters too
+# ("IMP0RTANT", "1gn0r3"); "v2", "k8s" and "utf-8" read as nothing worse.
+_LEET = str.maketrans("0134578@$", "oieastbas")
+_LEET_WORD = re.compile(r"[a-z0-9@$]+", re.IGNORECASE)
+_LEET_SIGNS = frozenset("0134578@$")
+
+
+def _leet(view: tuple[str, list[int]]) -> tuple[str, list[int]] | None:
+    """The view with leetspeak words read as letters (one character for one, so the origins
+    stay), or None when there is no such word."""
+    normalised, origin = view
+    parts = []
+    last = 0
+    for match in _LEET_WORD.finditer(normalised):
+        word = match.group()
+        if not (any(char.isalpha() for char in word) and _LEET_SIGNS.intersection(word)):
+            continue
+        parts.append(normalised[last : match.start()])
+        parts.append(match.group().translate(_LEET))
+        last = match.end()
+    if not parts:
+        return None
+    parts.append(normalised[last:])
+    return "".join(parts), origin
+
+
+# Runs of base64 long enough to carry a sentence; what they decode to is read like any text.
+_BASE64_RUN = re.compile(r"(?<![\w+/=-])[A-Za-z0-9+/_-]{24,}={0,2}(?![\w+/=-])")
+_PRINTABLE_SHARE = 0.9
+
+
+def _decoded_base64(run: str) -> str | None:
+    """The text a base64 (or base64url) run spells, or None when it is no readable text."""
+    padded = run.rstrip("=")
+    padded += "=" * (-len(padded) % 4)
+    try:
+        raw = (
+            base64.urlsafe_b64decode(padded)
+            if "-" in run or "_" in run
+            else base64.b64decode(padded, validate=True)
+        )
+        decoded = raw.decode("utf-8")
+    except (binascii.Error, ValueError):
+        return None
+    printable = sum(char.isprintable() or char in "\n\t" for char in decoded)
+    if " " not in decoded or printable < _PRINTABLE_SHARE * len(decoded):
+        return None
+    return decoded
+
+
+def _encoded_findings(text: str, view: tuple[str, list[int]]) -> list[_Finding]:
+    normalised, origin = view
+    findings = []
+    for match in _BASE64_RUN.finditer(normalised):
+        decoded = _decoded_base64(match.group())
+        if decoded is None:
+            continue
+        inner = _view(decoded, hidden_positions(decoded), skeleton=True)
+        found = _pattern_findings(inner, _INSTRUCTIONS, "instruction_to_model")
+        found += _pattern_findings(
+            _view(decoded, set(), skeleton=False), _TRANSLATED, "instruction_to_model"
+        )
+        if not found and not _urls(_view(decoded, set(), skeleton=False)):
+            continue
+        meanings = "; ".join(dict.fromkeys(finding.message for finding in found)) or "a link"
+        shown = decoded if len(decoded) <= 200 else decoded[:200] + "…"
+        start, end = origin[match.start()], origin[match.end() - 1] + 1
+        findings.append(
+            _Finding(
+                start,
+                end,
+                "encoded_instruction",
+                f"base64 text that decodes to {shown!r}: {meanings}",
+                ("encoded_instruction", match.group()[:80]),
+            )
+        )
     return findings
 
 
@@ -632,18 +870,22 @@ def _findings(text: str, hidden: set[int]) -> list[_Finding]:
     skeleton = _view(text, hidden, skeleton=True)
     revealed = _view(text, hidden, skeleton=False)
     instructions = _pattern_findings(skeleton, _INSTRUCTIONS, "instruction_to_model")
-    # Names (a property, an enum value, a rule id) spell instructions without spaces; what
-    # the worded view adds is kept where the plain view found nothing ("id_rsa" stays a file).
-    found = [(finding.start, finding.end) for finding in instructions]
-    for finding in _pattern_findings(
-        _view(text, hidden, skeleton=True, worded=True), _INSTRUCTIONS, "instruction_to_model"
-    ):
-        if not any(finding.start < end and start < finding.end for start, end in found):
-            instructions.append(finding)
+    instructions += _pattern_findings(revealed, _TRANSLATED, "instruction_to_model")
+    # Names (a property, an enum value, a rule id) spell instructions without spaces, and
+    # leetspeak spells them with digits; what these views add is kept where the plain view
+    # found nothing ("id_rsa" stays a file).
+    worded = _view(text, hidden, skeleton=True, worded=True)
+    others = [worded, *(view for view in (_leet(skeleton), _leet(worded)) if view)]
+    for view in others:
+        found = [(finding.start, finding.end) for finding in instructions]
+        for finding in _pattern_findings(view, _INSTRUCTIONS, "instruction_to_model"):
+            if not any(finding.start < end and start < finding.end for start, end in found):
+                instructions.append(finding)
     return [
         *_invisible_findings(text, hidden),
         *_homoglyph_findings(text, hidden),
         *instructions,
+        *_encoded_findings(text, revealed),
         *_pattern_findings(revealed, _MARKUP, "hidden_markup"),
     ]
 
@@ -670,17 +912,35 @@ def _excerpt(text: str, start: int, end: int, hidden: set[int]) -> str:
 
 
 # What a reviewer should know but that is no sign of an attack on its own: a link (documentation
-# and schema defaults carry them) and a long text. The other codes are alarms.
-INFORMATION_CODES = frozenset({"url_added", "excessive_length"})
+# and schema defaults carry them), a long text and a note addressed to the model. The other codes
+# are alarms.
+INFORMATION_CODES = frozenset({"url_added", "excessive_length", "note_to_model"})
 
 CODE_ORDER = (
     "invisible_character",
     "homoglyph",
     "instruction_to_model",
+    "encoded_instruction",
     "hidden_markup",
+    "note_to_model",
     "url_added",
     "excessive_length",
+    "split_instruction",
+    "hint_contradiction",
 )
+
+
+def severity_of(flag: Mapping[str, Any]) -> Severity:
+    """A flag's severity: the one it carries, else the one its code has."""
+    stated = flag.get("severity")
+    if stated in (Severity.ALARM, Severity.INFORMATION):
+        return Severity(stated)
+    return Severity.INFORMATION if flag.get("code") in INFORMATION_CODES else Severity.ALARM
+
+
+def _flag(code: str, message: str, excerpt: str) -> Flag:
+    severity = Severity.INFORMATION if code in INFORMATION_CODES else Severity.ALARM
+    return Flag(code=code, severity=severity.value, message=message, excerpt=excerpt)
 
 
 def poisoning_flags(text: str, *, base_text: str | None = None) -> list[Flag]:
@@ -689,9 +949,11 @@ def poisoning_flags(text: str, *, base_text: str | None = None) -> list[Flag]:
     With ``base_text``, only problems the base did not already have are reported: a flag
     whose signature (the same invisible run, the same mixed-script word, the same matched
     phrase) occurs as often in the base is an old, reviewed one. Codes:
-    ``invisible_character``, ``homoglyph``, ``instruction_to_model``, ``hidden_markup``,
-    ``url_added``, ``excessive_length``. Flags come in reading order (excessive_length last);
-    neighbouring matches of one kind are merged into one flag.
+    ``invisible_character``, ``homoglyph``, ``instruction_to_model``, ``encoded_instruction``,
+    ``hidden_markup`` (alarms), ``note_to_model``, ``url_added``, ``excessive_length``
+    (information). Flags come
+    in reading order (excessive_length last); neighbouring matches of one kind are merged into
+    one flag.
     """
     if not isinstance(text, str) or not text:
         return []
@@ -722,10 +984,7 @@ def poisoning_flags(text: str, *, base_text: str | None = None) -> list[Flag]:
 
     findings = _merge_neighbours(findings)
     findings.sort(key=lambda finding: (finding.start, CODE_ORDER.index(finding.code)))
-    flags = [
-        Flag(code=f.code, message=f.message, excerpt=_excerpt(text, f.start, f.end, hidden))
-        for f in findings
-    ]
+    flags = [_flag(f.code, f.message, _excerpt(text, f.start, f.end, hidden)) for f in findings]
     length_flag = _excessive_length_flag(text, base, hidden)
     if length_flag:
         flags.append(length_flag)
@@ -784,4 +1043,166 @@ def _excessive_length_flag(text: str, base: str, hidden: set[int]) -> Flag | Non
         common += 1
     end = min(len(text), common + EXCERPT_SPAN)
     excerpt = _visible(text, common, end, hidden) + ("…" if end < len(text) else "")
-    return Flag(code="excessive_length", message=message, excerpt=excerpt)
+    return _flag("excessive_length", message, excerpt)
+
+
+# === The contract as a whole ===================================================================
+# A model reads a tool's description and its parameters' texts as one prompt, and trusts its
+# annotations; two checks need more than one text.
+
+_SCHEMA_TEXT_KEYS = ("title", "description")
+
+
+def contract_flags(
+    document: Mapping[str, Any], *, base: Mapping[str, Any] | None = None
+) -> list[LocatedFlag]:
+    """Flags only the whole contract shows: an instruction split between the description and
+    the texts of the input schema (``split_instruction``), and annotations that contradict
+    what the description says the tool does (``hint_contradiction``). With ``base``, only
+    flags the base did not have."""
+    flags = _split_flags(document) + _contradiction_flags(document)
+    if base is None or not flags:
+        return flags
+    old = Counter(
+        (flag["code"], flag["where"], flag["message"])
+        for flag in _split_flags(base) + _contradiction_flags(base)
+    )
+    fresh = []
+    for flag in flags:
+        key = (flag["code"], flag["where"], flag["message"])
+        if old[key] > 0:
+            old[key] -= 1
+        else:
+            fresh.append(flag)
+    return fresh
+
+
+def _schema_texts(schema: Any, where: str) -> list[tuple[str, str]]:
+    """The titles and descriptions of a JSON Schema, in the order a model reads them;
+    iterative, so any depth is safe."""
+    found: list[tuple[str, str]] = []
+    pending: list[tuple[str, Any]] = [(where, schema)]
+    while pending:
+        path, item = pending.pop()
+        children: list[tuple[str, Any]] = []
+        if isinstance(item, Mapping):
+            for key, value in item.items():
+                if key in _SCHEMA_TEXT_KEYS and isinstance(value, str):
+                    found.append((f"{path}.{key}", value))
+                elif isinstance(value, Mapping | list):
+                    children.append((f"{path}.{key}", value))
+        elif isinstance(item, list):
+            children = [(f"{path}.{index}", value) for index, value in enumerate(item)]
+        pending.extend(reversed(children))
+    return found
+
+
+def _split_flags(document: Mapping[str, Any]) -> list[LocatedFlag]:
+    description = document.get("description")
+    parts = [("description", description)] if isinstance(description, str) else []
+    parts += _schema_texts(document.get("input_schema"), "input_schema")
+    parts = [(where, text) for where, text in parts if text.strip()]
+    if len(parts) < 2:
+        return []
+    offsets = []
+    position = 0
+    for _, text in parts:
+        offsets.append(position)
+        position += len(text) + 1
+    joined = " ".join(text for _, text in parts)
+    hidden = hidden_positions(joined)
+    flags = []
+    for finding in _findings(joined, hidden):
+        if finding.code != "instruction_to_model":
+            continue
+        # The texts the match touches: from the one it starts in to the one it ends in.
+        first = bisect.bisect_right(offsets, finding.start) - 1
+        last = bisect.bisect_left(offsets, finding.end) - 1
+        inside = list(range(first, last + 1))
+        if len(inside) < 2:
+            continue  # within one text, where that text's own check reports it
+        where = " + ".join(parts[index][0] for index in inside)
+        flags.append(
+            LocatedFlag(
+                code="split_instruction",
+                severity=Severity.ALARM.value,
+                message=f"an instruction split across {where}: {finding.message}",
+                excerpt=_excerpt(joined, finding.start, finding.end, hidden),
+                field="description",
+                where=where,
+            )
+        )
+    return flags
+
+
+_DESTRUCTIVE_VERBS = (
+    "delete", "remove", "erase", "wipe", "destroy", "drop", "purge", "truncate", "overwrite",
+    "uninstall", "terminate", "kill", "revoke",
+)  # fmt: skip
+_WRITE_VERBS = (
+    "create", "write", "update", "modify", "edit", "insert", "send", "post", "upload", "move",
+    "rename", "publish", "deploy", "install", "transfer", "pay", "submit",
+)  # fmt: skip
+
+
+def _verb_forms(verbs: Iterable[str]) -> frozenset[str]:
+    forms = set()
+    for verb in verbs:
+        stem = verb[:-1] if verb.endswith("e") else verb
+        double = verb + verb[-1] if verb in ("drop", "submit") else verb
+        forms |= {verb, verb + "s", verb + "es", verb + "d", stem + "ed", stem + "ing"}
+        forms |= {double + "ed", double + "ing"}
+    return frozenset(forms)
+
+
+_DESTRUCTIVE = _verb_forms(_DESTRUCTIVE_VERBS)
+_WRITES = _verb_forms(_WRITE_VERBS) | _DESTRUCTIVE
+# What the description says the tool does first: its first verb, after the usual preambles.
+_LEADING_VERB = re.compile(
+    r"\A\W*(?:(?:this|the)\s+tool\s+(?:will\s+|can\s+)?|tool\s+(?:to|that)\s+|it\s+"
+    r"|use\s+(?:this\s+)?(?:tool\s+)?to\s+|(?:allows|lets)\s+(?:you|the\s+\w+)\s+(?:to\s+)?)?"
+    r"(?P<verb>[a-z]+)",
+    re.IGNORECASE,
+)
+_FOR_GOOD = r"(?:permanently|irreversibly|irrevocably|forever)"
+_DESTROYS_FOR_GOOD = re.compile(
+    rf"\b{_FOR_GOOD}\s+(?:\w+\s+){{0,2}}?(?:{'|'.join(sorted(_DESTRUCTIVE))})\b"
+    rf"|\b(?:{'|'.join(sorted(_DESTRUCTIVE))})\s+(?:[\w-]+\s+){{0,5}}?{_FOR_GOOD}\b",
+    re.IGNORECASE,
+)
+
+
+def _contradiction_flags(document: Mapping[str, Any]) -> list[LocatedFlag]:
+    annotations = document.get("annotations")
+    description = document.get("description")
+    if not isinstance(annotations, Mapping) or not isinstance(description, str):
+        return []
+    if annotations.get("readOnlyHint") is True:
+        hint, claim, verbs = "readOnlyHint", "read-only", _WRITES
+    elif annotations.get("destructiveHint") is False:
+        hint, claim, verbs = "destructiveHint", "non-destructive", _DESTRUCTIVE
+    else:
+        return []
+    text, origin = _view(description, hidden_positions(description), skeleton=True)
+    first = _LEADING_VERB.match(text)
+    if first and first.group("verb").lower() in verbs:
+        span = first.span("verb")
+    elif (found := _DESTROYS_FOR_GOOD.search(text)) is not None:
+        span = found.span()
+    else:
+        return []
+    start, end = origin[span[0]], origin[span[1] - 1] + 1
+    said = description[start:end]
+    return [
+        LocatedFlag(
+            code="hint_contradiction",
+            severity=Severity.ALARM.value,
+            message=(
+                f"{hint}: {json.dumps(annotations[hint])} claims the tool is {claim}, but its "
+                f"description says {said!r}"
+            ),
+            excerpt=_excerpt(description, start, end, hidden_positions(description)),
+            field="annotations",
+            where=f"annotations.{hint}",
+        )
+    ]

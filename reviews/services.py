@@ -38,6 +38,7 @@ from registry.validation import ContractInvalid, RegistryContext
 
 from .diff import ContractDiff, contract_diff, needs_person, widened_hints
 from .models import Approval, AuditEntry, Comment, ProposalChanged, ReviewError, ReviewTicket
+from .shapes import TicketEvidence
 
 logger = logging.getLogger(__name__)
 REVIEWERS_GROUP = "Reviewers"
@@ -54,7 +55,7 @@ def contract_propose(
     author: User | None,
     source: str = ContractVersion.Source.MANUAL,
     context: RegistryContext | None = None,
-    evidence: dict[str, Any] | None = None,
+    evidence: TicketEvidence | None = None,
     fingerprint: str | None = None,
     kind: str | None = None,
     notify: bool = True,
@@ -70,7 +71,6 @@ def contract_propose(
     if version is None:
         return None
     base = version.based_on
-    approvals_required = ticket_risk(base=base, proposed=version).approvals_required
     ticket = ReviewTicket.objects.create(
         tool=version.tool,
         base=base,
@@ -78,7 +78,7 @@ def contract_propose(
         kind=kind or (ReviewTicket.Kind.CHANGE if base else ReviewTicket.Kind.NEW_TOOL),
         evidence=evidence or {},
         fingerprint=fingerprint,
-        approvals_required=approvals_required,
+        approvals_required=ticket_approvals_required(base=base, proposed=version),
         proposer=author,
     )
     audit_record(AuditEntry.Action.PROPOSED, actor=author, ticket=ticket, version=version)
@@ -99,6 +99,23 @@ def ticket_risk(*, base: ContractVersion | None, proposed: ContractVersion) -> R
     if base is not None and widened_hints(base.annotations, proposed.annotations):
         candidates += RiskLevel.objects.filter(name=WIDENED_HINT_RISK)
     return max(candidates, key=lambda risk: (risk.rank, risk.approvals_required))
+
+
+def ticket_approvals_required(*, base: ContractVersion | None, proposed: ContractVersion) -> int:
+    """How many approvals a ticket proposing ``proposed`` over ``base`` needs: those of the
+    risk it is judged at (``ticket_risk``)."""
+    return ticket_risk(base=base, proposed=proposed).approvals_required
+
+
+def _proposal_set(ticket: ReviewTicket, version: ContractVersion) -> None:
+    """``ticket`` now proposes ``version`` over the version it is based on. Approvals given to
+    other content are withdrawn (they judged another diff); the approvals it needs are those
+    of its new risk. The caller saves the ticket and audits the change."""
+    ticket.approvals.all().delete()
+    ticket.proposed = version
+    ticket.base = version.based_on
+    ticket.needs_rebase = False
+    ticket.approvals_required = ticket_approvals_required(base=ticket.base, proposed=version)
 
 
 def ticket_diff(ticket: ReviewTicket) -> ContractDiff:
@@ -279,16 +296,13 @@ def review_reject(
     )
     if claimed != 1:
         raise ReviewError(f"Ticket #{ticket.pk} was already decided.")
-    ContractVersion.objects.filter(
-        pk=seen.version_id, status=ContractVersion.Status.PROPOSED
-    ).update(status=ContractVersion.Status.REJECTED)
-    ticket.refresh_from_db()
-    audit_record(
-        AuditEntry.Action.REJECTED,
+    _proposal_closed(
+        ticket,
+        version_id=seen.version_id,
+        status=ContractVersion.Status.REJECTED,
+        action=AuditEntry.Action.REJECTED,
         actor=reviewer,
-        ticket=ticket,
-        version=ticket.proposed,
-        detail={"reason": ticket.reason},
+        reason=reason.strip(),
     )
     transaction.on_commit(lambda: _notify_proposer(ticket.pk))
     return ticket
@@ -302,14 +316,8 @@ def review_rebase(*, ticket: ReviewTicket, actor: User | None) -> ReviewTicket:
     if ticket.status != ReviewTicket.Status.OPEN or not ticket.needs_rebase:
         raise ReviewError(f"Ticket #{ticket.pk} does not need a rebase.")
     version = contract_version_rebase(version=ticket.proposed)
-    current = version.based_on
     # Approvals were given to a diff against the old base; the new diff needs fresh eyes.
-    ticket.approvals.all().delete()
-    ticket.base = current
-    ticket.proposed = version
-    ticket.needs_rebase = False
-    if current is not None:
-        ticket.approvals_required = ticket_risk(base=current, proposed=version).approvals_required
+    _proposal_set(ticket, version)
     ticket.save()
     audit_record(AuditEntry.Action.REBASED, actor=actor, ticket=ticket, version=version)
     return ticket
@@ -416,18 +424,35 @@ def ticket_withdraw(*, ticket: ReviewTicket, reason: str) -> bool:
     )
     if claimed != 1:
         return False
-    ContractVersion.objects.filter(
-        pk=ticket.proposed_id, status=ContractVersion.Status.PROPOSED
-    ).update(status=ContractVersion.Status.SUPERSEDED)
-    ticket.refresh_from_db()
-    audit_record(
-        AuditEntry.Action.WITHDRAWN,
+    _proposal_closed(
+        ticket,
+        version_id=ticket.proposed_id,
+        status=ContractVersion.Status.SUPERSEDED,
+        action=AuditEntry.Action.WITHDRAWN,
         actor=None,
-        ticket=ticket,
-        version=ticket.proposed,
-        detail={"reason": reason},
+        reason=reason,
     )
     return True
+
+
+def _proposal_closed(
+    ticket: ReviewTicket,
+    *,
+    version_id: int,
+    status: str,
+    action: str,
+    actor: User | None,
+    reason: str,
+) -> None:
+    """After a claim closed ``ticket``: its proposal, if still proposed, takes ``status``, and
+    the decision is audited with ``reason``. ``ticket`` is read again."""
+    ContractVersion.objects.filter(pk=version_id, status=ContractVersion.Status.PROPOSED).update(
+        status=status
+    )
+    ticket.refresh_from_db()
+    audit_record(
+        action, actor=actor, ticket=ticket, version=ticket.proposed, detail={"reason": reason}
+    )
 
 
 def _notify_proposer(ticket_id: int) -> None:
@@ -501,20 +526,38 @@ def drift_ticket_open_or_update(
     tool: Tool,
     base: ContractVersion,
     document: dict[str, Any],
-    evidence: dict[str, Any],
+    evidence: TicketEvidence,
     fingerprint: str,
 ) -> DriftTicket | None:
     """The one ticket of one drift: opened the first time, its evidence updated afterwards.
 
     Idempotent on ``fingerprint`` (unique on tickets): a rerun, a retried task or two workers
-    racing find the same ticket. At a risk level that does not ticket drift but lets clean
-    inferred changes publish alone, a clean proposal is published at once (audited as
-    ``auto_published``). None when the proposal is not a valid contract (logged).
+    racing find the same ticket. A drift that grows or changes while its ticket is open (more
+    traces show more) stays on that ticket: its proposal is replaced (approvals withdrawn,
+    audited) and it takes the new fingerprint, so a tool has one open drift ticket per approved
+    version, never two for reviewers to reconcile. At a risk level that does not ticket drift
+    but lets clean inferred changes publish alone, a clean proposal is published at once
+    (audited as ``auto_published``). None when the proposal is not a valid contract (logged).
     """
     tool_lock(tool_id=tool.pk)  # tool first, as publishing does
     ticket = ReviewTicket.objects.select_for_update().filter(fingerprint=fingerprint).first()
     created = False
-    if ticket is None:
+    grown = (
+        ReviewTicket.objects.select_for_update()
+        .filter(tool=tool, base=base, kind=ReviewTicket.Kind.DRIFT, status=ReviewTicket.Status.OPEN)
+        .first()
+        if ticket is None
+        else None
+    )
+    if grown is not None:
+        try:
+            ticket = ticket_proposal_replace(ticket=grown, document=document, evidence=evidence)
+        except ContractInvalid as exc:
+            logger.warning("drift proposal for %s is not a valid contract: %s", tool.name, exc)
+            return None
+        ReviewTicket.objects.filter(pk=ticket.pk).update(fingerprint=fingerprint)
+        ticket.fingerprint = fingerprint
+    elif ticket is None:
         try:
             with transaction.atomic():
                 ticket = contract_propose(
@@ -570,7 +613,7 @@ def new_tool_fingerprint(name: str) -> str:
 
 @transaction.atomic
 def new_tool_proposal_open_or_update(
-    *, document: dict[str, Any], evidence: dict[str, Any]
+    *, document: dict[str, Any], evidence: TicketEvidence
 ) -> NewToolProposal | None:
     """The one inferred proposal of an unregistered tool: opened once (a ``new_tool`` ticket,
     never published without people), then kept up to date while it is open.
@@ -608,11 +651,18 @@ def new_tool_proposal_open_or_update(
     updated = not _same_but_cost(ticket.proposed, normalised)
     if updated:
         version = contract_version_replace(version=ticket.proposed, document=normalised)
-        ticket.approvals.all().delete()  # they approved the old content
-        ticket.proposed = version
-        ticket.approvals_required = version.risk.approvals_required
+        _proposal_set(ticket, version)
         ticket.evidence = evidence
-        ticket.save(update_fields=["proposed", "approvals_required", "evidence", "updated_at"])
+        ticket.save(
+            update_fields=[
+                "proposed",
+                "base",
+                "needs_rebase",
+                "approvals_required",
+                "evidence",
+                "updated_at",
+            ]
+        )
         audit_record(
             AuditEntry.Action.PROPOSAL_UPDATED,
             actor=None,
@@ -631,7 +681,7 @@ def ticket_proposal_replace(
     *,
     ticket: ReviewTicket,
     document: dict[str, Any],
-    evidence: dict[str, Any],
+    evidence: TicketEvidence,
     definition: dict[str, Any] | None = None,
 ) -> ReviewTicket:
     """An open ticket's proposal replaced by what its source now says: one ticket per change,
@@ -669,13 +719,7 @@ def ticket_proposal_replace(
     version = contract_version_replace(
         version=ticket.proposed, document=normalised, definition=definition
     )
-    ticket.approvals.all().delete()  # they approved the old content
-    ticket.proposed = version
-    ticket.base = version.based_on
-    ticket.needs_rebase = False
-    ticket.approvals_required = ticket_risk(
-        base=version.based_on, proposed=version
-    ).approvals_required
+    _proposal_set(ticket, version)
     ticket.evidence = evidence
     ticket.save()
     audit_record(AuditEntry.Action.PROPOSAL_UPDATED, actor=None, ticket=ticket, version=version)

@@ -8,8 +8,10 @@ import shlex
 from functools import partial
 
 from django.contrib import admin, messages
-from django.db import models, transaction
+from django.db import models
 from django.utils.html import escape
+
+from registry.queueing import task_send_on_commit
 
 from .models import DeclaredTool, McpServer
 from .tasks import mcp_server_sync
@@ -17,7 +19,7 @@ from .tasks import mcp_server_sync
 NAME_HELP = "The namespace of its tools: each is the contract <server>.<tool>."
 
 
-class DeclaredToolInline(admin.TabularInline):
+class DeclaredToolInline(admin.TabularInline[DeclaredTool, McpServer]):
     model = DeclaredTool
     fields = ("name", "tool", "definition_hash", "gone", "ticket", "changed_at")
     readonly_fields = fields
@@ -29,8 +31,20 @@ class DeclaredToolInline(admin.TabularInline):
         return False
 
 
+# What the last sync left: read-only, shown together.
+LAST_SYNC_FIELDS = (
+    "schedule",
+    "last_sync_at",
+    "last_sync_duration_ms",
+    "last_sync_outcome",
+    "last_sync_error",
+    "tool_count",
+    "last_sync_report",
+)
+
+
 @admin.register(McpServer)
-class McpServerAdmin(admin.ModelAdmin):
+class McpServerAdmin(admin.ModelAdmin[McpServer]):
     list_display = (
         "name",
         "transport",
@@ -43,34 +57,24 @@ class McpServerAdmin(admin.ModelAdmin):
     list_filter = ("transport", "enabled", "last_sync_outcome")
     search_fields = ("name",)
     filter_horizontal = ("applications",)
-    readonly_fields = (
-        "transport",
-        "command_line",
-        "schedule",
-        "last_sync_at",
-        "last_sync_duration_ms",
-        "last_sync_outcome",
-        "last_sync_error",
-        "tool_count",
-        "last_sync_report",
-    )
+    readonly_fields = ("transport", "command_line", "registry_origin", *LAST_SYNC_FIELDS)
     fieldsets = (
-        (None, {"fields": ("name", "transport", "command_line", "url", "headers", "enabled")}),
-        ("Who sees its tools", {"fields": ("applications",)}),
         (
-            "Last sync",
+            None,
             {
                 "fields": (
-                    "schedule",
-                    "last_sync_at",
-                    "last_sync_duration_ms",
-                    "last_sync_outcome",
-                    "last_sync_error",
-                    "tool_count",
-                    "last_sync_report",
+                    "name",
+                    "transport",
+                    "command_line",
+                    "url",
+                    "headers",
+                    "enabled",
+                    "registry_origin",
                 )
             },
         ),
+        ("Who sees its tools", {"fields": ("applications",)}),
+        ("Last sync", {"fields": LAST_SYNC_FIELDS}),
     )
     formfield_overrides = {models.URLField: {"assume_scheme": "https"}}
     inlines = (DeclaredToolInline,)
@@ -96,11 +100,20 @@ class McpServerAdmin(admin.ModelAdmin):
     def command_line(self, obj: McpServer) -> str:
         return shlex.join(obj.command) if obj.command else "-"
 
+    @admin.display(description="from an MCP registry")
+    def registry_origin(self, obj: McpServer) -> str:
+        entry = obj.registry_entry
+        if not entry:
+            return "-"
+        return f"{entry['name']} {entry['version']} at {entry['registry']}: {entry['source']}"
+
     @admin.action(description="Sync now", permissions=["change"])
     def sync_now(self, request, queryset) -> None:
         ids = list(queryset.filter(enabled=True).values_list("pk", flat=True))
         for server_id in ids:
-            transaction.on_commit(partial(mcp_server_sync.delay, server_id))
+            task_send_on_commit(
+                partial(mcp_server_sync.delay, server_id), what=f"sync of MCP server {server_id}"
+            )
         self.message_user(
             request, f"Queued a sync of {len(ids)} enabled server(s).", messages.SUCCESS
         )

@@ -70,6 +70,14 @@ class McpServer(models.Model):
         "read from the worker's environment variable of that name (MCP_...) when syncing, "
         "never stored; set only by operators (manage.py mcp_servers add --env).",
     )
+    registry_entry = models.JSONField(
+        default=dict,
+        blank=True,
+        editable=False,
+        help_text="Read from an MCP registry (manage.py mcp_servers add --from-registry): "
+        "{registry, name, version, source, server}, server being its server.json as read; "
+        "empty for a server added by hand, or once its command or URL is edited.",
+    )
     applications = models.ManyToManyField(
         Application,
         blank=True,

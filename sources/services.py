@@ -14,7 +14,7 @@ import shlex
 import time
 from dataclasses import asdict, dataclass, field, replace
 from datetime import timedelta
-from typing import Any
+from typing import Any, cast
 
 from django.conf import settings
 from django.contrib.auth.models import User
@@ -23,8 +23,9 @@ from django.db.models import Q
 from django.utils import timezone
 from django_celery_beat.models import IntervalSchedule, PeriodicTask
 
-from learning.risk import arguments_of, prepare_labels, suggest_risk
-from learning.selectors import risk_labels
+from learning.risk import PreparedLabel, arguments_of, prepare_labels, suggest_risk
+from learning.selectors import risk_labels, risk_lexicon
+from learning.shapes import SyncRecord
 from registry.contract import with_defaults
 from registry.models import Application, ContractVersion, RiskLevel, Tool, contract_hash
 from registry.selectors import registry_context
@@ -41,8 +42,9 @@ from reviews.services import (
     ticket_proposal_replace,
     ticket_withdraw,
 )
+from reviews.shapes import TicketEvidence
 
-from . import client
+from . import client, mcp_registry
 from .compat import compatibility
 from .declared import (
     Declared,
@@ -84,14 +86,15 @@ class SyncReport:
     # New tools --approve left open for a reviewer, with their poisoning flags' codes.
     flagged: dict[str, str] = field(default_factory=dict)
 
-    def as_record(self) -> dict[str, Any]:
+    def as_record(self) -> SyncRecord:
+        """``McpServer.last_sync_report``: every field, each list and mapping cut."""
         record = asdict(self)
         for key, value in record.items():
             if isinstance(value, list):
                 record[key] = value[:MAX_REPORTED]
             elif isinstance(value, dict):
                 record[key] = dict(list(value.items())[:MAX_REPORTED])
-        return record
+        return cast(SyncRecord, record)  # asdict() of this dataclass: SyncRecord's fields
 
 
 @transaction.atomic
@@ -104,10 +107,12 @@ def mcp_server_add(
     headers: dict[str, str] | None = None,
     env: dict[str, str] | None = None,
     applications: list[str] | None = None,
+    registry_entry: dict[str, Any] | None = None,
 ) -> McpServer:
     """A new server (stdio with ``command``, or streamable HTTP at ``url``, or the legacy
     HTTP+SSE transport with ``legacy_sse``) and its schedule. Only operators call this with a
-    command or an environment (``env``: {NAME: ENV_VAR}): the admin cannot set them."""
+    command or an environment (``env``: {NAME: ENV_VAR}): the admin cannot set them.
+    ``registry_entry`` records where a server read from an MCP registry came from."""
     transport = McpServer.Transport.SSE if legacy_sse else McpServer.Transport.HTTP
     server = McpServer(
         name=name,
@@ -116,6 +121,7 @@ def mcp_server_add(
         url=url,
         headers=dict(headers or {}),
         env=dict(env or {}),
+        registry_entry=dict(registry_entry or {}),
     )
     server.full_clean()
     found = _applications(applications or [])
@@ -123,6 +129,52 @@ def mcp_server_add(
     server.applications.set(found)
     mcp_server_schedule(server=server)
     return server
+
+
+def mcp_server_add_from_registry(
+    *,
+    name: str,
+    server_name: str,
+    registry: str,
+    version: str = "latest",
+    remote: bool = False,
+    env: dict[str, str] | None = None,
+    headers: dict[str, str] | None = None,
+    applications: list[str] | None = None,
+) -> tuple[McpServer, mcp_registry.Setup]:
+    """A new server as an MCP registry describes it (``sources/mcp_registry.py``): its
+    ``server.json`` is read first, outside any transaction (a slow registry holds no lock), and
+    turned into a command or a URL; the variables and headers it needs are read from the
+    worker's ``MCP_<NAME>_<VARIABLE>`` variables unless ``env``/``headers`` name others.
+    Raises ``RegistryError`` when the registry or its answer cannot be used."""
+    server_json = mcp_registry.server_read(
+        registry,
+        server_name,
+        version,
+        limits=mcp_registry.Limits(
+            timeout=settings.MCP_REGISTRY_TIMEOUT_SECONDS,
+            max_bytes=settings.MCP_REGISTRY_MAX_BYTES,
+        ),
+    )
+    setup = mcp_registry.server_setup(server_json, local_name=name, remote=remote)
+    server = mcp_server_add(
+        name=name,
+        command=setup.command or None,
+        url=setup.url,
+        legacy_sse=setup.legacy_sse,
+        env={variable.name: variable.variable for variable in setup.env} | dict(env or {}),
+        headers={variable.name: variable.variable for variable in setup.headers}
+        | dict(headers or {}),
+        applications=applications,
+        registry_entry={
+            "registry": registry.rstrip("/"),
+            "name": server_json["name"],
+            "version": server_json["version"],
+            "source": setup.source,
+            "server": server_json,
+        },
+    )
+    return server, setup
 
 
 def _applications(wanted: list[str]) -> list[Application]:
@@ -154,6 +206,9 @@ def mcp_server_edit(
     elif url is not None:
         server.transport = McpServer.Transport.SSE if legacy_sse else McpServer.Transport.HTTP
         server.command, server.url, server.env = [], url, {}
+    if command is not None or url is not None:
+        # Its registry's server.json no longer says how it runs.
+        server.registry_entry = {}
     if headers is not None:
         server.headers = headers
     if env is not None:
@@ -322,7 +377,7 @@ def _apply(
     report.declared = len(definitions)
     rows = {row.name: row for row in server.declared_tools.select_related("ticket")}
     seen: set[str] = set()
-    labelled: list[dict[str, Any]] | None = None
+    labelled: list[PreparedLabel] | None = None
     risks = set(RiskLevel.objects.values_list("name", flat=True))
     context: RegistryContext | None = None  # read once: declared tools name no dependencies
     new_tools = 0
@@ -356,7 +411,7 @@ def _apply(
                 continue
             new_tools += 1
         if labelled is None:
-            labelled = prepare_labels(risk_labels())
+            labelled = prepare_labels(risk_labels(), risk_lexicon())
         context = context or registry_context()
         try:
             with transaction.atomic():
@@ -439,7 +494,7 @@ def _declared_apply(
     declared: Declared,
     row: DeclaredTool | None,
     report: SyncReport,
-    labelled: list[dict[str, Any]],
+    labelled: list[PreparedLabel],
     risks: set[str],
     context: RegistryContext,
     *,
@@ -497,52 +552,42 @@ def _declared_apply(
             report.withdrawn.append(declared.name)
         else:
             report.updated.append(declared.name)
-    elif approved is not None:
-        proposed = contract_propose(
-            document=document,
-            author=None,
-            source=ContractVersion.Source.IMPORT,
-            context=context,
-            evidence=evidence,
-            kind=ReviewTicket.Kind.CHANGE,
-            notify=False,
-            definition=declared.definition,
-        )
-        ticket = proposed if proposed is not None else open_ticket
-        if proposed is not None:
-            report.changed.append(declared.name)
-            opened = proposed.pk
-        else:
-            report.unchanged += 1
     else:
-        proposed = contract_propose(
+        ticket = contract_propose(
             document=document,
             author=None,
             source=ContractVersion.Source.IMPORT,
             context=context,
             evidence=evidence,
-            kind=ReviewTicket.Kind.NEW_TOOL,
+            kind=ReviewTicket.Kind.NEW_TOOL if approved is None else ReviewTicket.Kind.CHANGE,
             notify=False,
             definition=declared.definition,
         )
-        if proposed is None:  # cannot happen without an approved version
+        opened = ticket.pk if ticket is not None else None
+        if approved is not None:
+            if ticket is not None:
+                report.changed.append(declared.name)
+            else:
+                report.unchanged += 1
+        elif ticket is None:  # cannot happen without an approved version
             raise Refused("nothing to propose")
-        ticket = proposed
-        opened = proposed.pk
-        alarms = [flag for flag in evidence["poisoning"] if flag["code"] not in INFORMATION_CODES]
-        if approve and not alarms:
-            contract_publish(ticket=ticket, actor=actor, action=AuditEntry.Action.TRUSTED)
-            report.published.append(declared.name)
-        elif approve:
-            # Trust on first use covers what nobody flagged; a flagged tool waits for a person.
-            report.flagged[declared.name] = ", ".join(
-                sorted({str(flag["code"]) for flag in alarms})
-            )
         else:
-            report.proposed.append(declared.name)
-        if row is None:
-            for application in server.applications.filter(all_tools=False):
-                application.enabled_tools.add(tool)
+            alarms = [
+                flag for flag in evidence["poisoning"] if flag["code"] not in INFORMATION_CODES
+            ]
+            if approve and not alarms:
+                contract_publish(ticket=ticket, actor=actor, action=AuditEntry.Action.TRUSTED)
+                report.published.append(declared.name)
+            elif approve:
+                # Trust on first use covers what nobody flagged; a flagged tool waits for a person.
+                report.flagged[declared.name] = ", ".join(
+                    sorted({str(flag["code"]) for flag in alarms})
+                )
+            else:
+                report.proposed.append(declared.name)
+            if row is None:
+                for application in server.applications.filter(all_tools=False):
+                    application.enabled_tools.add(tool)
     _declared_record(server, declared, row, tool, ticket)
     return opened if ticket is not None and ticket.status == ReviewTicket.Status.OPEN else None
 
@@ -605,7 +650,7 @@ def _declared_gone(row: DeclaredTool, report: SyncReport) -> int | None:
 
 
 def _suggested(
-    declared: Declared, labelled: list[dict[str, Any]], risks: set[str], out: dict[str, Any]
+    declared: Declared, labelled: list[PreparedLabel], risks: set[str], out: dict[str, Any]
 ) -> str:
     """The suggested risk of a new tool, with its evidence for the reviewer. The declared
     annotations travel in the document beside it: hints are claims, never approvals."""
@@ -617,6 +662,7 @@ def _suggested(
         labelled=labelled,
         annotations=declared.declared.get("annotations"),
         arguments=arguments_of(declared.declared),
+        lex=risk_lexicon(),
     )
     out.update(
         suggested=suggestion.risk,
@@ -629,7 +675,7 @@ def _suggested(
 def _changed_risk(
     approved: ContractVersion,
     declared: Declared,
-    labelled: list[dict[str, Any]],
+    labelled: list[PreparedLabel],
     risks: set[str],
     out: dict[str, Any],
 ) -> str:
@@ -651,6 +697,7 @@ def _changed_risk(
         labelled=labelled,
         annotations=document.get("annotations"),
         arguments=arguments_of(document),
+        lex=risk_lexicon(),
     )
     suggested: dict[str, Any] = {}
     after = _suggested(declared, labelled, risks, suggested)
@@ -667,11 +714,11 @@ def _evidence(
     base: dict[str, Any] | None,
     document: dict[str, Any],
     risk: dict[str, Any],
-) -> dict[str, Any]:
+) -> TicketEvidence:
     """What the reviewer reads beside the diff: where it came from, its pin, the poisoning
     flags, and whether a change breaks callers or only widens."""
     diff = contract_diff(base, with_defaults(document))
-    evidence: dict[str, Any] = {
+    evidence: TicketEvidence = {
         "source": "mcp",
         "server": server.name,
         "server_info": dict(server_info),

@@ -1,22 +1,15 @@
 """Thin tasks: a server's id in, one service call."""
 
-from celery import shared_task
-from django.db import InterfaceError, OperationalError
+from typing import Any
+
+from registry.queueing import durable_task
 
 from . import services
 from .models import McpServer
 
 
-@shared_task(
-    bind=True,
-    acks_late=True,
-    autoretry_for=(OperationalError, InterfaceError),
-    retry_backoff=True,
-    max_retries=5,
-    soft_time_limit=240,
-    time_limit=300,
-)
-def mcp_server_sync(self, server_id: int) -> dict:
+@durable_task(soft_time_limit=240, time_limit=300)
+def mcp_server_sync(self, server_id: int) -> dict[str, Any]:
     server = McpServer.objects.filter(pk=server_id, enabled=True).first()
     if server is None:
         return {"server": server_id, "outcome": "skipped"}

@@ -1,4 +1,4 @@
-"""The fault script, end to end (slow: run with `pytest -m slow`; CI runs the fast tests)."""
+"""The fault script, end to end, on servers of its own (slow: `make test-slow`, which CI runs)."""
 
 import subprocess
 import sys

@@ -7,6 +7,7 @@ from pathlib import Path
 from typing import NotRequired
 
 from api.serializers import TraceIn
+from learning.traces import FIELDS as TRACE_FIELDS
 from registry.contract import KNOWN_KEYS, ContractDocument
 
 FORMATS = Path(__file__).resolve().parent.parent / "docs" / "formats.md"
@@ -33,6 +34,7 @@ def test_it_lists_every_field_of_a_contract_document_and_which_are_required():
 def test_its_trace_example_has_every_field_the_api_reads():
     trace = section("Trace")
     fields = TraceIn().fields
+    assert set(fields) == TRACE_FIELDS  # the API's schema documents what ingest reads
     assert all(f'"{name}"' in trace for name in fields)
     required = sorted(name for name, field in fields.items() if field.required)
     assert required == sorted(["trace_id", "step", "tool", "status"])

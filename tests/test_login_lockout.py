@@ -89,6 +89,25 @@ def test_guesses_from_many_addresses_are_slowed_and_a_new_address_still_logs_in(
     assert response.status_code == 302 and logged_in(client)
 
 
+def test_one_address_guessing_many_accounts_is_slowed_and_the_owner_elsewhere_is_not(
+    reviewer, hashes
+):
+    sprayer = "198.51.100.77"
+    for n in range(settings.LOGIN_ADDRESS_ACCOUNTS):  # a guess or two at each of many accounts
+        assert login(f"user{n}", "guess-1", address=sprayer)[1].status_code == 200
+    _, first = login("rita", "guess-1", address=sprayer)  # the address's one turn per pace
+    hashed = hashes["n"]
+    slowed = [login(f"user{n}", "guess-2", address=sprayer)[1] for n in range(5)]
+    slowed.append(login("rita", "pw-rita", address=sprayer)[1])
+
+    assert first.status_code == 200
+    assert {response.status_code for response in slowed} == {429}
+    assert int(slowed[0]["Retry-After"]) == settings.LOGIN_ACCOUNT_PACE_SECONDS
+    assert hashes["n"] == hashed  # a slowed attempt hashes nothing
+    client, response = login("rita", "pw-rita", address="203.0.113.51")
+    assert response.status_code == 302 and logged_in(client)
+
+
 def test_the_slowdown_ends_with_the_pace(reviewer, settings):
     from django.core.cache import cache
 

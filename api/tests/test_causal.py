@@ -8,8 +8,7 @@ import pytest
 from api.causal import FilterResult, ProducerIndex, filter_tools
 from benchmarks.contract2tool_filter import paper_cmtf, run_filter_benchmark
 from benchmarks.filter_speed import queries, synthetic_registry
-
-RISK_RANK = {"low": 1, "medium": 2, "high": 3}
+from registry.risk_order import DEFAULT_RISK_RANK
 
 
 def tool(name, requires=(), produces=(), risk="low", latency=None):
@@ -38,7 +37,7 @@ CALENDAR = [
 
 
 def run(documents, state, goal, **options):
-    index = ProducerIndex(documents, risk_rank=RISK_RANK)
+    index = ProducerIndex(documents, risk_rank=DEFAULT_RISK_RANK)
     return filter_tools(index, state=set(state), goal=set(goal), **options)
 
 
@@ -296,16 +295,18 @@ def test_it_ranks_an_unknown_risk_label_above_known_ones():
 
 def test_it_refuses_a_registry_that_lists_a_tool_twice():
     with pytest.raises(ValueError, match="'search_events' is listed twice"):
-        ProducerIndex([CALENDAR[0], CALENDAR[0]], risk_rank=RISK_RANK)
+        ProducerIndex([CALENDAR[0], CALENDAR[0]], risk_rank=DEFAULT_RISK_RANK)
 
 
 def test_it_refuses_requires_that_are_not_a_list_of_names():
     with pytest.raises(ValueError, match="requires must be a list of variable names"):
-        ProducerIndex([{"name": "t", "requires": "date", "produces": []}], risk_rank=RISK_RANK)
+        ProducerIndex(
+            [{"name": "t", "requires": "date", "produces": []}], risk_rank=DEFAULT_RISK_RANK
+        )
 
 
 def test_it_serves_many_queries_from_one_index_without_changing_it():
-    index = ProducerIndex(CALENDAR, risk_rank=RISK_RANK)
+    index = ProducerIndex(CALENDAR, risk_rank=DEFAULT_RISK_RANK)
     before = (list(index.requires), dict(index.producers), dict(index.consumers))
 
     first = filter_tools(index, state={"date", "event_description"}, goal={"event_summary"})
@@ -408,7 +409,7 @@ def counted_reads(index: ProducerIndex) -> Counter:
 
 def test_its_work_per_query_is_linear_in_the_registry():
     documents = synthetic_registry(1000)
-    index = ProducerIndex(documents, risk_rank=RISK_RANK)
+    index = ProducerIndex(documents, risk_rank=DEFAULT_RISK_RANK)
     # One unit per tool, requires and produces: what one pass over the whole index reads.
     size = sum(1 + len(d["requires"]) + len(d["produces"]) for d in documents)
     reads = counted_reads(index)
@@ -428,8 +429,8 @@ def test_tools_that_cannot_help_cost_a_query_nothing():
         chain = range(9 * number, 9 * number + 9)
         crowded += [tool(f"other_{n:05d}", [f"u{n}"], [f"u{n + 1}"]) for n in chain]
         crowded.append(document)
-    small = ProducerIndex(documents, risk_rank=RISK_RANK)
-    large = ProducerIndex(crowded, risk_rank=RISK_RANK)
+    small = ProducerIndex(documents, risk_rank=DEFAULT_RISK_RANK)
+    large = ProducerIndex(crowded, risk_rank=DEFAULT_RISK_RANK)
     assert len(large) == 10 * len(small)
     small_reads, large_reads = counted_reads(small), counted_reads(large)
     for state, goal in queries(60):

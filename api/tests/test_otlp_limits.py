@@ -7,10 +7,11 @@ from datetime import timedelta
 from unittest import mock
 
 import pytest
-from django.db import connection
+from django.db import DataError, connection
 from django.utils import timezone
 from kombu.exceptions import OperationalError as BrokerError
 
+from api.errors import error_message, exception_handler
 from api.tests.test_otlp import answer, assemble, failure, send
 from learning import otel_ingest
 from learning.models import OtelSpan, OtelTrace, ToolStats, Trace
@@ -168,6 +169,14 @@ def test_a_recursion_anywhere_is_a_400_status_not_an_html_page(runtime):
     with mock.patch("api.views.spans_receive", side_effect=RecursionError):
         status = failure(send(runtime, body(*run())), 400)
     assert status.message == "The request is nested too deeply."
+
+
+def test_a_failure_is_mapped_as_the_api_maps_it_then_spelt_as_a_status(runtime):
+    with mock.patch("api.views.spans_receive", side_effect=DataError("out of range")):
+        status = failure(send(runtime, body(*run())), 400)
+    expected = exception_handler(DataError("out of range"), {})
+    assert status.message == error_message(expected.data)
+    assert "cannot store" in status.message
 
 
 def test_an_unexpected_failure_is_still_a_google_rpc_status(runtime):

@@ -11,14 +11,20 @@ import json
 import os
 from datetime import timedelta
 from pathlib import Path
+from typing import Any
 from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
+import django_stubs_ext
 import environ
 from django.core.exceptions import ImproperlyConfigured
 from kombu import Queue
 from redis.connection import parse_url
 
 from config.cache import redis_cache
+
+# Django's generic classes (ModelAdmin[Tool], QuerySet[...]) take type parameters at run time,
+# as django-stubs types them: mypy runs with disallow_any_generics.
+django_stubs_ext.monkeypatch()
 
 BASE_DIR = Path(__file__).resolve().parent.parent.parent
 VAR_DIR = Path(environ.Env().str("VAR_DIR", default=str(BASE_DIR / "var")))
@@ -76,7 +82,7 @@ def env_bool(name: str, default: bool) -> bool:
     raise ImproperlyConfigured(f"{name}: expected true/false, got {raw!r}")
 
 
-def database_from_env(default_url: str) -> dict:
+def database_from_env(default_url: str) -> dict[str, Any]:
     url = env_value("DATABASE_URL", env.str, default_url)
     try:
         config = environ.Env.db_url_config(url)
@@ -196,6 +202,7 @@ AXES_FAILURE_LIMIT = env_value("LOGIN_FAILURE_LIMIT", env.int, 5)
 AXES_COOLOFF_TIME = timedelta(minutes=env_value("LOGIN_COOLOFF_MINUTES", env.int, 15))
 AXES_LOCKOUT_PARAMETERS = [["username", "ip_address"]]
 LOGIN_ACCOUNT_PACE_SECONDS = positive_from_env("LOGIN_ACCOUNT_PACE_SECONDS", env.int, 10)
+LOGIN_ADDRESS_ACCOUNTS = positive_from_env("LOGIN_ADDRESS_ACCOUNTS", env.int, 3)
 AXES_RESET_ON_SUCCESS = True
 # The same address the API's throttles use (REMOTE_ADDR, or as TRUSTED_PROXIES say).
 AXES_CLIENT_IP_CALLABLE = "api.auth.client_address"
@@ -241,7 +248,7 @@ STATIC_ROOT.mkdir(exist_ok=True)
 REDIS_URL = redis_url_from_env()
 
 
-def redis_place(name: str, url: str) -> dict:
+def redis_place(name: str, url: str) -> dict[str, Any]:
     """Where a Redis URL points (host, port or socket path, database); a bad URL names ``name``."""
     try:
         place = parse_url(url)
@@ -488,6 +495,13 @@ MCP_SYNC_EVERY_MINUTES = env_value("MCP_SYNC_EVERY_MINUTES", env.int, 60)
 MCP_MAX_TEXT_CHARS = env_value("MCP_MAX_TEXT_CHARS", env.int, 8_000)
 MCP_MAX_TOOL_TEXT_CHARS = env_value("MCP_MAX_TOOL_TEXT_CHARS", env.int, 32_000)
 MCP_MAX_NEW_TOOLS_PER_SYNC = env_value("MCP_MAX_NEW_TOOLS_PER_SYNC", env.int, 20)
+# mcp_servers add --from-registry reads a server.json from an MCP registry (the official one
+# unless --registry names a sub-registry): within this time and this many bytes, no redirect.
+MCP_REGISTRY_URL = env_value(
+    "MCP_REGISTRY_URL", env.str, "https://registry.modelcontextprotocol.io"
+)
+MCP_REGISTRY_TIMEOUT_SECONDS = positive_from_env("MCP_REGISTRY_TIMEOUT_SECONDS", env.float, 15.0)
+MCP_REGISTRY_MAX_BYTES = positive_from_env("MCP_REGISTRY_MAX_BYTES", env.int, 1024 * 1024)
 
 # The MCP gateway (gateway/, manage.py mcp_gateway): where it listens, how often it re-lists an
 # upstream to check the pins of its tools, the sessions kept open per upstream, the caps every

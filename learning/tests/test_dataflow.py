@@ -274,3 +274,81 @@ def test_failures_that_lack_a_variable_still_gate_it():
     inferred = infer_contract(name="send", description="", input_schema=None, aggregate=aggregate)
     assert inferred["evidence"]["gated"] == ["session_token"]
     assert inferred["requires"] == ["session_token"]
+
+
+def test_a_small_id_flows_between_id_named_fields_only():
+    found = trace_reconstruct(
+        [
+            call("post_tweet", {"content": "Tires checked!"}, {"id": 10, "likes": 3}),
+            call("comment", {"tweet_id": 10, "count": 3}),
+            call("set_volume", {"level": 10}),
+        ]
+    )
+    assert flows(found, 1) == [("tweet_id", "tweet_id", "post_tweet output.id")]
+    assert effects(found, 0) == [("tweet_id", "output.id")]
+    assert flows(found, 2) == []  # 10 in a field not named as an id is just a number
+
+
+def test_an_everyday_word_the_user_quoted_flows_and_an_unquoted_one_does_not():
+    said = ["Move 'final_report.pdf' within document directory to 'temp' in document."]
+    found = trace_reconstruct(
+        [
+            call("cd", {"folder": "document"}, {"cwd": "document"}, user_texts=said),
+            call("mkdir", {"dir_name": "temp"}, user_texts=said),
+            call("mv", {"source": "final_report.pdf", "destination": "temp"}, user_texts=said),
+        ]
+    )
+    assert flows(found, 0) == []
+    assert flows(found, 1) == [("dir_name", "dir_name", "user message")]
+    assert ("source", "source", "user message") in flows(found, 2)
+    # An apostrophe inside a word opens no quote.
+    kelly = trace_reconstruct(
+        [
+            call(
+                "cat",
+                {"file_name": "report"},
+                user_texts=["Find Kelly's test report now, it's late"],
+            )
+        ]
+    )
+    assert flows(kelly, 0) == []
+
+
+def test_a_sentence_is_not_a_value_of_a_variable_that_only_flowed_by_its_fields_name():
+    found = trace_reconstruct(
+        [
+            call("send", {"message": "See you at the Q3 review"},
+                 user_texts=["Send 'See you at the Q3 review' to Ann"]),
+            call("login", {"user_id": "USR001"}, {"message": "User USR001 logged in today."}),
+        ]
+    )  # fmt: skip
+    assert flows(found, 0) == [("message", "message", "user message")]
+    assert effects(found, 1) == []
+
+
+def test_an_output_field_named_as_one_of_the_calls_arguments_is_a_report_not_an_effect():
+    vocabulary = {"amount": "amount", "price": "price", "order_id": "order_id"}
+    found = trace_reconstruct(
+        [
+            call("place_order", {"amount": 100, "price": 700, "symbol": "TSLA"},
+                 {"amount": 100, "price": 700.0, "order_id": 12446, "status": "Pending"}),
+        ],
+        aliases=vocabulary,
+    )  # fmt: skip
+    assert effects(found, 0) == [("order_id", "output.order_id")]
+
+
+def test_an_everyday_word_listed_in_an_output_names_something():
+    found = trace_reconstruct(
+        [
+            call("ls", {}, {"current_directory_content": ["document", "notes.txt"]}),
+            call("cd", {"folder": "document"}, {"cwd": "document"}),
+        ]
+    )
+    assert flows(found, 1) == [("folder", "folder", "ls output.current_directory_content[]")]
+    assert effects(found, 0) == [("folder", "output.current_directory_content[]")]
+    # The same word in a field that is not a listing still says nothing by itself.
+    status = trace_reconstruct(
+        [call("get", {}, {"status": "document"}), call("cd", {"folder": "document"})]
+    )
+    assert flows(status, 1) == []

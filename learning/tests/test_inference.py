@@ -403,3 +403,17 @@ def test_apply_drift_keeps_an_approved_figure_measured_again_within_noise():
     }
     proposal = apply_drift(approved, observed, contract_drift(approved=approved, inferred=observed))
     assert proposal["cost"] == {"error_rate": 0.02, "latency_ms_p50": 380, "latency_ms_p95": 2000.0}
+
+
+def test_a_required_argument_needs_its_values_to_flow_in_fewer_calls():
+    # The value flowed in 4 of 10 calls (the others' were derived: a date written out).
+    traces = [
+        trace(i, before={"travel_date": f"2026-12-{i + 10}"} if i < 4 else {},
+              args={"travel_date": f"2026-12-{i + 10}", "cabin": f"c{i}"})
+        for i in range(10)
+    ]  # fmt: skip
+    required = {"type": "object", "properties": {"travel_date": {"type": "string"},
+                "cabin": {"type": "string"}}, "required": ["travel_date"]}  # fmt: skip
+    assert infer(traces, input_schema=required)["requires"] == ["travel_date"]
+    optional = {**required, "required": []}
+    assert infer(traces, input_schema=optional)["requires"] == []

@@ -114,6 +114,22 @@ def test_a_drifted_high_risk_tool_opens_one_ticket_with_evidence(get_event):
     assert DriftReport.objects.count() == 1
 
 
+def test_a_drift_that_grows_while_its_ticket_is_open_stays_on_that_ticket(get_event):
+    traces_ingest(items=enumerate(drifted()))
+    tool_refresh(tool_name="calendar.get_event")
+    ticket = ReviewTicket.objects.get(kind="drift")
+    first = (ticket.fingerprint, ticket.proposed_id)
+    more = {"event_updated": True, "new_time": "2026-12-01T09:30"}
+    traces_ingest(items=enumerate(call(i, run="more", extra_after=more) for i in range(200)))
+    result = tool_refresh(tool_name="calendar.get_event")
+    assert ReviewTicket.objects.filter(kind="drift").count() == 1
+    ticket.refresh_from_db()
+    assert result.ticket_id == ticket.pk and ticket.status == "open"
+    assert {"event_updated", "new_time"} <= set(ticket.proposed.produces)
+    assert (ticket.fingerprint, ticket.proposed_id) != first
+    assert ticket.audit_entries.filter(action="proposal_updated").count() == 1
+
+
 def test_drift_waits_for_min_support(get_event):
     traces_ingest(items=enumerate(drifted(10)))
     assert tool_refresh(tool_name="calendar.get_event").drift == []

@@ -3,6 +3,7 @@ import threading
 import pytest
 
 from registry import revision
+from registry.models import Application, RiskLevel, Tool
 
 
 @pytest.fixture
@@ -39,3 +40,19 @@ def test_a_read_that_started_before_a_bump_never_keeps_the_older_value(fresh, mo
     reader.join(5)
     assert answers == [1]
     assert revision.revision_current() == 2
+
+
+@pytest.mark.django_db
+@pytest.mark.parametrize("change", ["risk level", "application tools", "tool"])
+def test_every_change_runtimes_would_see_moves_the_revision_once(change):
+
+    application = Application.objects.create(name="assistant")
+    tool = Tool.objects.create(name="calendar.find_events")
+    before = revision.revision_stored()
+    if change == "risk level":
+        RiskLevel.objects.filter(name="low").get().save()
+    elif change == "application tools":
+        application.enabled_tools.add(tool)
+    else:
+        tool.save()
+    assert revision.revision_stored() == before + 1

@@ -1,5 +1,6 @@
 import pytest
 
+from registry.contract import MAX_DESCRIPTION
 from registry.models import Tool
 from registry.services import ImportInvalid, registry_file_check
 from registry.validation import RegistryContext, contract_check, dependency_cycle, schema_errors
@@ -33,6 +34,16 @@ def test_it_names_the_field_and_reason_for_each_problem(context):
     assert errors["risk"][0].startswith("unknown risk level 'extreme'")
     assert errors["permissions"] == ["unknown permission 'fly'"]
     assert errors["status"] == ["must be 'active' or 'deprecated'"]
+
+
+def test_a_description_past_what_a_reviewer_can_read_is_refused(context):
+    _, errors = contract_check(contract(description="x" * MAX_DESCRIPTION), context=context)
+    assert errors == {}
+    _, errors = contract_check(contract(description="x" * (MAX_DESCRIPTION + 1)), context=context)
+    assert errors["description"] == [
+        "16,001 characters; at most 16,000, what a reviewer can read: move reference material "
+        "to documentation the tool links to"
+    ]
 
 
 def test_it_rejects_a_schema_that_is_not_json_schema(context):

@@ -2,6 +2,8 @@
 (beside the drift its calls show). A template tag, so learning's page needs no import of
 sources: the page names the tag, and a registry without the app shows nothing."""
 
+from typing import Any
+
 from django import template
 
 from registry.models import Tool
@@ -13,7 +15,7 @@ register = template.Library()
 
 
 @register.inclusion_tag("sources/declared_drift.html")
-def declared_drift(tool: Tool) -> dict:
+def declared_drift(tool: Tool) -> dict[str, Any]:
     declared = (
         DeclaredTool.objects.select_related("server", "ticket", "tool__current_version")
         .filter(tool=tool)
@@ -32,7 +34,7 @@ def declared_drift(tool: Tool) -> dict:
 
 
 @register.inclusion_tag("sources/desk_failures.html")
-def mcp_server_failures() -> dict:
+def mcp_server_failures() -> dict[str, Any]:
     """The desk's card of MCP servers whose last sync failed (nothing when none did)."""
     failed = McpServer.objects.filter(enabled=True, last_sync_outcome=McpServer.Outcome.FAILED)
     return {"failed": list(failed[:DESK_FAILURES]), "count": failed.count()}
@@ -42,7 +44,7 @@ DESK_FAILURES = 10
 
 
 @register.inclusion_tag("sources/ticket_source.html")
-def declared_source(ticket: ReviewTicket) -> dict:
+def declared_source(ticket: ReviewTicket) -> dict[str, Any]:
     """On a ticket's page: the MCP server that declared the proposal, its pin, and whether the
     change breaks callers or only widens (from the ticket's evidence; nothing for others)."""
     evidence = ticket.evidence if isinstance(ticket.evidence, dict) else {}

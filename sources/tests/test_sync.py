@@ -243,7 +243,7 @@ def test_each_change_of_a_server_becomes_exactly_one_ticket(standin, tools_file,
     assert report.updated == ["acme.greet"] and report.changed == []
     (updated,) = open_tickets(ReviewTicket.Kind.CHANGE)
     assert updated.pk == change.pk and updated.proposed.input_schema == schema
-    assert "token: new required argument" in updated.evidence["compatibility"]["breaking"]
+    assert "token: new required property" in updated.evidence["compatibility"]["breaking"]
 
     # A second sync with nothing changed adds nothing.
     before = counts()

@@ -1,6 +1,7 @@
 import json
 import os
 from collections.abc import Iterator
+from typing import Any
 
 from django.core.management.base import BaseCommand, CommandError
 from tqdm import tqdm
@@ -34,13 +35,13 @@ class Command(BaseCommand):
             handle = open(file, "rb")  # noqa: SIM115 - closed below; binary so a bad byte is one bad line
         except OSError as exc:
             raise CommandError(f"{file}: {exc.strerror}") from exc
-        bad_json: list[dict] = []
+        bad_json: list[dict[str, Any]] = []
         with handle, tqdm(
             total=os.path.getsize(file), unit="B", unit_scale=True, disable=no_progress,
             desc="traces", file=self.stderr._out,
         ) as progress:  # fmt: skip
 
-            def lines() -> Iterator:
+            def lines() -> Iterator[tuple[int, Any]]:
                 for number, raw in enumerate(handle, start=1):
                     progress.update(len(raw))
                     if not raw.strip():

@@ -100,7 +100,7 @@ class Command(BaseCommand):
         if stopped:
             raise CommandError(f"{', '.join(stopped)} stopped")
 
-    def _wait_until_up(self, host: str, port: int, web: subprocess.Popen) -> bool:
+    def _wait_until_up(self, host: str, port: int, web: subprocess.Popen[bytes]) -> bool:
         """Whether the web server accepts connections (False once it exited or after 60 s)."""
         deadline = time.monotonic() + 60
         while time.monotonic() < deadline and web.poll() is None:

@@ -3,14 +3,18 @@
 import shlex
 from collections.abc import Iterator
 from contextlib import contextmanager
+from typing import Any
 
+from django.conf import settings
 from django.core.exceptions import ValidationError
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
+from sources.mcp_registry import RegistryError, Setup
 from sources.models import McpServer
 from sources.services import (
     SyncBusy,
     mcp_server_add,
+    mcp_server_add_from_registry,
     mcp_server_edit,
     mcp_server_remove,
     mcp_server_sync,
@@ -27,6 +31,27 @@ class Command(BaseCommand):
         transport = add.add_mutually_exclusive_group(required=True)
         transport.add_argument("--stdio", metavar='"COMMAND ARGS..."', help="Run this command.")
         transport.add_argument("--url", help="A streamable HTTP endpoint (MCP_URL_ALLOWLIST).")
+        transport.add_argument(
+            "--from-registry",
+            metavar="SERVER_NAME",
+            help="As an MCP registry describes it (e.g. io.github.user/weather): its server.json "
+            "gives the command (npm, pypi, oci packages) or the URL (remotes), and the "
+            "variables the operator sets.",
+        )
+        add.add_argument(
+            "--registry",
+            metavar="URL",
+            help="With --from-registry: the registry, or a sub-registry speaking its API "
+            "(default: MCP_REGISTRY_URL, the official registry).",
+        )
+        add.add_argument(
+            "--version", dest="server_version", help="With --from-registry (default: latest)."
+        )
+        add.add_argument(
+            "--remote",
+            action="store_true",
+            help="With --from-registry: use the server's first remote, not its packages.",
+        )
         add.add_argument(
             "--legacy-sse",
             action="store_true",
@@ -75,7 +100,7 @@ class Command(BaseCommand):
             "--approve",
             action="store_true",
             help="Trust on first use: publish tools seen for the first time (audited), except "
-            "those with poisoning flags, which stay open for a reviewer.",
+            "those with a poisoning alarm, which stay open for a reviewer.",
         )
 
     def handle(self, *args, **options) -> None:
@@ -88,9 +113,15 @@ class Command(BaseCommand):
         }
         actions[options["action"]](options)
 
-    def add(self, options: dict) -> None:
+    def add(self, options: dict[str, Any]) -> None:
         if options["legacy_sse"] and not options["url"]:
             raise CommandError("--legacy-sse goes with --url")
+        if options["from_registry"]:
+            self.add_from_registry(options)
+            return
+        for option in ("registry", "server_version", "remote"):
+            if options[option]:
+                raise CommandError(f"--{option.replace('server_', '')} goes with --from-registry")
         with _refusals():
             server = mcp_server_add(
                 name=options["name"],
@@ -101,15 +132,30 @@ class Command(BaseCommand):
                 env=_pairs("--env", options["env"]),
                 applications=options["application"],
             )
-        # An IntervalSchedule reads "every 60 minutes".
-        self.stdout.write(
-            f"Added {server.name} ({server.get_transport_display()}); "
-            f"synced {server.schedule.interval} by beat."
-            if server.schedule and server.schedule.interval
-            else f"Added {server.name}."
-        )
+        self.stdout.write(f"Added {server.name} ({server.get_transport_display()}){_every(server)}")
 
-    def edit(self, options: dict) -> None:
+    def add_from_registry(self, options: dict[str, Any]) -> None:
+        registry = options["registry"] or settings.MCP_REGISTRY_URL
+        with _refusals():
+            server, setup = mcp_server_add_from_registry(
+                name=options["name"],
+                server_name=options["from_registry"],
+                registry=registry,
+                version=options["server_version"] or "latest",
+                remote=options["remote"],
+                env=_pairs("--env", options["env"]),
+                headers=_pairs("--header", options["header"]),
+                applications=options["application"],
+            )
+        entry = server.registry_entry
+        self.stdout.write(
+            f"Added {server.name} ({server.get_transport_display()}) from {entry['name']} "
+            f"{_shown(entry['version'])} at {registry}: {_shown(setup.source)}{_every(server)}"
+        )
+        for line in _setup_lines(server, setup):
+            self.stdout.write(line)
+
+    def edit(self, options: dict[str, Any]) -> None:
         server = _server(options["name"])
         if options["legacy_sse"] and not options["url"]:
             raise CommandError("--legacy-sse goes with --url")
@@ -128,7 +174,7 @@ class Command(BaseCommand):
             )
         self.stdout.write(f"Changed {server.name}; its tools are judged again at the next sync.")
 
-    def remove(self, options: dict) -> None:
+    def remove(self, options: dict[str, Any]) -> None:
         server = _server(options["name"])
         retired = mcp_server_remove(server=server)
         self.stdout.write(
@@ -136,7 +182,7 @@ class Command(BaseCommand):
             + (f": {', '.join(retired)}" if retired else ".")
         )
 
-    def list(self, options: dict) -> None:
+    def list(self, options: dict[str, Any]) -> None:
         for server in McpServer.objects.all():
             where = shlex.join(server.command) if server.command else server.url
             last = server.last_sync_at.isoformat(timespec="seconds") if server.last_sync_at else "-"
@@ -150,7 +196,7 @@ class Command(BaseCommand):
                 line += f"\t{server.last_sync_error}"
             self.stdout.write(line)
 
-    def sync(self, options: dict) -> None:
+    def sync(self, options: dict[str, Any]) -> None:
         names = options["names"]
         servers = list(
             McpServer.objects.filter(name__in=names)
@@ -189,6 +235,51 @@ class Command(BaseCommand):
             raise CommandError("some servers could not be synced")
 
 
+def _every(server: McpServer) -> str:
+    # An IntervalSchedule reads "every 60 minutes".
+    if server.schedule and server.schedule.interval:
+        return f"; synced {server.schedule.interval} by beat."
+    return "."
+
+
+def _setup_lines(server: McpServer, setup: Setup) -> list[str]:
+    """What the operator needs to know: how it runs, the variables to set, what was left."""
+    lines = [
+        f"  command: {shlex.join(server.command)}" if server.command else f"  url: {server.url}"
+    ]
+    stored = {**server.env, **server.headers}
+    needed = [(v, "env") for v in setup.env] + [(v, "header") for v in setup.headers]
+    if stored:
+        lines.append("  set in the worker's environment before its first sync (never stored):")
+        described = {variable.name: variable for variable, _ in needed}
+        for name, variable in stored.items():
+            declared = described.get(name)
+            traits = ", ".join(
+                word
+                for word, present in (
+                    ("required", declared is not None and declared.required),
+                    ("secret", declared is not None and declared.secret),
+                )
+                if present
+            )
+            about = f": {_shown(declared.description)}" if declared and declared.description else ""
+            lines.append(
+                f"    {variable} -> {_shown(name)}{f' ({traits})' if traits else ''}{about}"
+            )
+    for variable in setup.optional:
+        if variable.name not in stored:
+            about = f": {_shown(variable.description)}" if variable.description else ""
+            lines.append(f"  optional, not passed: {_shown(variable.name)}{about}")
+    for reason in setup.passed_over:
+        lines.append(f"  passed over: {_shown(reason)}")
+    return lines
+
+
+def _shown(text: str, limit: int = 300) -> str:
+    """Text from a registry, safe for a terminal: no control characters (escape sequences)."""
+    return "".join(char if char.isprintable() else " " for char in str(text))[:limit]
+
+
 def _server(name: str) -> McpServer:
     try:
         return McpServer.objects.get(name=name)
@@ -220,5 +311,7 @@ def _refusals() -> Iterator[None]:
     except ValidationError as exc:
         lines = [f"{field}: {'; '.join(errors)}" for field, errors in exc.message_dict.items()]
         raise CommandError("\n".join(lines)) from None
-    except ValueError as exc:
-        raise CommandError(str(exc)) from None
+    except (ValueError, RegistryError) as exc:
+        raise CommandError(
+            _shown(str(exc)) if isinstance(exc, RegistryError) else str(exc)
+        ) from None

@@ -125,13 +125,13 @@ class WordNet:
 
     def base_forms(self, word: str, pos: str) -> list[str]:
         """The word and the base forms morphy would try: irregular forms first."""
-        forms = [word, *self._load_exceptions(pos).get(word, ())]
+        forms = [word, *self.exceptions(pos).get(word, ())]
         for suffix, ending in DETACH.get(pos, ()):
             if word.endswith(suffix) and len(word) > len(suffix) + 1:
                 forms.append(word[: -len(suffix)] + ending)
         return list(dict.fromkeys(forms))
 
-    def _load_exceptions(self, pos: str) -> dict[str, tuple[str, ...]]:
+    def exceptions(self, pos: str) -> dict[str, tuple[str, ...]]:
         name = POS_FILES[pos]
         if name not in self._exceptions:
             exceptions: dict[str, tuple[str, ...]] = {}

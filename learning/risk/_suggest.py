@@ -1,0 +1,113 @@
+"""The suggested level, how sure, and the evidence: the words, then the labels."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from typing import Any, NamedTuple
+
+from ._evidence import RiskEvidence
+from ._labels import (
+    MODEL_MARGIN,
+    MODEL_MIN_LABELS,
+    MODEL_MIN_LEVEL,
+    MODEL_RAISE,
+    RISK_ORDER,
+    labels_model,
+    model_probabilities,
+    mostly_low,
+    neighbours_vote,
+    observed_features,
+    prepare_labels,
+    requirers,
+)
+from ._lexicon import NEUTRAL, Lexicon, lexicon
+from ._names import namespace
+from ._reading import read_tool
+
+
+class RiskSuggestion(NamedTuple):
+    risk: str
+    confidence: float
+    evidence: list[RiskEvidence]
+
+
+def suggest_risk(
+    *, name: str, description: str, produces: list[str], permissions: list[str],
+    labelled: Iterable[Mapping[str, Any]], lex: Lexicon | None = None,
+    annotations: Mapping[str, Any] | None = None,
+    arguments: Iterable[str] = (), gated: Iterable[str] = (),
+) -> RiskSuggestion:  # fmt: skip
+    """The suggested level, its confidence and the evidence behind it (docs/learning.md).
+
+    ``gated``: state variables the tool's calls failed without (``learning.inference``): a
+    precondition guards it. Whether other labelled tools require what it ``produces`` is read
+    from ``labelled``. Both are features of the labels model only (rule 5)."""
+    lex = lex or lexicon()
+    reading = read_tool(
+        name=name, description=description, produces=produces, permissions=permissions,
+        annotations=annotations, arguments=arguments, lex=lex,
+    )  # fmt: skip
+    floor, confidence, evidence = reading.floor, reading.confidence, reading.evidence
+    if floor == RISK_ORDER[-1]:
+        return RiskSuggestion(floor, round(confidence, 3), evidence)
+    candidates = [tool for tool in prepare_labels(labelled, lex) if tool["name"] != name]
+    observed = observed_features(name, produces, gated, requirers(candidates), evidence)
+    reading = reading._replace(features=reading.features | observed)
+    own_space = [tool for tool in candidates if namespace(tool["name"]) == namespace(name)]
+    if len(own_space) >= MODEL_MIN_LABELS:
+        candidates, scope = own_space, f"namespace '{namespace(name)}'" if namespace(name) else ""
+    else:
+        scope = ""
+    scope = scope or "every labelled tool"
+    risk = floor
+    # The reviewers' labels of tools with the same action word: the closest few vote.
+    word = reading.action.word
+    same_verb = [tool for tool in candidates if word and tool["verb"] == word]
+    declared_write = any(
+        item["kind"] == "hint" and item["hint"] == "readOnlyHint" and not item["value"]
+        for item in evidence
+    )
+    if reading.kind == NEUTRAL and same_verb and mostly_low(same_verb) and not declared_write:
+        risk = "low"
+        evidence.append(
+            {"kind": "rule", "floor": "low",
+             "detail": f"'{word}' runs something, and reviewers rated "
+                       f"{sum(tool['risk'] == 'low' for tool in same_verb)} of {len(same_verb)} "
+                       f"tools with it low: low"}
+        )  # fmt: skip
+    if same_verb:
+        voted, vote_confidence, neighbours = neighbours_vote(
+            reading.tokens, same_verb, same_kind=True
+        )
+        evidence.append(
+            {"kind": "neighbours", "basis": f"same action word '{word}'", "vote": voted,
+             "tools": neighbours}
+        )  # fmt: skip
+        if RISK_ORDER.index(voted) > RISK_ORDER.index(risk):
+            risk, confidence = voted, vote_confidence
+    # Without such tools, the model over every feature, trained on the namespace's labels.
+    if not same_verb and len(candidates) >= MODEL_MIN_LABELS and risk != RISK_ORDER[-1]:
+        model = labels_model(candidates)
+        probabilities = model_probabilities(model, reading.features)
+        for index in reversed(range(RISK_ORDER.index(risk) + 1, len(RISK_ORDER))):
+            level = RISK_ORDER[index]
+            # Reviewers here gave tools of the same kind (reads, changes…) this level or above.
+            alike = sum(
+                1 for tool in candidates
+                if tool["kind"] == reading.kind and tool["risk"] in RISK_ORDER[index:]
+            )  # fmt: skip
+            if alike < MODEL_MIN_LEVEL:
+                continue
+            at_least = sum(probabilities[r] for r in RISK_ORDER[RISK_ORDER.index(level) :])
+            prior = sum(model["counts"][r] for r in RISK_ORDER[RISK_ORDER.index(level) :])
+            # The tool's features, not how common the level is here, must carry the raise.
+            if at_least >= MODEL_RAISE and at_least > prior / model["size"] + MODEL_MARGIN:
+                evidence.append(
+                    {"kind": "model", "basis": scope, "vote": level, "labels": model["size"],
+                     "probability": round(at_least, 3),
+                     "detail": f"reviewers' labels in {scope} ({model['size']} tools) put "
+                               f"tools like this at {level} or above ({at_least:.0%})"}
+                )  # fmt: skip
+                risk, confidence = level, at_least
+                break
+    return RiskSuggestion(risk, round(confidence, 3), evidence)

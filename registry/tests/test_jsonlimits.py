@@ -1,0 +1,42 @@
+import pytest
+
+from registry.jsonlimits import deeper_than, more_nodes_than
+
+
+def nested(depth: int) -> dict:
+    """An object ``depth`` levels deep: {"a": {"a": ... {}}}."""
+    value: dict = {}
+    for _ in range(depth - 1):
+        value = {"a": value}
+    return value
+
+
+@pytest.mark.parametrize("scalar", [None, 1, "text", 1.5, True])
+def test_a_scalar_is_never_too_deep(scalar):
+    assert deeper_than(scalar, 0) is None
+
+
+def test_it_counts_the_outermost_container_as_level_one():
+    assert deeper_than(nested(3), 3) is None
+    assert deeper_than(nested(4), 3) == ("a", "a", "a")
+    assert deeper_than({}, 0) == ()
+
+
+def test_it_names_where_through_objects_lists_and_tuples():
+    value = {"ok": [1, 2], "deep": [{"x": ({"y": []},)}]}
+    assert deeper_than(value, 6) is None
+    assert deeper_than(value, 5) == ("deep", 0, "x", 0, "y")
+
+
+def test_it_walks_any_depth_without_recursing():
+    assert deeper_than(nested(100_000), 64) == ("a",) * 64
+    assert deeper_than(nested(100_000), 100_000) is None
+
+
+def test_it_counts_every_node_at_any_depth_and_stops_past_the_limit():
+    value = {"a": [1, 2, {"b": None}], "c": "text"}  # itself, a, its 3 items, b, c: 7 nodes
+    assert not more_nodes_than(value, 7)
+    assert more_nodes_than(value, 6)
+    assert not more_nodes_than("scalar", 1) and more_nodes_than("scalar", 0)
+    assert more_nodes_than(list(range(10**6)), 256)
+    assert not more_nodes_than(nested(100_000), 100_000)

@@ -18,7 +18,7 @@ from api.auth import bearer_failure_record, bearer_failures_check
 from api.exports import mcp_tool
 from api.models import RuntimeToken
 from registry.invariants import PLAN_INVARIANT_KINDS
-from registry.models import Application
+from registry.models import Application, RiskLevel
 from registry.revision import revision_current
 from registry.selectors import visible_versions
 from sources.client import SyncFailed
@@ -48,6 +48,7 @@ class GatewayTool:
     timeout_ms: int
     max_output_bytes: int
     risk: str
+    confirm: bool  # its risk level asks the user to confirm each call
     counted: bool  # a plan invariant counts its earlier calls in the session
 
 
@@ -145,6 +146,7 @@ def _catalog_build(application_id: int, revision: int) -> Catalog:
         .select_related("tool__declared__server")
         .order_by("tool__name")
     )
+    confirmed = set(RiskLevel.objects.filter(confirm_calls=True).values_list("name", flat=True))
     tools: dict[str, GatewayTool] = {}
     for version in versions:
         document = version.document()
@@ -172,6 +174,7 @@ def _catalog_build(application_id: int, revision: int) -> Catalog:
                 limits.get("max_output_bytes"), settings.MCP_GATEWAY_MAX_OUTPUT_BYTES
             ),
             risk=document["risk"],
+            confirm=document["risk"] in confirmed,
             counted=any(
                 isinstance(entry, dict) and entry.get("kind") in PLAN_INVARIANT_KINDS
                 for entry in document.get("invariants") or []

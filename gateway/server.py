@@ -22,6 +22,7 @@ is recorded off its path (``gateway/recording.py``).
 from __future__ import annotations
 
 import functools
+import hashlib
 import json
 import logging
 import re
@@ -39,7 +40,9 @@ from asgiref.sync import sync_to_async
 from django.conf import settings
 from mcp.server.context import ServerRequestContext
 from mcp.server.lowlevel import Server
+from mcp.server.request_state import RequestStateBoundary, RequestStateSecurity
 from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
+from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 from starlette.applications import Starlette
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
@@ -65,6 +68,7 @@ SESSION_ID = re.compile(r"^[\x21-\x7e]{1,100}$")
 SCOPE_KEY = "tool_contract_registry.gateway"
 METADATA_PATH = "/.well-known/oauth-protected-resource"
 SMALL_ARGUMENTS = 256
+CONFIRM_STATE = "confirm"
 SMALL_STRING = 4096
 
 
@@ -175,8 +179,8 @@ def build_app() -> Starlette:
 
     async def call_tool(
         ctx: ServerRequestContext[Any], params: types.CallToolRequestParams
-    ) -> types.CallToolResult:
-        return await _call(gateway, _caller(ctx), params.name, params.arguments)
+    ) -> types.CallToolResult | types.InputRequiredResult:
+        return await _call(gateway, _caller(ctx), params, asker=_Asker(ctx, params))
 
     server: Server[Any] = Server(
         "tool-contract-registry",
@@ -185,6 +189,22 @@ def build_app() -> Starlette:
         lifespan=lifespan,
         on_list_tools=list_tools,
         on_call_tool=call_tool,
+        # Mcp-Param headers are the client's copy of some arguments, for proxies to route by;
+        # the gateway routes by none, and listing the tools per call to find their schemas
+        # would cost every call.
+        get_tool_input_schema=lambda name: None,
+    )
+    # A confirmation's round trip carries its state through the client, sealed under a key
+    # every gateway process derives from SECRET_KEY and bound to the call (tool, arguments)
+    # and the application: any process takes the answer, no client can forge or move it.
+    server.middleware.append(
+        RequestStateBoundary(
+            RequestStateSecurity(
+                keys=[hashlib.sha256(f"mcp-gateway:{settings.SECRET_KEY}".encode()).digest()],
+                bind_principal=lambda ctx: str(_caller(ctx).application_id),
+            ),
+            default_audience="tool-contract-registry/gateway",
+        )
     )
     manager = StreamableHTTPSessionManager(app=server, stateless=True, json_response=True)
 
@@ -350,9 +370,56 @@ def _small(value: Any) -> bool:
     return True
 
 
+class _Asker:
+    """Asking the user to confirm a call: MCP elicitation, in the one form a stateless gateway
+    can use (MCP 2026-07-28's input requests: the call is answered "input required" with the
+    question and a sealed state, and the client calls again with the user's answer)."""
+
+    def __init__(self, ctx: ServerRequestContext[Any], params: types.CallToolRequestParams) -> None:
+        self.ctx = ctx
+        self.params = params
+
+    def can_ask(self) -> bool:
+        capabilities = self.ctx.session.client_capabilities
+        return (
+            self.ctx.protocol_version in MODERN_PROTOCOL_VERSIONS
+            and capabilities is not None
+            and capabilities.elicitation is not None
+        )
+
+    def answer(self) -> str | None:
+        """The user's answer to this call's question (accept, decline, cancel), or None when
+        there is none the gateway asked for (its sealed state absent)."""
+        if self.params.request_state != CONFIRM_STATE:
+            return None
+        answer = (self.params.input_responses or {}).get(CONFIRM_STATE)
+        return answer.action if isinstance(answer, types.ElicitResult) else None
+
+    def question(self, tool: str, risk: str, args: dict[str, Any]) -> types.InputRequiredResult:
+        shown = json.dumps(args, ensure_ascii=False)
+        if len(shown) > 2000:
+            shown = shown[:2000] + "…"
+        return types.InputRequiredResult(
+            input_requests={
+                CONFIRM_STATE: types.ElicitRequest(
+                    params=types.ElicitRequestFormParams(
+                        message=f"Allow this call of {tool} (risk: {risk})? Arguments: {shown}",
+                        requested_schema={"type": "object", "properties": {}},
+                    )
+                )
+            },
+            request_state=CONFIRM_STATE,
+        )
+
+
 async def _call(
-    gateway: Gateway, caller: Caller, name: str, arguments: dict[str, Any] | None
-) -> types.CallToolResult:
+    gateway: Gateway,
+    caller: Caller,
+    params: types.CallToolRequestParams,
+    *,
+    asker: _Asker,
+) -> types.CallToolResult | types.InputRequiredResult:
+    name, arguments = params.name, params.arguments
     started = time.monotonic()
     occurred_at = _now()
     catalog = await gateway.catalog(caller.application_id)
@@ -464,6 +531,30 @@ async def _call(
             "reviewers approve the new definition.",
             checked.args,
         )
+    if tool.confirm:
+        answer = asker.answer()
+        if answer is None:
+            if not asker.can_ask():
+                return refuse(
+                    "confirmation",
+                    "",
+                    f"calls of {tool.name} (risk {tool.risk}) must be confirmed by the user, and "
+                    "this client cannot be asked: the gateway asks through MCP elicitation in "
+                    "protocol 2026-07-28 (input requests), and this client did not declare "
+                    "elicitation or speaks an earlier version. Make the call from a client that "
+                    "can ask its user.",
+                    checked.args,
+                )
+            return asker.question(tool.name, tool.risk, checked.args)
+        if answer != "accept":
+            return refuse(
+                "confirmation",
+                "",
+                f"the user answered {answer} when asked to confirm this call of {tool.name}; "
+                "do not make it again unless the user asks for it.",
+                checked.args,
+            )
+        meta["confirmed"] = True
     # Fairness: past its share an application's call is refused at once rather than queued, so
     # one application's slow upstream or flood never holds another's calls.
     limit = settings.MCP_GATEWAY_APPLICATION_CONCURRENCY

@@ -2,21 +2,12 @@
 
 from typing import Any
 
-from celery import shared_task
-from django.db import InterfaceError, OperationalError
+from learning.tasks import durable_task
 
 from . import services
 
 
-@shared_task(
-    bind=True,
-    acks_late=True,
-    autoretry_for=(OperationalError, InterfaceError),
-    retry_backoff=True,
-    max_retries=5,
-    soft_time_limit=240,
-    time_limit=300,
-)
+@durable_task(soft_time_limit=240, time_limit=300)
 def gateway_calls_record(self, records: list[dict[str, Any]]) -> dict[str, int]:
     # Idempotent: a trace is unique on (trace_id, step) and so is a refusal, so a retried or
     # duplicated batch stores nothing twice.

@@ -13,8 +13,8 @@ machine's load during the run falls on both: one session making ``--calls`` call
 another (what the gateway adds to one call), ``--sessions`` concurrent sessions of ``--calls``
 calls, and ``--many`` concurrent sessions of ``--many-calls`` calls. Each session is the SDK's
 client (one asyncio loop for all of them). Printed per load and door: calls/s, p50 and p99
-latency per call, and the CPU time per call of the upstream process, the gateway process, the
-Celery worker that stores the gateway's calls as traces, and the client; then the gateway's rate
+latency per call, and the CPU time per call of the upstream process, the gateway process (its
+recorder, which stores each call as a trace, included) and the client; then the gateway's rate
 over the direct rate and the latency it adds at p50, and the gateway's resident memory before
 and after the many sessions (divided by them: what one session costs it). The client shares the
 machine with the servers: the figures are for comparison within one run.
@@ -188,14 +188,13 @@ def report(title: str, figures: dict[str, Door]) -> None:
     print(f"\n{title}")
     print(
         f"{'':<9} {'calls':>7} {'calls/s':>8} {'p50 ms':>8} {'p99 ms':>8}   CPU ms/call: "
-        f"{'upstream':>8} {'gateway':>8} {'worker':>8} {'client':>8}"
+        f"{'upstream':>8} {'gateway':>8} {'client':>8}"
     )
     for label, door in figures.items():
         print(
             f"{label:<9} {len(door.latencies):>7,} {door.rate:>8,.0f} {door.p50:>8.2f} "
             f"{door.p99:>8.2f}                {door.cpu_ms('upstream'):>8.2f} "
-            f"{door.cpu_ms('gateway'):>8.2f} {door.cpu_ms('worker'):>8.2f} "
-            f"{door.cpu_ms('client'):>8.2f}"
+            f"{door.cpu_ms('gateway'):>8.2f} {door.cpu_ms('client'):>8.2f}"
         )
     direct, through = figures["direct"], figures["gateway"]
     print(
@@ -225,7 +224,7 @@ def main() -> None:
     upstream = subprocess.Popen(
         [sys.executable, __file__, "--serve-upstream", str(upstream_port)], cwd=ROOT
     )
-    gateway = worker = None
+    gateway = None
     try:
         wait_listening(upstream_port)
         from benchmarks import database
@@ -246,13 +245,6 @@ def main() -> None:
         _, token = runtime_token_create(
             application_name="bench", scopes=["tools:call"], name="", expires_at=None
         )
-        # The worker stores what the gateway hands it (the embedded broker, in var/).
-        worker = subprocess.Popen(
-            [sys.executable, "-m", "celery", "-A", "config", "worker", "--pool", "solo",
-             "--loglevel", "WARNING", "--without-heartbeat", "--without-gossip",
-             "--without-mingle"],
-            cwd=ROOT, env=dict(os.environ),
-        )  # fmt: skip
         gateway = subprocess.Popen(
             [sys.executable, "manage.py", "mcp_gateway", "--bind", "127.0.0.1:0"],
             cwd=ROOT,
@@ -275,7 +267,7 @@ def main() -> None:
             "direct": (upstream_url, "", "echo"),
             "gateway": (gateway_url, token, "bench.echo"),
         }
-        pids = {"upstream": upstream.pid, "gateway": gateway.pid, "worker": worker.pid}
+        pids = {"upstream": upstream.pid, "gateway": gateway.pid}
         total = 1  # the warm-up call through the gateway
         for title, sessions, calls in (
             (f"1 MCP session x {args.calls} calls one after another", 1, args.calls),
@@ -303,12 +295,12 @@ def main() -> None:
         )
         from learning.models import Trace
 
-        deadline = time.monotonic() + 120  # the recorder's last batch, and the worker's
+        deadline = time.monotonic() + 60  # the recorder's last batches
         while Trace.objects.count() < total and time.monotonic() < deadline:
             time.sleep(1)
         print(f"traces stored: {Trace.objects.count():,} of {total:,} calls through the gateway")
     finally:
-        for process in (gateway, worker, upstream):
+        for process in (gateway, upstream):
             if process is not None:
                 process.terminate()
                 try:

@@ -1,15 +1,12 @@
-"""Writing calls off their path: a bounded queue, and one thread per gateway process that hands
-them to the worker in batches.
+"""Writing calls off their path: a bounded queue and one writer thread per gateway process.
 
-A call puts its record and goes on; it never waits for the broker or the database. The thread
-takes what is queued every ``MCP_GATEWAY_TRACE_FLUSH_SECONDS`` (or as soon as a batch is full:
-``MCP_GATEWAY_TRACE_BATCH`` calls, or ``BATCH_OUTPUT_BYTES`` of their outputs) and queues one
-``gateway_calls_record`` task per batch; the worker stores it with ``services.calls_record``
-(ingest, with its data flow, is the expensive part of a call: in the gateway's process it would
-hold the interpreter's lock the event loop needs for every request). When the queue is full the
-record is dropped and counted (``overflow``, shown by the gateway's ``/healthz`` and logged): a
-slow broker costs traces, never calls. A batch the broker refuses is logged and counted the same
-way (``failed``).
+A call appends its record and goes on; it never waits for the database, and wakes no thread
+(the writer looks every ``MCP_GATEWAY_TRACE_FLUSH_SECONDS``, so a call costs the event loop no
+hand-over of the interpreter lock). The writer stores what is queued in batches
+(``MCP_GATEWAY_TRACE_BATCH`` calls, or ``BATCH_OUTPUT_BYTES`` of their outputs) with
+``services.calls_record``. When the queue is full the record is dropped and counted
+(``overflow``, shown by the gateway's ``/healthz`` and logged): a slow database costs traces,
+never calls. A batch the database refuses is logged and counted the same way.
 """
 
 from __future__ import annotations
@@ -17,16 +14,14 @@ from __future__ import annotations
 import logging
 import threading
 from collections import deque
-from dataclasses import asdict
 
 from django.db import close_old_connections
 
-from .services import CallRecord
-from .tasks import gateway_calls_record
+from .services import CallRecord, calls_record
 
 logger = logging.getLogger(__name__)
 
-BATCH_OUTPUT_BYTES = 8 * 1024 * 1024  # outputs per task message, at most (past one call's)
+BATCH_OUTPUT_BYTES = 8 * 1024 * 1024  # outputs per batch, at most (past one call's)
 
 
 class Recorder:
@@ -40,8 +35,9 @@ class Recorder:
         self.flush_seconds = flush_seconds
         self.overflow = 0
         self.failed = 0
-        self.sent = 0  # calls handed to the worker
-        self.writing = 0  # calls taken from the queue and being handed over now
+        self.traces = 0
+        self.refusals = 0
+        self.writing = 0  # calls taken from the queue and being stored now
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, name="gateway-recorder", daemon=True)
 
@@ -67,7 +63,8 @@ class Recorder:
             "writing": self.writing,
             "overflow": self.overflow,
             "failed": self.failed,
-            "sent": self.sent,
+            "traces": self.traces,
+            "refusals": self.refusals,
         }
 
     def _run(self) -> None:
@@ -96,15 +93,16 @@ class Recorder:
         return batch
 
     def _write(self, batch: list[CallRecord]) -> None:
+        close_old_connections()
         self.writing = len(batch)
-        close_old_connections()  # an eager task (tests, CELERY_TASK_ALWAYS_EAGER) runs here
         try:
-            gateway_calls_record.delay([asdict(record) for record in batch])
-        except Exception:  # noqa: BLE001 - the thread outlives a failing broker
+            traces, refusals = calls_record(batch)
+        except Exception:  # noqa: BLE001 - the writer outlives a failing database
             self.failed += len(batch)
             logger.exception("gateway: %s calls not recorded", len(batch))
             return
         finally:
             self.writing = 0
             close_old_connections()
-        self.sent += len(batch)
+        self.traces += traces
+        self.refusals += refusals

@@ -630,3 +630,32 @@ def test_a_forged_confirmation_without_the_gateways_request_state_is_not_taken(
     result = modern_client(gateway_url, token, call, elicitation_callback=never)
     assert isinstance(result, InputRequiredResult)  # asked again, not forwarded
     assert calls_of(tools_file) == []
+
+
+def test_it_answers_a_call_whose_upstream_dies_mid_call_and_restarts_it_for_the_next(
+    gateway_url, token, tools_file
+):
+    async def calls(client):
+        await client.call_tool("acme.greet", {"who": "Ada"})  # the stand-in is running
+        pid = int(tools_file.with_suffix(".pid").read_text())
+        results = {}
+
+        async def slow() -> None:
+            results["slow"] = await client.call_tool("acme.greet", {"who": "Bob", "sleep_ms": 5000})
+
+        async with anyio.create_task_group() as tasks:
+            tasks.start_soon(slow)
+            await anyio.sleep(1.0)  # the call is in the stand-in's hands
+            os.kill(pid, signal.SIGKILL)
+        results["next"] = await client.call_tool("acme.greet", {"who": "Cy"})
+        return pid, results
+
+    pid, results = session(gateway_url, token, calls)
+    assert results["slow"].is_error
+    assert "closed the connection before it answered" in results["slow"].content[0].text
+    assert not results["next"].is_error
+    assert results["next"].structured_content == {"echo": {"who": "Cy"}}
+    pids = {call["pid"] for call in calls_of(tools_file) if call["arguments"]["who"] == "Cy"}
+    assert pids and pid not in pids
+    error = wait_for(lambda: Trace.objects.filter(status="error").first())
+    assert error is not None and "closed the connection" in error.error

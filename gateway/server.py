@@ -42,6 +42,7 @@ from mcp.server.context import ServerRequestContext
 from mcp.server.lowlevel import Server
 from mcp.server.request_state import RequestStateBoundary, RequestStateSecurity
 from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
+from mcp.server.subscriptions import InMemorySubscriptionBus, ListenHandler, ToolsListChanged
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 from starlette.applications import Starlette
 from starlette.requests import Request
@@ -152,10 +153,29 @@ def build_app() -> Starlette:
         ),
     )
 
+    # Clients of MCP 2026-07-28 listen (subscriptions/listen) for notifications/tools/list_changed:
+    # each process watches the registry revision every process shares and tells its listeners
+    # when it moves, so a listener on any process hears of a change made anywhere.
+    events = InMemorySubscriptionBus()
+
+    async def watch_revision() -> None:
+        seen = await gateway.current_revision()
+        while True:
+            await anyio.sleep(max(settings.REVISION_LOCAL_SECONDS, 1.0))
+            try:
+                revision = await gateway.current_revision()
+            except Exception:  # noqa: BLE001 - a database outage must not end the watch
+                logger.exception("gateway: cannot read the registry revision")
+                continue
+            if revision != seen:
+                seen = revision
+                await events.publish(ToolsListChanged())
+
     @asynccontextmanager
     async def lifespan(server: Server[Any]) -> AsyncIterator[dict[str, Any]]:
         gateway.recorder.start()
         async with anyio.create_task_group() as tasks:
+            tasks.start_soon(watch_revision)
             gateway.pool = UpstreamPool(
                 tasks,
                 size=settings.MCP_GATEWAY_POOL_SIZE,
@@ -189,6 +209,7 @@ def build_app() -> Starlette:
         lifespan=lifespan,
         on_list_tools=list_tools,
         on_call_tool=call_tool,
+        on_subscriptions_listen=ListenHandler(events),
         # Mcp-Param headers are the client's copy of some arguments, for proxies to route by;
         # the gateway routes by none, and listing the tools per call to find their schemas
         # would cost every call.

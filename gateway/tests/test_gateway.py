@@ -659,3 +659,27 @@ def test_it_answers_a_call_whose_upstream_dies_mid_call_and_restarts_it_for_the_
     assert pids and pid not in pids
     error = wait_for(lambda: Trace.objects.filter(status="error").first())
     assert error is not None and "closed the connection" in error.error
+
+
+def test_a_listening_client_hears_that_the_tools_changed_when_the_registry_revision_moves(
+    gateway_url, token, tools_file
+):
+    from mcp.client.subscriptions import ToolsListChanged
+
+    document = Tool.objects.get(name="acme.greet").current_version.document()
+    document["description"] = "Say hello to someone by name, politely."
+
+    def publish():
+        contract_publish(ticket=contract_propose(document=document, author=None), actor=None)
+
+    async def listen(client):
+        async with client.listen(tools_list_changed=True) as subscription:
+            await anyio.to_thread.run_sync(publish)
+            with anyio.fail_after(20):
+                event = await anext(aiter(subscription))
+        listed = {tool.name: tool for tool in (await client.list_tools()).tools}
+        return event, listed["acme.greet"].description
+
+    event, description = modern_client(gateway_url, token, listen)
+    assert isinstance(event, ToolsListChanged)
+    assert description.startswith("Say hello to someone by name, politely.")

@@ -1,28 +1,36 @@
 """Calls through the MCP gateway against direct calls to the same upstream, in one run.
 
-    .venv/bin/python benchmarks/gateway.py [--sessions 20] [--calls 50] [--redis-db 14]
+    .venv/bin/python benchmarks/gateway.py [--sessions 20] [--calls 50] [--many 100]
+        [--many-calls 10] [--rounds 2] [--redis-db 14]
 
 Uses its own database (``registry_bench_gateway``, recreated) on the PostgreSQL of
 DATABASE_URL's host and the cache on ``redis://127.0.0.1:6379/<--redis-db>``, as production
 runs. The upstream is an MCP server over streamable HTTP started here (one ``echo`` tool,
 the SDK's low-level server in stateless mode under uvicorn); the gateway is one
-``manage.py mcp_gateway`` process. Each of ``--sessions`` concurrent MCP sessions (the SDK's
-client, one asyncio loop) makes ``--calls`` calls one after another, first directly to the
-upstream, then through the gateway. Printed: calls/s, p50 and p99 latency per call, and the
-gateway process's resident memory before and after (divided by the sessions: what one session
-costs it). The client shares the machine with both servers: the figures are for comparison.
+``manage.py mcp_gateway`` process. Three loads, each run directly against the upstream and
+through the gateway, the two doors alternating ``--rounds`` times so that a change in the
+machine's load during the run falls on both: one session making ``--calls`` calls one after
+another (what the gateway adds to one call), ``--sessions`` concurrent sessions of ``--calls``
+calls, and ``--many`` concurrent sessions of ``--many-calls`` calls. Each session is the SDK's
+client (one asyncio loop for all of them). Printed per load and door: calls/s, p50 and p99
+latency per call, and the CPU time per call of the upstream process, the gateway process (its
+recorder, which stores each call as a trace, included) and the client; then the gateway's rate
+over the direct rate and the latency it adds at p50, and the gateway's resident memory before
+and after the many sessions (divided by them: what one session costs it). The client shares the
+machine with the servers: the figures are for comparison within one run.
 """
 
 from __future__ import annotations
 
 import argparse
-import json
 import os
+import resource
 import socket
 import statistics
 import subprocess
 import sys
 import time
+from dataclasses import dataclass, field
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -76,11 +84,26 @@ def wait_listening(port: int, seconds: float = 60) -> None:
     raise SystemExit(f"nothing listens on {port}")
 
 
-def rss_mb(pid: int) -> float:
+def rss_mb(pid: int, field: str = "VmRSS") -> float:
     for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-        if line.startswith("VmRSS:"):
+        if line.startswith(f"{field}:"):
             return int(line.split()[1]) / 1024
     return float("nan")
+
+
+def peak_mb(pid: int) -> float:
+    return rss_mb(pid, "VmHWM")
+
+
+def cpu_seconds(pid: int) -> float:
+    """CPU time (user + system, all threads) of a process so far, from /proc."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def own_cpu_seconds() -> float:
+    usage = resource.getrusage(resource.RUSAGE_SELF)
+    return usage.ru_utime + usage.ru_stime
 
 
 async def run_sessions(url: str, token: str, tool: str, sessions: int, calls: int) -> list[float]:
@@ -94,7 +117,7 @@ async def run_sessions(url: str, token: str, tool: str, sessions: int, calls: in
     async def one(index: int) -> None:
         headers = {"Authorization": f"Bearer {token}"} if token else {}
         async with (
-            httpx2.AsyncClient(headers=headers, timeout=60) as http,
+            httpx2.AsyncClient(headers=headers, timeout=120) as http,
             streamable_http_client(url, http_client=http) as (read, write),
             ClientSession(read, write) as client,
         ):
@@ -111,17 +134,82 @@ async def run_sessions(url: str, token: str, tool: str, sessions: int, calls: in
     return latencies
 
 
-def report(label: str, latencies: list[float], elapsed: float) -> None:
-    ordered = sorted(latencies)
-    p50 = statistics.median(ordered) * 1000
-    p99 = ordered[min(len(ordered) - 1, int(len(ordered) * 0.99))] * 1000
-    print(f"{label:<10} {len(ordered):>7,} {len(ordered) / elapsed:>9,.0f} {p50:>8.2f} {p99:>8.2f}")
+@dataclass
+class Door:
+    """One door's figures over the rounds of one load."""
+
+    latencies: list[float] = field(default_factory=list)
+    elapsed: float = 0.0
+    cpu: dict[str, float] = field(default_factory=dict)  # process -> CPU seconds
+
+    @property
+    def rate(self) -> float:
+        return len(self.latencies) / self.elapsed
+
+    @property
+    def p50(self) -> float:
+        return statistics.median(self.latencies) * 1000
+
+    @property
+    def p99(self) -> float:
+        ordered = sorted(self.latencies)
+        return ordered[min(len(ordered) - 1, int(len(ordered) * 0.99))] * 1000
+
+    def cpu_ms(self, process: str) -> float:
+        return self.cpu.get(process, 0.0) / len(self.latencies) * 1000
+
+
+def measure(
+    doors: dict[str, tuple[str, str, str]],
+    pids: dict[str, int],
+    sessions: int,
+    calls: int,
+    rounds: int,
+) -> dict[str, Door]:
+    import anyio
+
+    figures = {label: Door() for label in doors}
+    for _ in range(rounds):
+        for label, (url, token, tool) in doors.items():
+            before = {name: cpu_seconds(pid) for name, pid in pids.items()}
+            client_before = own_cpu_seconds()
+            started = time.perf_counter()
+            latencies = anyio.run(run_sessions, url, token, tool, sessions, calls)
+            door = figures[label]
+            door.elapsed += time.perf_counter() - started
+            door.latencies += latencies
+            for name, pid in pids.items():
+                door.cpu[name] = door.cpu.get(name, 0.0) + cpu_seconds(pid) - before[name]
+            door.cpu["client"] = door.cpu.get("client", 0.0) + own_cpu_seconds() - client_before
+    return figures
+
+
+def report(title: str, figures: dict[str, Door]) -> None:
+    print(f"\n{title}")
+    print(
+        f"{'':<9} {'calls':>7} {'calls/s':>8} {'p50 ms':>8} {'p99 ms':>8}   CPU ms/call: "
+        f"{'upstream':>8} {'gateway':>8} {'client':>8}"
+    )
+    for label, door in figures.items():
+        print(
+            f"{label:<9} {len(door.latencies):>7,} {door.rate:>8,.0f} {door.p50:>8.2f} "
+            f"{door.p99:>8.2f}                {door.cpu_ms('upstream'):>8.2f} "
+            f"{door.cpu_ms('gateway'):>8.2f} {door.cpu_ms('client'):>8.2f}"
+        )
+    direct, through = figures["direct"], figures["gateway"]
+    print(
+        f"gateway rate / direct rate: {through.rate / direct.rate:.2f}; "
+        f"added at p50: {through.p50 - direct.p50:.2f} ms"
+    )
 
 
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--sessions", type=int, default=20)
     parser.add_argument("--calls", type=int, default=50)
+    parser.add_argument("--many", type=int, default=100)
+    parser.add_argument("--many-calls", type=int, default=10)
+    parser.add_argument("--rounds", type=int, default=2)
     parser.add_argument("--redis-db", type=int, default=14)
     parser.add_argument("--serve-upstream", type=int, help=argparse.SUPPRESS)
     args = parser.parse_args()
@@ -160,7 +248,12 @@ def main() -> None:
         gateway = subprocess.Popen(
             [sys.executable, "manage.py", "mcp_gateway", "--bind", "127.0.0.1:0"],
             cwd=ROOT,
-            env={**os.environ, "PYTHONUNBUFFERED": "1"},
+            # The many sessions' calls at once: past the default concurrency of one application.
+            env={
+                **os.environ,
+                "PYTHONUNBUFFERED": "1",
+                "MCP_GATEWAY_APPLICATION_CONCURRENCY": str(max(args.many, args.sessions) * 2),
+            },
             stdout=subprocess.PIPE,
             text=True,
         )
@@ -170,37 +263,42 @@ def main() -> None:
         # One call each way first: processes started, sessions pooled, pins listed.
         anyio.run(run_sessions, upstream_url, "", "echo", 1, 1)
         anyio.run(run_sessions, gateway_url, token, "bench.echo", 1, 1)
-        before = rss_mb(gateway.pid)
-
-        print(
-            f"{args.sessions} concurrent MCP sessions x {args.calls} calls, streamable HTTP, "
-            "SDK client"
-        )
-        print(f"{'':<10} {'calls':>7} {'calls/s':>9} {'p50 ms':>8} {'p99 ms':>8}")
-        results = {}
-        for label, url, key, tool in (
-            ("direct", upstream_url, "", "echo"),
-            ("gateway", gateway_url, token, "bench.echo"),
+        doors = {
+            "direct": (upstream_url, "", "echo"),
+            "gateway": (gateway_url, token, "bench.echo"),
+        }
+        pids = {"upstream": upstream.pid, "gateway": gateway.pid}
+        total = 1  # the warm-up call through the gateway
+        for title, sessions, calls in (
+            (f"1 MCP session x {args.calls} calls one after another", 1, args.calls),
+            (
+                f"{args.sessions} concurrent sessions x {args.calls} calls",
+                args.sessions,
+                args.calls,
+            ),
         ):
-            started = time.perf_counter()
-            latencies = anyio.run(run_sessions, url, key, tool, args.sessions, args.calls)
-            elapsed = time.perf_counter() - started
-            results[label] = (latencies, elapsed)
-            report(label, latencies, elapsed)
+            figures = measure(doors, pids, sessions, calls, args.rounds)
+            report(f"{title}, {args.rounds} rounds", figures)
+            total += len(figures["gateway"].latencies)
+        before = rss_mb(gateway.pid)
+        figures = measure(doors, pids, args.many, args.many_calls, args.rounds)
         after = rss_mb(gateway.pid)
-        direct, through = results["direct"], results["gateway"]
-        ratio = (len(through[0]) / through[1]) / (len(direct[0]) / direct[1])
-        added = (statistics.median(through[0]) - statistics.median(direct[0])) * 1000
-        print(f"gateway rate / direct rate: {ratio:.2f}; added at p50: {added:.2f} ms")
-        print(
-            f"gateway RSS: {before:.1f} MB before, {after:.1f} MB after "
-            f"({(after - before) * 1024 / args.sessions:.0f} KB per session)"
+        report(
+            f"{args.many} concurrent sessions x {args.many_calls} calls, {args.rounds} rounds",
+            figures,
         )
-        time.sleep(2)  # the recorder's last batch
+        total += len(figures["gateway"].latencies)
+        print(
+            f"gateway RSS: {before:.1f} MB before the {args.many} sessions, {after:.1f} MB after "
+            f"({(after - before) * 1024 / args.many:.0f} KB per session); peak "
+            f"{peak_mb(gateway.pid):.1f} MB"
+        )
         from learning.models import Trace
 
-        print(f"traces stored: {Trace.objects.count():,} of {len(through[0]) + 1:,} calls")
-        print(json.dumps({"direct_calls": len(direct[0]), "gateway_calls": len(through[0])}))
+        deadline = time.monotonic() + 60  # the recorder's last batches
+        while Trace.objects.count() < total and time.monotonic() < deadline:
+            time.sleep(1)
+        print(f"traces stored: {Trace.objects.count():,} of {total:,} calls through the gateway")
     finally:
         for process in (gateway, upstream):
             if process is not None:

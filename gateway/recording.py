@@ -1,8 +1,10 @@
 """Writing calls off their path: a bounded queue and one writer thread per gateway process.
 
-A call puts its record and goes on; it never waits for the database. The writer takes what is
-queued every ``MCP_GATEWAY_TRACE_FLUSH_SECONDS`` (or as soon as a batch is full) and stores it
-with ``services.calls_record``. When the queue is full the record is dropped and counted
+A call appends its record and goes on; it never waits for the database, and wakes no thread
+(the writer looks every ``MCP_GATEWAY_TRACE_FLUSH_SECONDS``, so a call costs the event loop no
+hand-over of the interpreter lock). The writer stores what is queued in batches
+(``MCP_GATEWAY_TRACE_BATCH`` calls, or ``BATCH_OUTPUT_BYTES`` of their outputs) with
+``services.calls_record``. When the queue is full the record is dropped and counted
 (``overflow``, shown by the gateway's ``/healthz`` and logged): a slow database costs traces,
 never calls. A batch the database refuses is logged and counted the same way.
 """
@@ -10,8 +12,8 @@ never calls. A batch the database refuses is logged and counted the same way.
 from __future__ import annotations
 
 import logging
-import queue
 import threading
+from collections import deque
 
 from django.db import close_old_connections
 
@@ -19,17 +21,23 @@ from .services import CallRecord, calls_record
 
 logger = logging.getLogger(__name__)
 
+BATCH_OUTPUT_BYTES = 8 * 1024 * 1024  # outputs per batch, at most (past one call's)
+
 
 class Recorder:
     def __init__(self, *, capacity: int, batch: int, flush_seconds: float) -> None:
-        self.queue: queue.Queue[CallRecord] = queue.Queue(maxsize=capacity)
+        # Appended by the event loop, taken by the thread: a deque's append and popleft are
+        # atomic, and a call wakes no thread (the thread looks every flush period), so putting
+        # a record costs the loop no hand-over of the interpreter's lock.
+        self.queue: deque[CallRecord] = deque()
+        self.capacity = capacity
         self.batch = batch
         self.flush_seconds = flush_seconds
         self.overflow = 0
         self.failed = 0
         self.traces = 0
-        self.writing = 0  # calls taken from the queue and being stored now
         self.refusals = 0
+        self.writing = 0  # calls taken from the queue and being stored now
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, name="gateway-recorder", daemon=True)
 
@@ -37,9 +45,9 @@ class Recorder:
         self._thread.start()
 
     def record(self, record: CallRecord) -> None:
-        try:
-            self.queue.put_nowait(record)
-        except queue.Full:
+        if len(self.queue) < self.capacity:
+            self.queue.append(record)
+        else:
             self.overflow += 1
             if self.overflow in (1, 10, 100) or self.overflow % 1000 == 0:
                 logger.warning("gateway trace queue full: %s calls not recorded", self.overflow)
@@ -51,7 +59,7 @@ class Recorder:
 
     def stats(self) -> dict[str, int]:
         return {
-            "queued": self.queue.qsize(),
+            "queued": len(self.queue),
             "writing": self.writing,
             "overflow": self.overflow,
             "failed": self.failed,
@@ -67,19 +75,21 @@ class Recorder:
                 self._write(batch)
             elif stopping:
                 return
+            else:
+                self._stop.wait(self.flush_seconds)
 
     def _take(self) -> list[CallRecord]:
         batch: list[CallRecord] = []
-        try:
-            batch.append(self.queue.get(timeout=self.flush_seconds))
-        except queue.Empty:
-            return batch
-        self.writing = 1  # from here on, what was taken is not lost from the figures
-        while len(batch) < self.batch:
+        size = 0
+        while len(batch) < self.batch and size < BATCH_OUTPUT_BYTES:
             try:
-                batch.append(self.queue.get_nowait())
-            except queue.Empty:
+                record = self.queue.popleft()
+            except IndexError:
                 break
+            if not batch:
+                self.writing = 1  # from here on, what was taken is not lost from the figures
+            batch.append(record)
+            size += record.output_bytes
         return batch
 
     def _write(self, batch: list[CallRecord]) -> None:

@@ -17,7 +17,8 @@ from rest_framework.exceptions import Throttled
 from api.auth import bearer_failure_record, bearer_failures_check
 from api.exports import mcp_tool
 from api.models import RuntimeToken
-from registry.models import Application
+from registry.invariants import PLAN_INVARIANT_KINDS
+from registry.models import Application, RiskLevel
 from registry.revision import revision_current
 from registry.selectors import visible_versions
 from sources.client import SyncFailed
@@ -47,6 +48,8 @@ class GatewayTool:
     timeout_ms: int
     max_output_bytes: int
     risk: str
+    confirm: bool  # its risk level asks the user to confirm each call
+    counted: bool  # a plan invariant counts its earlier calls in the session
 
 
 @dataclass(frozen=True)
@@ -67,6 +70,16 @@ class TokenCheck:
 
 _tokens: dict[str, tuple[float, int, TokenCheck]] = {}
 _catalogs: dict[tuple[int, int], Catalog] = {}
+
+
+def token_cached(raw: str, *, revision: int) -> TokenCheck | None:
+    """What this process read of a token at ``revision`` less than ``TOKEN_CACHE_SECONDS`` ago,
+    if it selected an application; None otherwise (``token_check`` decides). No I/O: the
+    gateway calls it on its event loop, for every request."""
+    cached = _tokens.get(RuntimeToken.hash(raw))
+    if cached is None or cached[0] <= time.monotonic() or cached[1] != revision:
+        return None
+    return cached[2] if cached[2].application_id is not None else None
 
 
 def token_check(raw: str, *, address: str) -> TokenCheck:
@@ -98,9 +111,16 @@ def token_check(raw: str, *, address: str) -> TokenCheck:
     return check
 
 
-def catalog_for(application_id: int) -> Catalog:
-    """The tools the application may call through the gateway, at the current revision."""
-    revision = revision_current()
+def catalog_cached(application_id: int, revision: int) -> Catalog | None:
+    """The catalog this process built for the application at ``revision``, if any (no I/O)."""
+    return _catalogs.get((application_id, revision))
+
+
+def catalog_for(application_id: int, revision: int | None = None) -> Catalog:
+    """The tools the application may call through the gateway, at ``revision`` (default: the
+    current one)."""
+    if revision is None:
+        revision = revision_current()
     key = (application_id, revision)
     catalog = _catalogs.get(key)
     if catalog is None:
@@ -126,6 +146,7 @@ def _catalog_build(application_id: int, revision: int) -> Catalog:
         .select_related("tool__declared__server")
         .order_by("tool__name")
     )
+    confirmed = set(RiskLevel.objects.filter(confirm_calls=True).values_list("name", flat=True))
     tools: dict[str, GatewayTool] = {}
     for version in versions:
         document = version.document()
@@ -153,6 +174,11 @@ def _catalog_build(application_id: int, revision: int) -> Catalog:
                 limits.get("max_output_bytes"), settings.MCP_GATEWAY_MAX_OUTPUT_BYTES
             ),
             risk=document["risk"],
+            confirm=document["risk"] in confirmed,
+            counted=any(
+                isinstance(entry, dict) and entry.get("kind") in PLAN_INVARIANT_KINDS
+                for entry in document.get("invariants") or []
+            ),
         )
     return Catalog(
         application_id=application.pk,

@@ -22,12 +22,13 @@ is recorded off its path (``gateway/recording.py``).
 from __future__ import annotations
 
 import functools
+import hashlib
 import json
 import logging
 import re
 import time
 import uuid
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Sequence
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -39,7 +40,10 @@ from asgiref.sync import sync_to_async
 from django.conf import settings
 from mcp.server.context import ServerRequestContext
 from mcp.server.lowlevel import Server
+from mcp.server.request_state import RequestStateBoundary, RequestStateSecurity
 from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
+from mcp.server.subscriptions import InMemorySubscriptionBus, ListenHandler, ToolsListChanged
+from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 from starlette.applications import Starlette
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
@@ -48,11 +52,13 @@ from starlette.types import Message, Receive, Scope, Send
 
 from api.planning import SchemaTooCostly, schema_problems
 from registry.jsonschema_re2 import WorkBudgetExceeded
+from registry.revision import revision_current
 
 from . import selectors, services
 from .checks import Checked, call_check
 from .recording import Recorder
 from .services import REFUSED, CallRecord
+from .sessions import RedisSessions, SessionState, SessionStoreDown
 from .upstreams import UpstreamFailed, UpstreamPool
 
 logger = logging.getLogger(__name__)
@@ -62,6 +68,9 @@ SESSION_HEADER = "mcp-session-id"
 SESSION_ID = re.compile(r"^[\x21-\x7e]{1,100}$")
 SCOPE_KEY = "tool_contract_registry.gateway"
 METADATA_PATH = "/.well-known/oauth-protected-resource"
+SMALL_ARGUMENTS = 256
+CONFIRM_STATE = "confirm"
+SMALL_STRING = 4096
 
 
 @dataclass
@@ -69,12 +78,52 @@ class Gateway:
     """One process's gateway: its upstream sessions and its recorder."""
 
     recorder: Recorder
+    sessions: RedisSessions | CacheSessions
     pool: UpstreamPool | None = None
     calls: dict[str, int] = field(default_factory=dict)
     in_flight: dict[int, int] = field(default_factory=dict)  # forwarded calls per application
+    revision: int = 0
+    revision_until: float = 0.0
 
     def count(self, outcome: str) -> None:
         self.calls[outcome] = self.calls.get(outcome, 0) + 1
+
+    async def current_revision(self) -> int:
+        """The registry revision, read again (in a thread: it may wait for the cache) once this
+        process's copy is ``REVISION_LOCAL_SECONDS`` old, as every reader of it does."""
+        now = time.monotonic()
+        if now >= self.revision_until:
+            self.revision = await sync_to_async(revision_current, thread_sensitive=False)()
+            self.revision_until = now + settings.REVISION_LOCAL_SECONDS
+        return self.revision
+
+    async def catalog(self, application_id: int) -> selectors.Catalog:
+        """The application's catalog at the current revision: built once per revision, then a
+        dict read on the event loop."""
+        revision = await self.current_revision()
+        catalog = selectors.catalog_cached(application_id, revision)
+        if catalog is None:
+            catalog = await sync_to_async(selectors.catalog_for, thread_sensitive=False)(
+                application_id, revision
+            )
+        return catalog
+
+
+class CacheSessions:
+    """The session store without Redis (the embedded default): the Django cache, in a thread."""
+
+    async def begin(self, session: str) -> tuple[int, SessionState]:
+        return await sync_to_async(services.session_begin, thread_sensitive=False)(session)
+
+    async def add(
+        self, session: str, *, tool: str, args: dict[str, Any], produces: Sequence[str]
+    ) -> None:
+        await sync_to_async(services.session_call_add, thread_sensitive=False)(
+            session, tool=tool, args=args, produces=produces
+        )
+
+    async def close(self) -> None:
+        return None
 
 
 @dataclass(frozen=True)
@@ -98,13 +147,35 @@ def build_app() -> Starlette:
             capacity=settings.MCP_GATEWAY_TRACE_QUEUE,
             batch=settings.MCP_GATEWAY_TRACE_BATCH,
             flush_seconds=settings.MCP_GATEWAY_TRACE_FLUSH_SECONDS,
-        )
+        ),
+        sessions=(
+            RedisSessions(settings.CACHE_REDIS_URL) if settings.CACHE_REDIS_URL else CacheSessions()
+        ),
     )
+
+    # Clients of MCP 2026-07-28 listen (subscriptions/listen) for notifications/tools/list_changed:
+    # each process watches the registry revision every process shares and tells its listeners
+    # when it moves, so a listener on any process hears of a change made anywhere.
+    events = InMemorySubscriptionBus()
+
+    async def watch_revision() -> None:
+        seen = await gateway.current_revision()
+        while True:
+            await anyio.sleep(max(settings.REVISION_LOCAL_SECONDS, 1.0))
+            try:
+                revision = await gateway.current_revision()
+            except Exception:  # noqa: BLE001 - a database outage must not end the watch
+                logger.exception("gateway: cannot read the registry revision")
+                continue
+            if revision != seen:
+                seen = revision
+                await events.publish(ToolsListChanged())
 
     @asynccontextmanager
     async def lifespan(server: Server[Any]) -> AsyncIterator[dict[str, Any]]:
         gateway.recorder.start()
         async with anyio.create_task_group() as tasks:
+            tasks.start_soon(watch_revision)
             gateway.pool = UpstreamPool(
                 tasks,
                 size=settings.MCP_GATEWAY_POOL_SIZE,
@@ -115,23 +186,21 @@ def build_app() -> Starlette:
             finally:
                 gateway.pool.close()
                 tasks.cancel_scope.cancel()
+                await gateway.sessions.close()
         await anyio.to_thread.run_sync(gateway.recorder.stop)
 
     async def list_tools(
         ctx: ServerRequestContext[Any], params: types.PaginatedRequestParams | None
     ) -> types.ListToolsResult:
-        caller = _caller(ctx)
-        catalog = await sync_to_async(selectors.catalog_for, thread_sensitive=False)(
-            caller.application_id
-        )
+        catalog = await gateway.catalog(_caller(ctx).application_id)
         return types.ListToolsResult(
             tools=[types.Tool.model_validate(tool.listed) for tool in catalog.tools.values()]
         )
 
     async def call_tool(
         ctx: ServerRequestContext[Any], params: types.CallToolRequestParams
-    ) -> types.CallToolResult:
-        return await _call(gateway, _caller(ctx), params.name, params.arguments)
+    ) -> types.CallToolResult | types.InputRequiredResult:
+        return await _call(gateway, _caller(ctx), params, asker=_Asker(ctx, params))
 
     server: Server[Any] = Server(
         "tool-contract-registry",
@@ -140,6 +209,23 @@ def build_app() -> Starlette:
         lifespan=lifespan,
         on_list_tools=list_tools,
         on_call_tool=call_tool,
+        on_subscriptions_listen=ListenHandler(events),
+        # Mcp-Param headers are the client's copy of some arguments, for proxies to route by;
+        # the gateway routes by none, and listing the tools per call to find their schemas
+        # would cost every call.
+        get_tool_input_schema=lambda name: None,
+    )
+    # A confirmation's round trip carries its state through the client, sealed under a key
+    # every gateway process derives from SECRET_KEY and bound to the call (tool, arguments)
+    # and the application: any process takes the answer, no client can forge or move it.
+    server.middleware.append(
+        RequestStateBoundary(
+            RequestStateSecurity(
+                keys=[hashlib.sha256(f"mcp-gateway:{settings.SECRET_KEY}".encode()).digest()],
+                bind_principal=lambda ctx: str(_caller(ctx).application_id),
+            ),
+            default_audience="tool-contract-registry/gateway",
+        )
     )
     manager = StreamableHTTPSessionManager(app=server, stateless=True, json_response=True)
 
@@ -149,9 +235,13 @@ def build_app() -> Starlette:
         address = request.client.host if request.client else ""
         check = None
         if raw:
-            check = await sync_to_async(selectors.token_check, thread_sensitive=False)(
-                raw, address=address
-            )
+            # A token this process read lately is answered on the event loop; any other is
+            # looked up (and a bad one counted against its address) in a thread.
+            check = selectors.token_cached(raw, revision=await gateway.current_revision())
+            if check is None:
+                check = await sync_to_async(selectors.token_check, thread_sensitive=False)(
+                    raw, address=address
+                )
         if check is not None and check.problem == "throttled":
             await JSONResponse(
                 {"error": "throttled", "detail": "Too many failed authentications."},
@@ -279,21 +369,96 @@ def _now() -> str:
     return datetime.now(UTC).isoformat()
 
 
-def _prepare(caller: Caller) -> tuple[selectors.Catalog, int, services.SessionState]:
-    catalog = selectors.catalog_for(caller.application_id)
-    step = services.session_step(caller.session_key)
-    state = services.session_state(caller.session_key)
-    return catalog, step, state
+def _small(value: Any) -> bool:
+    """Whether arguments are small enough to check on the event loop: at most
+    ``SMALL_ARGUMENTS`` values and keys, no string longer than ``SMALL_STRING``. Larger ones
+    are checked in a thread, so arguments built to spend the whole work budget hold that call,
+    not the loop every other call of the process shares."""
+    stack = [value]
+    seen = 0
+    while stack:
+        item = stack.pop()
+        seen += 1
+        if seen > SMALL_ARGUMENTS:
+            return False
+        if isinstance(item, dict):
+            stack.extend(item.keys())
+            stack.extend(item.values())
+        elif isinstance(item, list):
+            stack.extend(item)
+        elif isinstance(item, str) and len(item) > SMALL_STRING:
+            return False
+    return True
+
+
+class _Asker:
+    """Asking the user to confirm a call: MCP elicitation, in the one form a stateless gateway
+    can use (MCP 2026-07-28's input requests: the call is answered "input required" with the
+    question and a sealed state, and the client calls again with the user's answer)."""
+
+    def __init__(self, ctx: ServerRequestContext[Any], params: types.CallToolRequestParams) -> None:
+        self.ctx = ctx
+        self.params = params
+
+    def can_ask(self) -> bool:
+        capabilities = self.ctx.session.client_capabilities
+        return (
+            self.ctx.protocol_version in MODERN_PROTOCOL_VERSIONS
+            and capabilities is not None
+            and capabilities.elicitation is not None
+        )
+
+    def answer(self) -> str | None:
+        """The user's answer to this call's question (accept, decline, cancel), or None when
+        there is none the gateway asked for (its sealed state absent)."""
+        if self.params.request_state != CONFIRM_STATE:
+            return None
+        answer = (self.params.input_responses or {}).get(CONFIRM_STATE)
+        return answer.action if isinstance(answer, types.ElicitResult) else None
+
+    def question(self, tool: str, risk: str, args: dict[str, Any]) -> types.InputRequiredResult:
+        shown = json.dumps(args, ensure_ascii=False)
+        if len(shown) > 2000:
+            shown = shown[:2000] + "…"
+        return types.InputRequiredResult(
+            input_requests={
+                CONFIRM_STATE: types.ElicitRequest(
+                    params=types.ElicitRequestFormParams(
+                        message=f"Allow this call of {tool} (risk: {risk})? Arguments: {shown}",
+                        requested_schema={"type": "object", "properties": {}},
+                    )
+                )
+            },
+            request_state=CONFIRM_STATE,
+        )
 
 
 async def _call(
-    gateway: Gateway, caller: Caller, name: str, arguments: dict[str, Any] | None
-) -> types.CallToolResult:
+    gateway: Gateway,
+    caller: Caller,
+    params: types.CallToolRequestParams,
+    *,
+    asker: _Asker,
+) -> types.CallToolResult | types.InputRequiredResult:
+    name, arguments = params.name, params.arguments
     started = time.monotonic()
     occurred_at = _now()
-    # Reads of a cached catalog and the cache: any thread will do, so calls never queue
-    # behind one another on Django's one thread for synchronous code.
-    catalog, step, state = await sync_to_async(_prepare, thread_sensitive=False)(caller)
+    catalog = await gateway.catalog(caller.application_id)
+    try:
+        step, state = await gateway.sessions.begin(caller.session_key)
+    except SessionStoreDown as exc:
+        gateway.count("unavailable")
+        logger.warning("gateway: the session store did not answer: %s", exc)
+        return types.CallToolResult(
+            content=[
+                types.TextContent(
+                    type="text",
+                    text="The gateway cannot read this session's earlier calls now (its store, "
+                    "Redis, did not answer), so it cannot judge the call; call again shortly.",
+                )
+            ],
+            is_error=True,
+        )
     args = dict(arguments or {})
     # The registry revision the call was judged at: stateless, the gateway sends no
     # notifications/tools/list_changed, so a client that sees it move lists the tools again.
@@ -344,19 +509,16 @@ async def _call(
             args,
         )
     earlier = [call for call in state.calls if call.get("tool") == name]
-    # In a thread: arguments built to cost the whole work budget hold that call, not the loop
-    # every other call of this process shares.
-    checked = await anyio.to_thread.run_sync(
-        functools.partial(
-            call_check,
-            name=name,
-            document=tool.document,
-            args=args,
-            earlier=earlier,
-            produced=state.produced,
-            requires_mode=catalog.requires_mode,
-        )
+    check = functools.partial(
+        call_check,
+        name=name,
+        document=tool.document,
+        args=args,
+        earlier=earlier,
+        produced=state.produced,
+        requires_mode=catalog.requires_mode,
     )
+    checked = check() if _small(args) else await anyio.to_thread.run_sync(check)
     if not isinstance(checked, Checked):
         return refuse(checked.rule, checked.field, checked.message, args)
     if checked.corrected:
@@ -390,6 +552,30 @@ async def _call(
             "reviewers approve the new definition.",
             checked.args,
         )
+    if tool.confirm:
+        answer = asker.answer()
+        if answer is None:
+            if not asker.can_ask():
+                return refuse(
+                    "confirmation",
+                    "",
+                    f"calls of {tool.name} (risk {tool.risk}) must be confirmed by the user, and "
+                    "this client cannot be asked: the gateway asks through MCP elicitation in "
+                    "protocol 2026-07-28 (input requests), and this client did not declare "
+                    "elicitation or speaks an earlier version. Make the call from a client that "
+                    "can ask its user.",
+                    checked.args,
+                )
+            return asker.question(tool.name, tool.risk, checked.args)
+        if answer != "accept":
+            return refuse(
+                "confirmation",
+                "",
+                f"the user answered {answer} when asked to confirm this call of {tool.name}; "
+                "do not make it again unless the user asks for it.",
+                checked.args,
+            )
+        meta["confirmed"] = True
     # Fairness: past its share an application's call is refused at once rather than queued, so
     # one application's slow upstream or flood never holds another's calls.
     limit = settings.MCP_GATEWAY_APPLICATION_CONCURRENCY
@@ -403,7 +589,7 @@ async def _call(
         )
     gateway.in_flight[caller.application_id] = gateway.in_flight.get(caller.application_id, 0) + 1
     try:
-        result, _ = await upstream.call(
+        result, size = await upstream.call(
             tool.local_name,
             checked.args,
             timeout_ms=tool.timeout_ms,
@@ -427,14 +613,18 @@ async def _call(
             logger.info("%s: output violates its approved schema: %s", name, problems[:3])
     status = "error" if result.is_error else "success"
     error_text = _text(result) if result.is_error else ""
-    record(status, args=checked.args, output=output, error=error_text)
-    if not result.is_error:
-        await sync_to_async(services.session_call_add, thread_sensitive=False)(
-            caller.session_key,
-            tool=name,
-            args=checked.args,
-            produces=tool.document.get("produces") or [],
-        )
+    record(status, args=checked.args, output=output, error=error_text, output_bytes=size)
+    produces = tool.document.get("produces") or []
+    if not result.is_error and (tool.counted or produces):
+        # Only what a later call is judged by: the calls a plan invariant counts, the variables
+        # a later call's requires look for.
+        try:
+            await gateway.sessions.add(
+                caller.session_key, tool=name, args=checked.args, produces=produces
+            )
+        except SessionStoreDown as exc:
+            # The call went through; a later one is judged without it.
+            logger.warning("gateway: %s not remembered in its session: %s", name, exc)
     upstream_meta = dict(result.meta or {})
     upstream_meta[META_KEY] = meta
     if meta.get("outputViolations"):

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from functools import partial
 from typing import Any
 
@@ -28,11 +28,10 @@ from sources.models import DeclaredTool
 from sources.tasks import mcp_server_sync
 
 from .models import Refusal
+from .sessions import SESSION_CALLS_KEPT, SESSION_SECONDS, SessionState
 
 logger = logging.getLogger(__name__)
 
-SESSION_SECONDS = 24 * 3600
-SESSION_CALLS_KEPT = 200  # earlier calls per session the plan invariants judge a call against
 REFUSED = "refused"
 
 
@@ -52,26 +51,26 @@ class CallRecord:
     error: str = ""
     rule: str = ""
     field: str = ""
+    output_bytes: int = 0  # the size of the upstream's answer
 
 
-@dataclass
-class SessionState:
-    """What a session's earlier forwarded calls were, and the variables they produced."""
-
-    calls: list[dict[str, Any]] = field(default_factory=list)  # {"tool", "args"}
-    produced: list[str] = field(default_factory=list)
+def session_begin(session_id: str) -> tuple[int, SessionState]:
+    """A call of the session starts: its step number (0, 1, 2... across every gateway process)
+    and what the session's earlier calls left, read together so a call waits for the cache
+    once."""
+    return session_step(session_id), session_state(session_id)
 
 
 def session_step(session_id: str) -> int:
     """The next step number of the session: 0, 1, 2... across every gateway process."""
     key = f"gateway:step:{session_id}"
-    if cache.add(key, 0, SESSION_SECONDS):
-        return 0
     try:
+        # A session's first call adds the counter; every later one (most calls) only counts.
         return int(cache.incr(key))
-    except ValueError:  # expired between add and incr
-        cache.add(key, 0, SESSION_SECONDS)
-        return 0
+    except ValueError:  # no counter yet, or it expired
+        if cache.add(key, 0, SESSION_SECONDS):
+            return 0
+        return int(cache.incr(key))
 
 
 def session_state(session_id: str) -> SessionState:

@@ -16,7 +16,6 @@ gateway compares their pins (``registry/pins.py``) with the approved ones before
 
 from __future__ import annotations
 
-import json
 import logging
 import shutil
 import sys
@@ -243,7 +242,8 @@ class Upstream:
         except Exception as exc:  # noqa: BLE001 - a broken session costs this call only
             self._drop(session)
             raise UpstreamFailed(f"{self.spec.name} failed: {_reason(exc)}") from None
-        size = len(json.dumps(result.model_dump(by_alias=True, exclude_none=True, mode="json")))
+        # pydantic's serializer (compiled), not model_dump and json.dumps: this runs per call.
+        size = len(result.model_dump_json(by_alias=True, exclude_none=True).encode())
         if size > max_output_bytes:
             raise UpstreamFailed(
                 f"{self.spec.name} answered with {size:,} bytes, more than the "

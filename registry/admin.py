@@ -42,6 +42,7 @@ class RiskLevelAdmin(admin.ModelAdmin[RiskLevel]):
         "ticket_on_latency",
         "auto_approve_inferred",
         "min_support",
+        "confirm_calls",
     ]
     list_editable = [
         "approvals_required",
@@ -49,6 +50,7 @@ class RiskLevelAdmin(admin.ModelAdmin[RiskLevel]):
         "ticket_on_latency",
         "auto_approve_inferred",
         "min_support",
+        "confirm_calls",
     ]
     filter_horizontal = ["reviewers"]
 

@@ -65,6 +65,11 @@ class RiskLevel(models.Model):
     min_support = models.PositiveIntegerField(
         default=30, help_text="Traces since the approved version needed before drift is judged."
     )
+    confirm_calls = models.BooleanField(
+        default=False,
+        help_text="The MCP gateway asks the user to confirm each call of a tool at this level "
+        "(MCP elicitation) and refuses it where the client cannot ask.",
+    )
     reviewers = models.ManyToManyField(
         settings.AUTH_USER_MODEL,
         blank=True,

@@ -16,12 +16,13 @@ import httpx2
 import pytest
 from mcp.client.session import ClientSession
 from mcp.client.streamable_http import streamable_http_client
+from mcp_types import ElicitResult, InputRequiredResult
 
 from api.services import runtime_token_create
 from gateway.models import Refusal
 from gateway.server import META_KEY
 from learning.models import Trace
-from registry.models import Application, Tool
+from registry.models import Application, RiskLevel, Tool
 from reviews.models import ReviewTicket
 from reviews.services import contract_propose, contract_publish
 from sources.services import mcp_server_add, mcp_server_sync
@@ -524,3 +525,161 @@ def test_it_withholds_a_result_its_approved_output_schema_refuses_and_records_th
     assert violations and "args.echo.who" in violations[0]
     trace = wait_for(lambda: Trace.objects.filter(tool_name="typed.typed").first())
     assert trace is not None and trace.output == {"echo": {"who": "Ada"}}
+
+
+def modern_client(url: str, token: str, work, **options):
+    """Run ``work(client)`` with the official SDK's ``Client`` as it connects by default (it
+    asks ``server/discover``, so it speaks MCP 2026-07-28, stateless)."""
+    from mcp.client.client import Client
+
+    async def main():
+        http = httpx2.AsyncClient(headers={"Authorization": f"Bearer {token}"}, timeout=30)
+        async with http, Client(streamable_http_client(url, http_client=http), **options) as client:
+            return await work(client)
+
+    return anyio.run(main)
+
+
+@pytest.fixture
+def confirmed_risk():
+    """Calls of tools at risk level ``low`` (the stand-in's) must be confirmed."""
+    level = RiskLevel.objects.get(name=Tool.objects.get(name="acme.greet").current_version.risk)
+    level.confirm_calls = True
+    level.save()
+    return level
+
+
+def test_it_asks_the_user_to_confirm_a_call_and_forwards_it_once_accepted(
+    gateway_url, token, tools_file, confirmed_risk
+):
+    asked = []
+
+    async def accept(context, params):
+        asked.append(params.message)
+        return ElicitResult(action="accept", content={})
+
+    async def call(client):
+        return await client.call_tool("acme.greet", {"who": "Ada"})
+
+    result = modern_client(gateway_url, token, call, elicitation_callback=accept)
+    assert len(asked) == 1
+    assert "acme.greet" in asked[0] and '"who": "Ada"' in asked[0]
+    assert not result.is_error, result.content
+    assert result.structured_content == {"echo": {"who": "Ada"}}
+    assert result.meta[META_KEY]["confirmed"] is True
+    assert [c["arguments"] for c in calls_of(tools_file)] == [{"who": "Ada"}]
+    trace = wait_for(lambda: Trace.objects.filter(tool_name="acme.greet").first())
+    assert trace is not None and trace.status == "success"
+
+
+@pytest.mark.parametrize("action", ["decline", "cancel"])
+def test_it_refuses_and_records_a_call_the_user_did_not_confirm(
+    gateway_url, token, tools_file, confirmed_risk, action
+):
+    async def answer(context, params):
+        return ElicitResult(action=action)
+
+    async def call(client):
+        return await client.call_tool("acme.greet", {"who": "Ada"})
+
+    result = modern_client(gateway_url, token, call, elicitation_callback=answer)
+    assert result.is_error
+    assert f"Refused (confirmation): the user answered {action}" in result.content[0].text
+    assert calls_of(tools_file) == []
+    refusal = wait_for(lambda: Refusal.objects.filter(rule="confirmation").first())
+    assert refusal is not None and refusal.tool == "acme.greet"
+    assert not Trace.objects.exists()
+
+
+def test_it_refuses_a_call_to_confirm_from_a_client_that_cannot_ask_the_user(
+    gateway_url, token, tools_file, confirmed_risk
+):
+    async def call(client):
+        return await client.call_tool("acme.greet", {"who": "Ada"})
+
+    # The SDK's client with no elicitation callback declares no elicitation capability; the
+    # session of the 2025 handshake cannot be asked by a stateless gateway either.
+    for result in (
+        modern_client(gateway_url, token, call),
+        session(gateway_url, token, call),
+    ):
+        assert result.is_error
+        text = result.content[0].text
+        assert text.startswith("Refused (confirmation): ")
+        assert "must be confirmed by the user" in text
+    assert calls_of(tools_file) == []
+    assert wait_for(lambda: Refusal.objects.filter(rule="confirmation").count() == 2)
+
+
+def test_a_forged_confirmation_without_the_gateways_request_state_is_not_taken(
+    gateway_url, token, tools_file, confirmed_risk
+):
+    from mcp_types import ElicitResult as Answer
+
+    async def call(client):
+        return await client.session.call_tool(
+            "acme.greet",
+            {"who": "Ada"},
+            input_responses={"confirm": Answer(action="accept", content={})},
+            allow_input_required=True,
+        )
+
+    async def never(context, params):
+        raise AssertionError("not asked in this test")
+
+    result = modern_client(gateway_url, token, call, elicitation_callback=never)
+    assert isinstance(result, InputRequiredResult)  # asked again, not forwarded
+    assert calls_of(tools_file) == []
+
+
+def test_it_answers_a_call_whose_upstream_dies_mid_call_and_restarts_it_for_the_next(
+    gateway_url, token, tools_file
+):
+    async def calls(client):
+        await client.call_tool("acme.greet", {"who": "Ada"})  # the stand-in is running
+        pid = int(tools_file.with_suffix(".pid").read_text())
+        results = {}
+
+        async def slow() -> None:
+            results["slow"] = await client.call_tool("acme.greet", {"who": "Bob", "sleep_ms": 5000})
+
+        async with anyio.create_task_group() as tasks:
+            tasks.start_soon(slow)
+            await anyio.sleep(1.0)  # the call is in the stand-in's hands
+            os.kill(pid, signal.SIGKILL)
+        results["next"] = await client.call_tool("acme.greet", {"who": "Cy"})
+        return pid, results
+
+    pid, results = session(gateway_url, token, calls)
+    assert results["slow"].is_error
+    assert "closed the connection before it answered" in results["slow"].content[0].text
+    assert not results["next"].is_error
+    assert results["next"].structured_content == {"echo": {"who": "Cy"}}
+    pids = {call["pid"] for call in calls_of(tools_file) if call["arguments"]["who"] == "Cy"}
+    assert pids and pid not in pids
+    error = wait_for(lambda: Trace.objects.filter(status="error").first())
+    assert error is not None and "closed the connection" in error.error
+
+
+def test_a_listening_client_hears_that_the_tools_changed_when_the_registry_revision_moves(
+    gateway_url, token, tools_file
+):
+    from mcp.client.subscriptions import ToolsListChanged
+
+    document = Tool.objects.get(name="acme.greet").current_version.document()
+    document["description"] = "Say hello to someone by name, politely."
+
+    def publish():
+        contract_publish(ticket=contract_propose(document=document, author=None), actor=None)
+
+    async def listen(client):
+        async with client.listen(tools_list_changed=True) as subscription:
+            await anyio.to_thread.run_sync(publish)
+            with anyio.fail_after(20):
+                event = await anext(aiter(subscription))
+        listed = {tool.name: tool for tool in (await client.list_tools()).tools}
+        return event, listed["acme.greet"].description
+
+    event, description = modern_client(gateway_url, token, listen)
+    assert isinstance(event, ToolsListChanged)
+    assert description.startswith("Say hello to someone by name, politely.")

@@ -1,8 +1,12 @@
+import logging
+
 import uvicorn
 from django.conf import settings
 from django.core.management.base import BaseCommand, CommandError
 
 from gateway.server import build_app
+
+QUIET_LOGGERS = ("mcp", "httpx", "httpx2", "httpcore", "httpcore2")
 
 
 class _Server(uvicorn.Server):
@@ -39,6 +43,11 @@ class Command(BaseCommand):
         host = host.strip("[]") or "127.0.0.1"
         if not port.isdigit() or not 0 <= int(port) < 65536:
             raise CommandError(f"--bind {bind!r}: expected HOST:PORT, e.g. 127.0.0.1:8001")
+        # The SDK and its HTTP client log each request and each upstream call at INFO: lines per
+        # call that cost the event loop more than the call's checks.
+        for name in QUIET_LOGGERS:
+            logger = logging.getLogger(name)
+            logger.setLevel(max(logger.getEffectiveLevel(), logging.WARNING))
         config = uvicorn.Config(
             build_app(),
             host=host,

@@ -1,0 +1,80 @@
+"""What a gateway session carries from call to call, kept in Redis where every gateway process
+reads it.
+
+No Django here. A call reads its step number and its session's state in one round trip
+(``begin``: a pipeline of INCR, EXPIRE, LRANGE, SMEMBERS) on the event loop, with no thread;
+a forwarded call that a later one is judged by appends itself in one more (``add``: RPUSH and
+SADD are atomic, so two calls of one session finishing together both stay). Without Redis (the
+embedded default), ``services.session_begin`` and ``services.session_call_add`` keep the same
+state in the Django cache.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import redis.asyncio
+
+SESSION_SECONDS = 24 * 3600
+SESSION_CALLS_KEPT = 200  # earlier calls per session the plan invariants judge a call against
+TIMEOUT_SECONDS = 2.0
+
+
+@dataclass
+class SessionState:
+    """What a session's earlier forwarded calls were, and the variables they produced."""
+
+    calls: list[dict[str, Any]] = field(default_factory=list)  # {"tool", "args"}
+    produced: list[str] = field(default_factory=list)
+
+
+class SessionStoreDown(Exception):
+    """Redis did not answer: the call cannot be judged against its session."""
+
+
+class RedisSessions:
+    def __init__(self, url: str) -> None:
+        self.client = redis.asyncio.Redis.from_url(
+            url, socket_timeout=TIMEOUT_SECONDS, socket_connect_timeout=TIMEOUT_SECONDS
+        )
+
+    async def begin(self, session: str) -> tuple[int, SessionState]:
+        """The call's step number (0, 1, 2... across every process) and the session's state."""
+        step_key = f"gateway:session:{session}:step"
+        try:
+            async with self.client.pipeline(transaction=False) as pipe:
+                pipe.incr(step_key)
+                pipe.expire(step_key, SESSION_SECONDS)
+                pipe.lrange(f"gateway:session:{session}:calls", 0, -1)
+                pipe.smembers(f"gateway:session:{session}:produced")
+                step, _, calls, produced = await pipe.execute()
+        except redis.RedisError as exc:
+            raise SessionStoreDown(str(exc)) from None
+        return int(step) - 1, SessionState(
+            calls=[json.loads(call) for call in calls],
+            produced=sorted(name.decode() for name in produced),
+        )
+
+    async def add(
+        self, session: str, *, tool: str, args: dict[str, Any], produces: Sequence[str]
+    ) -> None:
+        """Remember a forwarded, successful call and what it produced."""
+        calls_key = f"gateway:session:{session}:calls"
+        produced_key = f"gateway:session:{session}:produced"
+        try:
+            async with self.client.pipeline(transaction=False) as pipe:
+                pipe.rpush(calls_key, json.dumps({"tool": tool, "args": args}))
+                pipe.ltrim(calls_key, -SESSION_CALLS_KEPT, -1)
+                pipe.expire(calls_key, SESSION_SECONDS)
+                if produces:
+                    pipe.sadd(produced_key, *produces)
+                    pipe.expire(produced_key, SESSION_SECONDS)
+                await pipe.execute()
+        except redis.RedisError as exc:
+            raise SessionStoreDown(str(exc)) from None
+
+    async def close(self) -> None:
+        await self.client.aclose()

@@ -19,10 +19,11 @@ import threading
 from pathlib import Path
 
 import pytest
+from django.contrib.auth import get_user_model
 from django.db import transaction
 from django.test import override_settings
 
-from registry.models import Tool
+from registry.models import Application, Tool
 from registry.pins import definition_hash
 from reviews.models import ReviewTicket
 from reviews.services import ProposalSeen, review_approve, reviewers_group
@@ -140,8 +141,6 @@ def synced(django_db_setup, django_db_blocker):
         atomic = transaction.atomic()
         atomic.__enter__()
         try:
-            from registry.models import Application
-
             Application.objects.get_or_create(name="assistant")
             with override_settings(MCP_MAX_NEW_TOOLS_PER_SYNC=1_000):
                 for name, server in found.items():
@@ -159,8 +158,6 @@ def synced(django_db_setup, django_db_blocker):
 def approve_as_reviewers(flagged: dict[str, str]) -> None:
     """Tools --approve left open for their poisoning flags, approved by reviewers who read
     them (the point here is what an approved definition keeps, not the flags)."""
-    from django.contrib.auth import get_user_model
-
     reviewers = []
     for username in ("own-keys-reviewer-1", "own-keys-reviewer-2"):
         user, _ = get_user_model().objects.get_or_create(username=username)

@@ -42,7 +42,7 @@ $(MCP_SERVERS): tests/mcp_servers/package-lock.json
 
 mcp-servers:
 	@if command -v npm >/dev/null 2>&1; then $(MAKE) --no-print-directory $(MCP_SERVERS); \
-	else echo "npm is missing: the tests against @modelcontextprotocol/server-everything skip"; fi
+	else echo "npm is missing: the tests against the npm servers of tests/mcp_servers skip"; fi
 
 ## The suite but the tests marked slow (PostgreSQL and Redis when DATABASE_URL and REDIS_URL
 ## are set): minutes, see docs/operations.md.

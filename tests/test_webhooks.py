@@ -340,16 +340,17 @@ def test_an_attempt_whose_worker_was_killed_stays_counted(receiver_of):
     assert delivery.error.startswith("could not deliver: the attempt did not finish")
 
 
-def test_deliveries_have_a_queue_of_their_own_and_nothing_else_is_on_it():
+def test_deliveries_and_folds_have_a_queue_of_their_own_and_nothing_else_is_on_them():
     route = celery_app.amqp.router.route
     assert route({}, "api.tasks.webhook_deliver")["queue"].name == "webhooks"
     others = [name for name in celery_app.tasks if not name.startswith("celery.")]
     assert "api.tasks.bundle_render" in others and "learning.tasks.prune_traces" in others
+    own_queues = {"api.tasks.webhook_deliver": "webhooks", "learning.tasks.traces_fold": "fold"}
     for name in others:
-        expected = "webhooks" if name == "api.tasks.webhook_deliver" else "celery"
-        assert route({}, name)["queue"].name == expected, name
-    # A worker started without --queues consumes both (the embedded default).
-    assert {queue.name for queue in celery_app.conf.task_queues} == {"celery", "webhooks"}
+        assert route({}, name)["queue"].name == own_queues.get(name, "celery"), name
+    # A worker started without --queues consumes them all (the embedded default).
+    queues = {queue.name for queue in celery_app.conf.task_queues}
+    assert queues == {"celery", "webhooks", "fold"}
 
 
 def test_deliveries_to_a_tarpit_run_on_the_webhooks_worker_each_attempt_recorded(
@@ -425,7 +426,7 @@ def test_every_queue_has_a_worker_in_compose_and_under_serve():
         for name, service in services.items()
         if service.get("command", [])[:4] == ["celery", "-A", "config", "worker"]
     }
-    assert workers == {"worker": {"celery"}, "webhooks": {"webhooks"}}
+    assert workers == {"worker": {"celery"}, "webhooks": {"webhooks"}, "fold": {"fold"}}
     assert (
         consumed(
             processes_commands(python="python", addr="127.0.0.1:8000", gateway="127.0.0.1:8001")[

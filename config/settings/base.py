@@ -408,6 +408,9 @@ SPECTACULAR_SETTINGS = {
     "SWAGGER_UI_FAVICON_HREF": "SIDECAR",
     "REDOC_DIST": "SIDECAR",
     "COMPONENT_SPLIT_REQUEST": True,
+    # The runtime API's operation ids (and so the names of generated clients' functions) are
+    # its paths under /api/v1/, whatever else the schema serves (the MCP Registry API's /v0.1/).
+    "SCHEMA_PATH_PREFIX": r"/api/v[0-9]+",
 }
 
 EMAIL_BACKEND = env_value(

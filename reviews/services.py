@@ -542,33 +542,31 @@ def drift_ticket_open_or_update(
     tool_lock(tool_id=tool.pk)  # tool first, as publishing does
     ticket = ReviewTicket.objects.select_for_update().filter(fingerprint=fingerprint).first()
     created = False
-    grown = (
-        ReviewTicket.objects.select_for_update()
-        .filter(tool=tool, base=base, kind=ReviewTicket.Kind.DRIFT, status=ReviewTicket.Status.OPEN)
-        .first()
-        if ticket is None
-        else None
-    )
-    if grown is not None:
-        try:
-            ticket = ticket_proposal_replace(ticket=grown, document=document, evidence=evidence)
-        except ContractInvalid as exc:
-            logger.warning("drift proposal for %s is not a valid contract: %s", tool.name, exc)
-            return None
-        ReviewTicket.objects.filter(pk=ticket.pk).update(fingerprint=fingerprint)
-        ticket.fingerprint = fingerprint
-    elif ticket is None:
+    if ticket is None:
+        grown = (
+            ReviewTicket.objects.select_for_update()
+            .filter(tool=tool, base=base, kind=ReviewTicket.Kind.DRIFT)
+            .filter(status=ReviewTicket.Status.OPEN)
+            .first()
+        )
         try:
             with transaction.atomic():
-                ticket = contract_propose(
-                    document=document,
-                    author=None,
-                    source=ContractVersion.Source.INFERRED,
-                    evidence=evidence,
-                    fingerprint=fingerprint,
-                    kind=ReviewTicket.Kind.DRIFT,
-                )
-                created = ticket is not None
+                if grown is not None:
+                    ticket = ticket_proposal_replace(
+                        ticket=grown, document=document, evidence=evidence
+                    )
+                    ReviewTicket.objects.filter(pk=ticket.pk).update(fingerprint=fingerprint)
+                    ticket.fingerprint = fingerprint
+                else:
+                    ticket = contract_propose(
+                        document=document,
+                        author=None,
+                        source=ContractVersion.Source.INFERRED,
+                        evidence=evidence,
+                        fingerprint=fingerprint,
+                        kind=ReviewTicket.Kind.DRIFT,
+                    )
+                    created = ticket is not None
         except IntegrityError:
             # Another worker opened it between our read and our insert: one drift, one ticket.
             ticket = ReviewTicket.objects.get(fingerprint=fingerprint)

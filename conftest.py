@@ -1,9 +1,11 @@
 """The tests' fixtures, in one place: the people of the review workflow, a small vocabulary,
 an approved registry with runtimes, a real Chromium, a real Celery worker, the demo served
-live. Tests use them by name as arguments and never import them; helpers they call are in
-``tests/helpers.py``."""
+live, eager Celery, the stand-in MCP server's tools, and the API's two read paths. Tests use
+them by name as arguments and never import them; helpers they call are in the ``tests``
+package (``tests/helpers.py`` first)."""
 
 import io
+import json
 import os
 import subprocess
 import sys
@@ -14,8 +16,12 @@ from django.contrib.auth.models import Group
 from django.core.management import call_command
 from django.db import connection
 from django.db.models.sql.compiler import SQLCompiler
+from rest_framework.test import APIClient
 
-from registry.models import Permission, StateVariable
+from config.celery_app import app as celery_app
+from registry.models import Application, Permission, RiskLevel, StateVariable, Tool
+from reviews.services import registry_import
+from tests.fast_client import fast, plain
 from tests.helpers import client_for, contract
 
 CHROMIUM = "/usr/bin/chromium"
@@ -77,9 +83,6 @@ def runtime_client_factory(db):
 @pytest.fixture
 def registry(vocabulary):
     """Four approved tools over three risks and permissions."""
-    from registry.models import Tool
-    from reviews.services import registry_import
-
     registry_import(
         data=[
             contract(),
@@ -122,8 +125,6 @@ def runtime(registry):
 @pytest.fixture
 def restricted(registry):
     """The runtime of an application allowed medium risk and read/write permissions only."""
-    from registry.models import Application, RiskLevel, Tool
-
     application = Application.objects.create(
         name="restricted", max_risk=RiskLevel.objects.get(name="medium")
     )
@@ -237,3 +238,77 @@ def distinct_leaks(monkeypatch):
 
     monkeypatch.setattr(SQLCompiler, "get_extra_select", recorded)
     return leaks
+
+
+@pytest.fixture
+def eager(monkeypatch):
+    """Celery runs a queued task where it is queued (the fold a commit queues): the real task,
+    no worker."""
+    monkeypatch.setitem(celery_app.conf, "task_always_eager", True)
+    monkeypatch.setitem(celery_app.conf, "task_eager_propagates", True)
+
+
+@pytest.fixture
+def get_event(vocabulary):
+    """The approved, high-risk ``calendar.get_event``, which requires an ``event_id``."""
+    registry_import(
+        data=[
+            contract(
+                name="calendar.get_event",
+                description="Read one calendar event by id.",
+                requires=["event_id"],
+                produces=["event_details"],
+                input_schema={
+                    "type": "object",
+                    "properties": {"event_id": {"type": "string"}},
+                    "required": ["event_id"],
+                    "additionalProperties": False,
+                },
+                risk="high",
+            )
+        ],
+        approve=True,
+    )
+    return Tool.objects.get(name="calendar.get_event")
+
+
+@pytest.fixture
+def tools_file(tmp_path):
+    """Write the stand-in MCP server's tools (a list of MCP definitions, or a special spec)
+    between syncs: ``sources/tests/standin_server.py`` reads them at each listing."""
+    path = tmp_path / "tools.json"
+
+    def write(value) -> Path:
+        path.write_text(json.dumps(value))
+        return path
+
+    write([])
+    return write
+
+
+def pytest_generate_tests(metafunc):
+    """A module marked ``both_read_paths`` runs each of its tests twice (``read_path``)."""
+    if metafunc.definition.get_closest_marker("both_read_paths"):
+        metafunc.parametrize("read_path", ["django", "fast"], indirect=True)
+
+
+@pytest.fixture(autouse=True)
+def read_path(request, monkeypatch):
+    """The API's read tests run twice: straight to the views (the fast read path's middleware
+    left out), and through the fast read path, each application's bundle rendered once a view
+    has answered it (as the worker would after a publication) and Celery eager for the renders
+    the fast path queues. Both must pass unchanged. Unmarked tests use the normal stack."""
+    path = getattr(request, "param", None)
+    if path is not None:
+        original = APIClient.__init__
+
+        def init(self, *args, **kwargs):
+            original(self, *args, **kwargs)
+            if path == "fast":
+                fast(self, render=True)
+            else:
+                plain(self)
+
+        monkeypatch.setattr(APIClient, "__init__", init)
+        monkeypatch.setitem(celery_app.conf, "task_always_eager", True)
+    return path or "django"

@@ -17,7 +17,7 @@ the revision's expired copy is put back. So the view stays the definition, and t
 to it through the same code: the token is read from the header by ``api.auth.bearer_token``,
 the throttle decides with ``RuntimeThrottle``, errors come from the API's exception handler,
 links from DRF's paginator, ETag and ``Cache-Control`` from ``api/caching.py``.
-``tests/test_fast_reads.py`` compares both paths response by response.
+``api/tests/test_fast_reads.py`` compares both paths response by response.
 """
 
 import logging

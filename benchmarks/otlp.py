@@ -308,8 +308,8 @@ def costs(*, traces: int) -> None:
     from api.services import runtime_token_create
     from learning.models import OtelTrace, Trace
     from learning.otel_ingest import otel_traces_assemble
-    from learning.tests.otel_spans import agent, body, tool_call
     from reviews.services import registry_import
+    from tests.otel_spans import agent, body, tool_call
 
     registry_import(data=json.loads(DEMO_REGISTRY.read_text()), approve=True)
     _, token = runtime_token_create(application_name="costs", scopes=["traces:write"])

@@ -1,6 +1,8 @@
 """Helpers the tests share (the fixtures are in the root ``conftest.py``; tests never import
-those by name): a valid contract document, a runtime's API client, an admin login, waiting
-for a worker, a database that fails."""
+those by name): a valid contract document, an approved tool and a change ticket, a runtime's
+API client, an admin login, waiting for a worker, a database that fails. Beside this module:
+OpenTelemetry spans (``otel_spans``), test clients of the fast read path (``fast_client``),
+a private Redis server (``redis_server``)."""
 
 import time
 
@@ -9,6 +11,8 @@ from django.db.backends.utils import CursorWrapper
 from rest_framework.test import APIClient
 
 from api.services import runtime_token_create
+from reviews.models import ReviewTicket
+from reviews.services import contract_propose, registry_import
 
 
 def contract(name: str = "calendar.find_events", **overrides) -> dict:
@@ -30,6 +34,17 @@ def contract(name: str = "calendar.find_events", **overrides) -> dict:
     }
     document.update(overrides)
     return document
+
+
+def approved_tool(**overrides) -> None:
+    """Publish one contract as an operator's bootstrap would."""
+    registry_import(data=[contract(**overrides)], approve=True)
+
+
+def change_ticket(author, **overrides) -> ReviewTicket:
+    """An open proposal changing the approved calendar.find_events."""
+    overrides.setdefault("description", "Find events by free text; returns the best match first.")
+    return contract_propose(document=contract(**overrides), author=author)
 
 
 def client_for(application: str, scopes=("contracts:read", "traces:write")) -> APIClient:

@@ -12,8 +12,7 @@ from django.core.management import call_command
 from registry.models import Tool
 from reviews.models import AuditEntry
 from reviews.services import contract_propose, ticket_proposal_replace
-from reviews.tests.factories import approved_tool
-from tests.helpers import contract, login
+from tests.helpers import approved_tool, contract, login
 
 pytestmark = pytest.mark.django_db(transaction=True, serialized_rollback=True)
 
@@ -58,7 +57,7 @@ def test_a_proposed_edit_is_reviewed_and_published(
 def test_a_reviewer_rejects_with_a_reason_and_an_outsider_cannot_decide(
     live_server, browser, vocabulary, proposer, reviewer, outsider
 ):
-    from reviews.tests.factories import change_ticket
+    from tests.helpers import change_ticket
 
     approved_tool()
     ticket = change_ticket(proposer)

@@ -91,7 +91,7 @@ def lived_in(registry, proposer):
     its values never parsed (the trace list's day filter answered 500 only once a day had
     traces)."""
     from learning.ingest import traces_fold_pending, traces_ingest
-    from reviews.tests.factories import change_ticket
+    from tests.helpers import change_ticket
 
     client_for("assistant")
     application = Application.objects.get(name="assistant")

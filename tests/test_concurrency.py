@@ -8,10 +8,14 @@ import threading
 import pytest
 from django.db import close_old_connections, connection
 
-from registry.models import ContractVersion, Tool
+from learning.models import OtelSpan, OtelTrace
+from learning.otel import spans_decode
+from learning.otel_ingest import spans_receive
+from registry.models import Application, ContractVersion, Tool
 from reviews.models import AuditEntry, ReviewError, ReviewTicket
 from reviews.services import ProposalSeen, review_approve
-from reviews.tests.factories import approved_tool, change_ticket
+from tests.helpers import approved_tool, change_ticket
+from tests.otel_spans import request, tool_call
 
 pytestmark = [
     pytest.mark.django_db(transaction=True, serialized_rollback=True),
@@ -175,12 +179,6 @@ def test_two_workers_refreshing_a_shadow_tool_at_once_open_one_proposal(vocabula
 
 def test_concurrent_requests_starting_one_trace_buffer_every_span_once():
     """Four requests carry spans of the same new OpenTelemetry trace at the same instant."""
-    from learning.models import OtelSpan, OtelTrace
-    from learning.otel import spans_decode
-    from learning.otel_ingest import spans_receive
-    from learning.tests.otel_spans import request, tool_call
-    from registry.models import Application
-
     application = Application.objects.create(name="assistant", all_tools=True)
     batches = [
         spans_decode(request(*[tool_call(n, "t.x") for n in range(k * 5 + 1, k * 5 + 6)]),

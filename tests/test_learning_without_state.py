@@ -12,10 +12,10 @@ from learning.ingest import traces_ingest
 from learning.models import CandidateVariable, InferredContract
 from learning.otel_ingest import otel_traces_assemble
 from learning.services import tools_refresh, tools_with_new_traces
-from learning.tests.otel_spans import agent, body, span, tool_call
 from registry.models import RiskLevel, StateVariable
 from reviews.models import ReviewTicket
 from tests.helpers import client_for
+from tests.otel_spans import agent, body, span, tool_call
 
 pytestmark = pytest.mark.django_db
 RUNS = 12

@@ -11,7 +11,7 @@ from django.utils import timezone
 from learning.models import DriftReport, ToolDayStats
 from registry.models import ContractVersion, RiskLevel, Tool
 from reviews.models import Approval, ReviewTicket
-from reviews.tests.factories import approved_tool
+from tests.helpers import approved_tool
 
 pytestmark = pytest.mark.django_db
 TICKETS = 10_000

@@ -3,7 +3,7 @@
 import pytest
 from django.core.cache import cache
 
-pytestmark = pytest.mark.django_db
+pytestmark = [pytest.mark.django_db, pytest.mark.both_read_paths]
 
 
 @pytest.fixture(autouse=True)

@@ -7,7 +7,7 @@ from registry.models import Application, PlanningPolicy
 from reviews.services import registry_import
 from tests.helpers import contract
 
-pytestmark = pytest.mark.django_db
+pytestmark = [pytest.mark.django_db, pytest.mark.both_read_paths]
 PROVIDER_NAME = re.compile(r"[a-zA-Z0-9_-]{1,64}")
 
 

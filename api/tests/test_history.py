@@ -6,7 +6,7 @@ from registry.models import Application, Permission, RiskLevel, Tool
 from reviews.services import registry_import
 from tests.helpers import client_for, contract
 
-pytestmark = pytest.mark.django_db
+pytestmark = [pytest.mark.django_db, pytest.mark.both_read_paths]
 
 
 @pytest.fixture

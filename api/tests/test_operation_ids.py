@@ -1,5 +1,5 @@
 """The runtime API's OpenAPI operation ids name the functions of every generated client
-(tests/test_sdk_live.py): they are its paths under /api/v1/, and must not move when the schema
+(api/tests/test_sdk_live.py): they are its paths under /api/v1/, and must not move when the schema
 serves other paths too (the MCP Registry API's /v0.1/ at the site's root)."""
 
 from drf_spectacular.generators import SchemaGenerator

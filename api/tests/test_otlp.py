@@ -16,9 +16,9 @@ from learning.ingest import traces_fold_pending
 from learning.models import CandidateVariable, OtelSpan, OtelTrace, SpanIntake, ToolStats, Trace
 from learning.otel_ingest import otel_traces_assemble
 from learning.otel_replay import request_as_json
-from learning.tests.otel_spans import TRACE, body, request, run, span, tool_call
 from registry.models import Application
 from tests.helpers import client_for
+from tests.otel_spans import TRACE, body, request, run, span, tool_call
 
 pytestmark = pytest.mark.django_db
 URL = "/api/v1/otlp/v1/traces"

@@ -18,7 +18,7 @@ from learning.models import OtelSpan, OtelTrace, ToolStats, Trace
 from learning.otel import SAME, SET
 from learning.selectors import trace_states_whole
 from learning.tasks import otel_traces_assemble as otel_ingest_task
-from learning.tests.otel_spans import START, TRACE, agent, body, run, span, tool_call
+from tests.otel_spans import START, TRACE, agent, body, run, span, tool_call
 
 pytestmark = pytest.mark.django_db
 TRACE_HEX = TRACE.hex()

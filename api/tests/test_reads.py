@@ -6,7 +6,7 @@ from api.models import RuntimeToken
 from reviews.services import ProposalSeen, contract_propose, review_approve
 from tests.helpers import client_for, contract
 
-pytestmark = pytest.mark.django_db
+pytestmark = [pytest.mark.django_db, pytest.mark.both_read_paths]
 
 
 def names(response) -> list[str]:

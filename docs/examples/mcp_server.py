@@ -17,7 +17,7 @@ after the check. The server polls ``GET revision/`` every ``REGISTRY_POLL_SECOND
 when it moves, sends ``notifications/tools/list_changed`` so clients list the tools again.
 
 Only ``mcp`` and ``httpx`` (``mcp_server-requirements.txt``) are needed, not the registry's
-code; ``.ci/run`` builds a clean virtualenv from that file and ``tests/test_sdk_live.py`` runs
+code; ``.ci/run`` builds a clean virtualenv from that file and ``api/tests/test_sdk_live.py`` runs
 this server from it.
 """
 

@@ -14,8 +14,7 @@ from learning.otel import (
     trace_assemble,
 )
 from learning.otel_replay import request_as_json
-
-from .otel_spans import agent, body, request, run, span, tool_call
+from tests.otel_spans import agent, body, request, run, span, tool_call
 
 ALIASES = {"event_id": "event_id", "eventId": "event_id", "event_query": "event_query",
            "event_details": "event_details"}  # fmt: skip

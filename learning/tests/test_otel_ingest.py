@@ -16,8 +16,7 @@ from learning.models import CandidateVariable, OtelTrace, Trace
 from learning.otel import spans_decode
 from learning.otel_ingest import otel_traces_assemble, spans_receive
 from registry.models import Application, StateVariable
-
-from .otel_spans import agent, request, tool_call
+from tests.otel_spans import agent, request, tool_call
 
 pytestmark = pytest.mark.django_db
 LATER = timedelta(minutes=5)

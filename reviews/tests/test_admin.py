@@ -10,7 +10,7 @@ from registry.models import ContractVersion, RiskLevel, Tool
 from reviews.admin import seen_value
 from reviews.models import AuditEntry, ReviewTicket
 from reviews.services import ProposalSeen, review_approve
-from reviews.tests.factories import approved_tool, change_ticket
+from tests.helpers import approved_tool, change_ticket
 
 pytestmark = pytest.mark.django_db
 

@@ -2,7 +2,7 @@ import pytest
 
 from reviews.models import ReviewTicket
 from reviews.selectors import ticket_source_servers
-from reviews.tests.factories import approved_tool, change_ticket
+from tests.helpers import approved_tool, change_ticket
 
 pytestmark = pytest.mark.django_db
 

@@ -14,8 +14,7 @@ from reviews.services import (
     ticket_diff,
     ticket_proposal_replace,
 )
-from reviews.tests.factories import approved_tool, change_ticket
-from tests.helpers import contract
+from tests.helpers import approved_tool, change_ticket, contract
 
 pytestmark = pytest.mark.django_db
 

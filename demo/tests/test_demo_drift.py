@@ -12,7 +12,7 @@ from learning.services import tools_refresh, tools_with_new_traces
 from reviews.models import ReviewTicket
 from reviews.services import registry_import
 
-REGISTRY_FILE = Path(__file__).resolve().parents[1] / "demo" / "registry.json"
+REGISTRY_FILE = Path(__file__).resolve().parents[1] / "registry.json"
 
 
 @pytest.mark.django_db

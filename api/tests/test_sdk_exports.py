@@ -24,7 +24,7 @@ from api import exports
 from reviews.services import registry_import
 
 pytestmark = pytest.mark.django_db
-DEMO = Path(__file__).resolve().parent.parent / "demo" / "registry.json"
+DEMO = Path(__file__).resolve().parents[2] / "demo" / "registry.json"
 
 # OpenAI's Structured Outputs guide, "Supported schemas".
 STRICT_KEYWORDS = {

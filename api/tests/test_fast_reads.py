@@ -25,8 +25,6 @@ from api import bundles
 from api.fast import ANSWERED_KEY, CLIENT_NAME, lua_string
 from api.models import RuntimeToken
 from api.services import runtime_token_create, runtime_tokens_revoke
-from api.tests.fast_client import fast
-from api.tests.fast_client import plain as straight
 from api.throttling import RuntimeThrottle
 from config.cache import CircuitBreaker, redis_cache
 from config.celery_app import app as celery_app
@@ -35,6 +33,8 @@ from registry.revision import CACHE_KEY as REVISION_CACHE_KEY
 from registry.revision import CACHE_SECONDS as REVISION_CACHE_SECONDS
 from registry.revision import revision_current, revision_stored
 from reviews.services import ProposalSeen, contract_propose, review_approve
+from tests.fast_client import fast
+from tests.fast_client import plain as straight
 from tests.helpers import contract, database_fails
 from tests.redis_server import needs_redis_server, redis_server
 

@@ -18,7 +18,7 @@ from jsonschema import Draft202012Validator
 
 from demo.traces import DRIFTED_TOOL, UNREGISTERED_TOOL, demo_traces
 
-REGISTRY_FILE = Path(__file__).resolve().parents[1] / "demo" / "registry.json"
+REGISTRY_FILE = Path(__file__).resolve().parents[1] / "registry.json"
 START = datetime(2026, 11, 5, 12, 0, tzinfo=UTC)
 FIELDS = {
     "trace_id", "step", "tool", "args", "status", "state_before", "state_after", "output",

@@ -20,7 +20,7 @@ from tests.helpers import contract
 
 # Minutes on two cores: `make test-slow` (CI runs it).
 pytestmark = [pytest.mark.slow, pytest.mark.django_db(transaction=True, serialized_rollback=True)]
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 MCP_SERVER = ROOT / "docs" / "examples" / "mcp_server.py"
 # A virtualenv holding only docs/examples/mcp_server-requirements.txt, built by .ci/run.
 MCP_CLEAN_PYTHON = ROOT / "var" / "mcp-example" / "bin" / "python"

@@ -25,7 +25,7 @@ from registry.models import Application
 from sources.services import mcp_server_add, mcp_server_sync
 from tests.redis_server import free_port, needs_redis_server, redis_server
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 NGINX = shutil.which("nginx") or "/usr/sbin/nginx"
 STANDIN = str(ROOT / "sources/tests/standin_server.py")
 GREET = {

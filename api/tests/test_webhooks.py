@@ -26,7 +26,7 @@ from reviews.services import registry_import
 from tests.helpers import contract, wait_for
 
 pytestmark = pytest.mark.django_db(transaction=True, serialized_rollback=True)
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 LOOPBACK = "127.0.0.0/8"
 
 

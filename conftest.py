@@ -22,7 +22,7 @@ from config.celery_app import app as celery_app
 from registry.models import Application, Permission, RiskLevel, StateVariable, Tool
 from reviews.services import registry_import
 from tests.fast_client import fast, plain
-from tests.helpers import client_for, contract
+from tests.helpers import approved_tool, client_for, contract
 
 CHROMIUM = "/usr/bin/chromium"
 ROOT = Path(__file__).resolve().parent
@@ -72,6 +72,13 @@ def vocabulary(db):
     for name in ("read", "write", "delete", "external_api"):
         Permission.objects.create(name=name)
     return variables
+
+
+@pytest.fixture
+def published(vocabulary):
+    """The approved ``calendar.find_events`` of ``tests.helpers.contract``."""
+    approved_tool()
+    return Tool.objects.get(name="calendar.find_events")
 
 
 @pytest.fixture

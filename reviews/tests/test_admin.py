@@ -6,19 +6,13 @@ from django.contrib.auth.models import Group
 from django.forms.models import model_to_dict
 from django.urls import reverse
 
-from registry.models import ContractVersion, RiskLevel, Tool
+from registry.models import ContractVersion, RiskLevel
 from reviews.admin import seen_value
 from reviews.models import AuditEntry, ReviewTicket
 from reviews.services import ProposalSeen, review_approve
-from tests.helpers import approved_tool, change_ticket
+from tests.helpers import change_ticket
 
 pytestmark = pytest.mark.django_db
-
-
-@pytest.fixture
-def published(vocabulary):
-    approved_tool()
-    return Tool.objects.get(name="calendar.find_events")
 
 
 def form_data(version: ContractVersion, **changes) -> dict:

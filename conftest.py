@@ -140,6 +140,18 @@ def restricted(registry):
     return client_for("restricted")
 
 
+@pytest.fixture(scope="session")
+def demo_file() -> dict:
+    """The demo registry file (demo/registry.json), read: nothing in the database."""
+    return json.loads((ROOT / "demo" / "registry.json").read_text())
+
+
+@pytest.fixture(scope="session")
+def demo_tools(demo_file: dict) -> dict[str, dict]:
+    """The demo registry file's contracts by name."""
+    return {tool["name"]: tool for tool in demo_file["tools"]}
+
+
 @pytest.fixture
 def browser(monkeypatch):
     """A real headless Chromium (Debian's; never a downloaded one)."""

@@ -10,7 +10,6 @@ import statistics
 from collections import Counter, defaultdict
 from collections.abc import Iterator, Mapping
 from datetime import UTC, datetime, timedelta
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -18,7 +17,6 @@ from jsonschema import Draft202012Validator
 
 from demo.traces import DRIFTED_TOOL, UNREGISTERED_TOOL, demo_traces
 
-REGISTRY_FILE = Path(__file__).resolve().parents[1] / "registry.json"
 START = datetime(2026, 11, 5, 12, 0, tzinfo=UTC)
 FIELDS = {
     "trace_id", "step", "tool", "args", "status", "state_before", "state_after", "output",
@@ -27,27 +25,17 @@ FIELDS = {
 
 
 @pytest.fixture(scope="module")
-def registry() -> dict:
-    return json.loads(REGISTRY_FILE.read_text())
-
-
-@pytest.fixture(scope="module")
-def contracts(registry: dict) -> dict[str, dict]:
-    return {tool["name"]: tool for tool in registry["tools"]}
-
-
-@pytest.fixture(scope="module")
-def canonical(registry: dict) -> dict[str, str]:
-    names = {variable["name"]: variable["name"] for variable in registry["state_variables"]}
-    for variable in registry["state_variables"]:
+def canonical(demo_file: dict) -> dict[str, str]:
+    names = {variable["name"]: variable["name"] for variable in demo_file["state_variables"]}
+    for variable in demo_file["state_variables"]:
         for alias in variable.get("aliases", []):
             names[alias] = variable["name"]
     return names
 
 
 @pytest.fixture(scope="module")
-def traces(registry: dict) -> list[dict]:
-    return list(demo_traces(registry, start=START))
+def traces(demo_file: dict) -> list[dict]:
+    return list(demo_traces(demo_file, start=START))
 
 
 @pytest.fixture(scope="module")
@@ -93,21 +81,21 @@ def successes(traces: list[dict]) -> list[dict]:
     return [trace for trace in traces if trace["status"] == "success"]
 
 
-def test_it_yields_a_few_thousand_traces_over_every_registered_tool(traces, contracts, by_tool):
+def test_it_yields_a_few_thousand_traces_over_every_registered_tool(traces, demo_tools, by_tool):
     assert 3000 <= len(traces) <= 6000
-    assert set(contracts) <= set(by_tool)
-    assert set(by_tool) - set(contracts) == {UNREGISTERED_TOOL}
+    assert set(demo_tools) <= set(by_tool)
+    assert set(by_tool) - set(demo_tools) == {UNREGISTERED_TOOL}
 
 
-def test_it_is_deterministic_for_a_seed_and_start(registry, traces):
-    assert list(demo_traces(registry, start=START)) == traces
-    other = list(demo_traces(registry, start=START, seed=8))
+def test_it_is_deterministic_for_a_seed_and_start(demo_file, traces):
+    assert list(demo_traces(demo_file, start=START)) == traces
+    other = list(demo_traces(demo_file, start=START, seed=8))
     assert other != traces
     assert {trace["trace_id"] for trace in other}.isdisjoint(t["trace_id"] for t in traces)
 
 
-def test_it_scales_with_runs(registry):
-    few = list(demo_traces(registry, start=START, runs=20))
+def test_it_scales_with_runs(demo_file):
+    few = list(demo_traces(demo_file, start=START, runs=20))
     assert len({trace["trace_id"] for trace in few}) == 20
 
 
@@ -148,8 +136,8 @@ def test_runs_are_numbered_from_zero_in_time_order_and_end_before_start(traces):
     assert timedelta(days=3) < max(moments) - min(moments) < timedelta(days=5)
 
 
-def test_every_other_tool_behaves_exactly_as_its_contract_says(by_tool, contracts, canonical):
-    for name, contract in contracts.items():
+def test_every_other_tool_behaves_exactly_as_its_contract_says(by_tool, demo_tools, canonical):
+    for name, contract in demo_tools.items():
         if name == DRIFTED_TOOL:
             continue
         calls = successes(by_tool[name])
@@ -160,8 +148,8 @@ def test_every_other_tool_behaves_exactly_as_its_contract_says(by_tool, contract
             assert set(trace["output"]) >= set(contract["produces"]), name
 
 
-def test_arguments_and_outputs_match_the_contract_schemas(by_tool, contracts):
-    for name, contract in contracts.items():
+def test_arguments_and_outputs_match_the_contract_schemas(by_tool, demo_tools):
+    for name, contract in demo_tools.items():
         if name == DRIFTED_TOOL:
             continue
         input_validator = Draft202012Validator(contract["input_schema"])
@@ -172,9 +160,9 @@ def test_arguments_and_outputs_match_the_contract_schemas(by_tool, contracts):
                 assert not list(output_validator.iter_errors(trace["output"])), name
 
 
-def test_optional_arguments_are_sometimes_sent(by_tool, contracts):
+def test_optional_arguments_are_sometimes_sent(by_tool, demo_tools):
     for name in ("calendar.find_events", "mail.draft_reply", "documents.summarize"):
-        schema = contracts[name]["input_schema"]
+        schema = demo_tools[name]["input_schema"]
         optional = set(schema["properties"]) - set(schema["required"])
         sent = {key for trace in by_tool[name] for key in trace["args"]}
         assert sent & optional, name
@@ -190,9 +178,9 @@ def test_some_data_flows_into_nested_arguments(by_tool, canonical):
     assert trace["args"]["line_items"][0]["amount"] == amount
 
 
-def test_failures_lack_a_precondition_and_nothing_else(by_tool, contracts, canonical):
+def test_failures_lack_a_precondition_and_nothing_else(by_tool, demo_tools, canonical):
     failures = 0
-    for name, contract in contracts.items():
+    for name, contract in demo_tools.items():
         if name == DRIFTED_TOOL:
             continue
         for trace in by_tool[name]:
@@ -212,15 +200,15 @@ def test_some_runtimes_write_aliases(traces, canonical):
     assert keys - aliases <= set(canonical.values())  # every other key is a canonical name
 
 
-def test_durations_centre_on_the_declared_cost(by_tool, contracts):
-    for name, contract in contracts.items():
+def test_durations_centre_on_the_declared_cost(by_tool, demo_tools):
+    for name, contract in demo_tools.items():
         durations = [trace["duration_ms"] for trace in successes(by_tool[name])]
         p50 = contract["cost"]["latency_ms_p50"]
         assert 0.7 * p50 <= statistics.median(durations) <= 1.4 * p50, name
 
 
-def test_the_refund_tool_drifted_as_documented(by_tool, contracts, canonical):
-    contract = contracts[DRIFTED_TOOL]
+def test_the_refund_tool_drifted_as_documented(by_tool, demo_tools, canonical):
+    contract = demo_tools[DRIFTED_TOOL]
     assert contract["requires"] == ["charge_id"] and contract["produces"] == ["refund_id"]
     calls = successes(by_tool[DRIFTED_TOOL])
     assert len(calls) >= 60

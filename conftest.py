@@ -14,7 +14,6 @@ from pathlib import Path
 import pytest
 from django.contrib.auth.models import Group
 from django.core.management import call_command
-from django.db import connection
 from django.db.models.sql.compiler import SQLCompiler
 from rest_framework.test import APIClient
 
@@ -22,7 +21,7 @@ from config.celery_app import app as celery_app
 from registry.models import Application, Permission, RiskLevel, StateVariable, Tool
 from reviews.services import registry_import
 from tests.fast_client import fast, plain
-from tests.helpers import approved_tool, client_for, contract
+from tests.helpers import approved_tool, client_for, contract, database_url
 
 CHROMIUM = "/usr/bin/chromium"
 ROOT = Path(__file__).resolve().parent
@@ -181,15 +180,8 @@ def _fresh_cache():
 
 def _worker_start() -> subprocess.Popen:
     """A real Celery worker (solo pool) on the test database and the configured broker."""
-    env = {**os.environ, "DJANGO_SETTINGS_MODULE": "config.settings.test"}
-    database = connection.settings_dict
-    if database["ENGINE"].endswith("postgresql"):
-        env["DATABASE_URL"] = (
-            f"postgres://{database['USER']}:{database['PASSWORD'] or ''}@{database['HOST']}:"
-            f"{database['PORT']}/{database['NAME']}"
-        )
-    else:
-        env["DATABASE_URL"] = f"sqlite:///{database['NAME']}"
+    env = {**os.environ, "DJANGO_SETTINGS_MODULE": "config.settings.test",
+           "DATABASE_URL": database_url()}  # fmt: skip
     return subprocess.Popen(
         [sys.executable, "-m", "celery", "-A", "config", "worker", "--pool", "solo",
          "--loglevel", "WARNING", "--without-heartbeat", "--without-gossip", "--without-mingle"],

@@ -6,7 +6,7 @@ a private Redis server (``redis_server``)."""
 
 import time
 
-from django.db import OperationalError
+from django.db import OperationalError, connection
 from django.db.backends.utils import CursorWrapper
 from django.utils import timezone
 from rest_framework.test import APIClient
@@ -104,6 +104,17 @@ def client_for(application: str, scopes=("contracts:read", "traces:write")) -> A
     client = APIClient()
     client.credentials(HTTP_AUTHORIZATION=f"Bearer {raw}")
     return client
+
+
+def database_url() -> str:
+    """The test database's URL, for a child process (a worker, a gateway) to use the same one."""
+    database = connection.settings_dict
+    if database["ENGINE"].endswith("postgresql"):
+        return (
+            f"postgres://{database['USER']}:{database['PASSWORD'] or ''}@{database['HOST']}:"
+            f"{database['PORT']}/{database['NAME']}"
+        )
+    return f"sqlite:///{database['NAME']}"
 
 
 def login(page, base: str, username: str, password: str) -> None:

@@ -16,14 +16,13 @@ from pathlib import Path
 
 import pytest
 from django.core.exceptions import ValidationError
-from django.db import connection
 
 from api import webhooks
 from api.models import Webhook, WebhookDelivery, webhook_url_problem
 from config.celery_app import app as celery_app
 from registry.models import Application
 from reviews.services import registry_import
-from tests.helpers import contract, wait_for
+from tests.helpers import contract, database_url, wait_for
 
 pytestmark = pytest.mark.django_db(transaction=True, serialized_rollback=True)
 ROOT = Path(__file__).resolve().parents[2]
@@ -34,18 +33,10 @@ LOOPBACK = "127.0.0.0/8"
 def webhooks_worker():
     """A worker that consumes only the webhooks queue, as docker-compose.yml's ``webhooks``
     service does, allowed to reach this machine's receivers, with a 2-second deadline."""
-    database = connection.settings_dict
-    if database["ENGINE"].endswith("postgresql"):
-        url = (
-            f"postgres://{database['USER']}:{database['PASSWORD'] or ''}@{database['HOST']}:"
-            f"{database['PORT']}/{database['NAME']}"
-        )
-    else:
-        url = f"sqlite:///{database['NAME']}"
     env = {
         **os.environ,
         "DJANGO_SETTINGS_MODULE": "config.settings.test",
-        "DATABASE_URL": url,
+        "DATABASE_URL": database_url(),
         "WEBHOOK_ALLOWED_NETWORKS": LOOPBACK,
         "WEBHOOK_DEADLINE_SECONDS": "2",
     }

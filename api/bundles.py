@@ -27,13 +27,14 @@ next. A renderer claims its (application, revision) with a short lock it renews 
 (``bundle_claim``): a worker killed mid-render holds nothing for longer than ``CLAIM_SECONDS``.
 """
 
+import hashlib
 import logging
 import math
 import os
 import shutil
 import tempfile
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
@@ -41,6 +42,7 @@ from urllib.parse import urlencode
 
 from django.conf import settings
 from django.core.cache import caches
+from django.db.models import BooleanField, ExpressionWrapper, Q
 from django.http import HttpRequest, QueryDict
 from django.urls import reverse
 from django.utils import timezone
@@ -53,7 +55,7 @@ from rest_framework.exceptions import ValidationError
 from rest_framework.renderers import JSONRenderer
 from rest_framework.request import Request
 
-from registry.models import Application
+from registry.models import Application, ContractVersion
 from registry.revision import revision_current, revision_forget, revision_stored
 
 from . import views
@@ -233,15 +235,16 @@ def _render_store(client: Redis, application_id: int, revision: int) -> int | No
         )
         if application is None:
             return None
-        fields = _render(application, revision)
+        client.delete(key)  # a render that died half-way left fields, never the mark
+        writer = _FieldWriter(client, key, revision=revision, caller=f"app-{application.pk}")
+        _render(client, application, revision, writer)
+        writer.flush()
         pipe = client.pipeline(transaction=True)
-        pipe.delete(key)
-        pipe.hset(key, mapping=fields)
         pipe.hset(key, COMPLETE, "1")
         pipe.expire(key, BUNDLE_SECONDS)
         pipe.getset(_latest_key(application_id), revision)
         pipe.expire(_latest_key(application_id), BUNDLE_SECONDS)
-        previous = pipe.execute()[4]
+        previous = pipe.execute()[2]
         if previous is not None and int(previous) < revision:
             client.unlink(bundle_key(application_id, int(previous)))
             _files_forget(application_id, keep=(int(previous), revision))
@@ -251,54 +254,194 @@ def _render_store(client: Redis, application_id: int, revision: int) -> int | No
         return None
 
 
-def _render(application: Application, revision: int) -> dict[FieldT, EncodableT]:
-    caller = f"app-{application.pk}"
-    fields: dict[FieldT, EncodableT] = {}
+# Fields written to Redis per command: a bundle of 100,000 contracts is many commands, each
+# small, never one that holds the whole bundle in a buffer (or outlives the cache's timeout).
+WRITE_CHUNK = 1000
 
-    def put(path: str, params: list[tuple[str, str]], value: bytes) -> None:
+
+class _FieldWriter:
+    """Writes a bundle's fields, each body with its ETag, in chunks. Until the completeness mark
+    is written last, a reader finding a field reads a right body, and one missing goes on to
+    the view."""
+
+    def __init__(self, client: Redis, key: str, *, revision: int, caller: str) -> None:
+        self.client, self.key, self.revision, self.caller = client, key, revision, caller
+        self.pending: dict[FieldT, EncodableT] = {}
+
+    def put(self, path: str, params: list[tuple[str, str]], value: bytes) -> None:
         field = bundle_field(path, params)
-        fields[field] = value
-        fields["#" + field] = etag_of(
-            revision=revision, caller=caller, path=path, params=params
+        self.pending[field] = value
+        self.pending["#" + field] = etag_of(
+            revision=self.revision, caller=self.caller, path=path, params=params
         ).encode()
+        if len(self.pending) >= WRITE_CHUNK:
+            self.flush()
 
+    def flush(self) -> None:
+        if self.pending:
+            pipe = self.client.pipeline(transaction=False)
+            pipe.hset(self.key, mapping=self.pending)
+            pipe.expire(self.key, BUNDLE_SECONDS)
+            pipe.execute()
+            self.pending = {}
+
+
+def _render(client: Redis, application: Application, revision: int, writer: _FieldWriter) -> None:
+    """Every body of the bundle: each visible contract, the ``tools/`` pages and the exports.
+
+    Incremental: each contract's body and its entry in each export are kept between revisions
+    (``_Parts``) and rendered again only when what they are made of changed, so a publication
+    renders what it changed, not the registry. Pages and exports are joined from those parts.
+    """
     renderer = JSONRenderer()
-    # What ToolListView and ToolDetailView read: one query for all of them.
-    versions = list(visible_versions(application).order_by("tool__name"))
-    documents = ContractSerializer(versions, many=True).data
-    for version, data in zip(versions, documents, strict=True):
-        path = reverse("tool-detail", kwargs={"name": version.tool.name})
-        put(path, [], b"B" + renderer.render(data))
+    rows = _visible_rows(application)
+    parts = _Parts(client, application.pk, rows)
+    contracts = parts.bodies(
+        "contract", lambda version: renderer.render(ContractSerializer(version).data)
+    )
+    for (_, name, _), body in zip(rows, contracts, strict=True):
+        writer.put(reverse("tool-detail", kwargs={"name": name}), [], b"B" + body)
     size = views.Pagination.page_size
-    pages = max(1, math.ceil(len(versions) / size))
+    pages = max(1, math.ceil(len(rows) / size))
     list_path = reverse("tool-list")
     for page in range(1, pages + 1):
-        results = renderer.render(documents[(page - 1) * size : page * size])
-        value = f"P{len(versions)} {page} {pages}\n".encode() + results
-        put(list_path, [("page", str(page))], value)
+        results = b"[" + b",".join(contracts[(page - 1) * size : page * size]) + b"]"
+        value = f"P{len(rows)} {page} {pages}\n".encode() + results
+        writer.put(list_path, [("page", str(page))], value)
         if page == 1:
-            put(list_path, [], value)
+            writer.put(list_path, [], value)
+    del contracts
     folder = _files_folder(application.pk, revision)
-    for url_name, view_class, query, file_name in EXPORTS:
-        try:
-            data = _view_data(view_class, application, query)
-        except ValidationError:
+    for index, (url_name, view_class, query, file_name) in enumerate(EXPORTS):
+        export = _export_body(parts, f"export{index}", view_class, application, query)
+        if export is None:
             continue  # e.g. a tool OpenAI's strict mode cannot take: the normal path says why
-        body = renderer.render(data)
         params = sorted(query.items())
         if folder is None:
-            put(reverse(url_name), params, b"B" + body)
+            writer.put(reverse(url_name), params, b"B" + export)
         else:
-            _file_write(folder / file_name, body)
+            _file_write(folder / file_name, export)
             relative = f"{application.pk}/{revision}/{file_name}"
-            put(reverse(url_name), params, b"F" + relative.encode())
-    return fields
+            writer.put(reverse(url_name), params, b"F" + relative.encode())
+    parts.forget_others()
 
 
-def _view_data(
+def _visible_rows(application: Application) -> list[tuple[int, str, str]]:
+    """(version id, tool name, fingerprint) of each contract the application sees, by name.
+
+    The fingerprint is what a contract's rendered forms are made of besides the version's own
+    fields, which never change once approved: the risk level's name, and whether the version
+    holds its server's definition (recorded once, later; the pin follows it)."""
+    versions = (
+        visible_versions(application)
+        .order_by("tool__name")
+        .annotate(declared=ExpressionWrapper(Q(definition__isnull=False), BooleanField()))
+        .values_list("pk", "tool__name", "risk__name", "declared")
+    )
+    return [(pk, name, f"{pk} {risk} {int(declared)}") for pk, name, risk, declared in versions]
+
+
+def _export_body(
+    parts: "_Parts",
+    kind: str,
+    view_class: type[views.ExportView],
+    application: Application,
+    query: dict[str, Any],
+) -> bytes | None:
+    """One export, joined from its entries as the view's ``read()`` makes it: the view's own
+    ``options``, ``mandate``, ``entry`` and ``wrap``. None when an entry cannot be made."""
+    view, request = _view(view_class, application, query)
+    renderer = JSONRenderer()
+    try:
+        options, mandate = view.export_options(request), view.mandate()
+        entries = parts.bodies(
+            kind,
+            lambda version: renderer.render(view.entry(version, mandate=mandate, **options)),
+            salt=mandate,
+        )
+    except ValidationError:
+        return None
+    # What wraps the entries, rendered around a marker that stands for them.
+    before, after = renderer.render(view.wrap([ENTRIES_MARK])).split(_MARK_JSON)
+    return before + b",".join(entries) + after
+
+
+ENTRIES_MARK = "\x00entries\x00"
+_MARK_JSON = JSONRenderer().render(ENTRIES_MARK)
+
+
+class _Parts:
+    """The rendered forms of an application's contracts, kept between revisions in one Redis
+    hash per application: field ``<kind>|<tool name>``, value ``<fingerprint>\n<bytes>``. A
+    part whose fingerprint is not the contract's current one is rendered again; one left over
+    from another render is harmless, as every read checks the fingerprint."""
+
+    def __init__(self, client: Redis, application_id: int, rows: list[tuple[int, str, str]]):
+        self.client, self.rows = client, rows
+        self.key = str(caches["default"].make_key(f"registry:bundle-parts:{application_id}"))
+        self.kinds: set[str] = set()
+        self.rendered = 0  # parts made this render, not reused
+
+    def bodies(
+        self, kind: str, render: Callable[[ContractVersion], bytes], *, salt: str = ""
+    ) -> list[bytes]:
+        """Each row's part of this kind, in the rows' order, rendering only the stale ones."""
+        self.kinds.add(kind)
+        tag = hashlib.sha256(salt.encode()).hexdigest()[:16] if salt else ""
+        result: list[bytes] = []
+        for start in range(0, len(self.rows), WRITE_CHUNK):
+            rows = self.rows[start : start + WRITE_CHUNK]
+            fields = [f"{kind}|{name}" for _, name, _ in rows]
+            kept: list[bytes | None] = self.client.hmget(self.key, fields)  # type: ignore[assignment]
+            chunk: list[bytes | None] = []
+            stale: dict[int, int] = {}  # version id → index in the chunk
+            for index, ((pk, _, fingerprint), value) in enumerate(zip(rows, kept, strict=True)):
+                wanted = f"{fingerprint} {tag}".encode() + b"\n"
+                if value is not None and value.startswith(wanted):
+                    chunk.append(value[len(wanted) :])
+                else:
+                    chunk.append(None)
+                    stale[pk] = index
+            if stale:
+                fresh: dict[FieldT, EncodableT] = {}
+                versions = ContractVersion.objects.filter(pk__in=stale).select_related(
+                    "tool", "risk"
+                )
+                for version in versions:
+                    index = stale[version.pk]
+                    body = render(version)
+                    chunk[index] = body
+                    fresh[fields[index]] = f"{rows[index][2]} {tag}\n".encode() + body
+                self.rendered += len(fresh)
+                pipe = self.client.pipeline(transaction=False)
+                pipe.hset(self.key, mapping=fresh)
+                pipe.expire(self.key, BUNDLE_SECONDS)
+                pipe.execute()
+            if any(body is None for body in chunk):
+                # A version left between the two reads: the revision has moved, and this
+                # bundle will be replaced by the next one's; it must not be marked complete.
+                raise RevisionNotSeenYet("a visible contract changed while it rendered")
+            result += [body for body in chunk if body is not None]
+        return result
+
+    def forget_others(self) -> None:
+        """Drop the parts of contracts the application no longer sees."""
+        keep = {f"{kind}|{name}" for kind in self.kinds for _, name, _ in self.rows}
+        stale: list[bytes] = []
+        for field, _ in self.client.hscan_iter(self.key, count=WRITE_CHUNK):
+            if field.decode() not in keep:
+                stale.append(field)
+                if len(stale) >= WRITE_CHUNK:
+                    self.client.hdel(self.key, *stale)
+                    stale = []
+        if stale:
+            self.client.hdel(self.key, *stale)
+
+
+def _view(
     view_class: type[views.ExportView], application: Application, query: dict[str, Any]
-) -> object:
-    """What the view's ``read()`` answers for this application: the very code a request runs."""
+) -> tuple[views.ExportView, Request]:
+    """The view a request for the export would run, and its request: the very code."""
     django_request = HttpRequest()
     django_request.method = "GET"
     django_request.GET = QueryDict(mutable=True)
@@ -314,7 +457,7 @@ def _view_data(
     unknown = set(query) - known_parameters(view)
     if unknown:
         raise ValueError(f"{view_class.__name__} does not know {sorted(unknown)}")
-    return view.read(request).data
+    return view, request
 
 
 def bundle_files_root() -> Path | None:

@@ -177,12 +177,27 @@ class ExportView(ConditionalMixin, RuntimeView, generics.GenericAPIView[Contract
     def versions(self) -> list[ContractVersion]:
         return list(self.filter_queryset(self.visible().order_by("tool__name")))
 
-    def documents(self) -> list[dict[str, Any]]:
-        return [version.document() for version in self.versions()]
-
     def mandate(self) -> str:
         policy = self.policy()
         return policy["mandate"] if policy else ""
+
+    def read(self, request):
+        options, mandate = self.export_options(request), self.mandate()
+        entries = [self.entry(version, mandate=mandate, **options) for version in self.versions()]
+        return Response(self.wrap(entries))
+
+    # An export is one entry per visible contract, in name order, wrapped: the bundles
+    # (api/bundles.py) render an entry again only when its contract changed, with these.
+
+    def export_options(self, request) -> dict[str, Any]:
+        """The export's own query parameters, checked."""
+        return {}
+
+    def entry(self, version: ContractVersion, *, mandate: str, **options: Any) -> object:
+        raise NotImplementedError
+
+    def wrap(self, entries: list[object]) -> object:
+        return entries
 
 
 @extend_schema(
@@ -240,14 +255,16 @@ class OpenAIExportView(ExportView):
     query_parameters = ("strict", "shape")
     SHAPES = {"chat": exports.openai_tool, "responses": exports.openai_responses_tool}
 
-    def read(self, request):
+    def export_options(self, request) -> dict[str, Any]:
         strict = request.query_params.get("strict", "false").lower() in ("1", "true", "yes")
         shape = request.query_params.get("shape", "chat")
         if shape not in self.SHAPES:
             raise ValidationError({"shape": [f"must be one of {', '.join(self.SHAPES)}"]})
-        mandate = self.mandate()
-        tool = self.SHAPES[shape]
-        return Response([tool(d, mandate=mandate, strict=strict) for d in self.documents()])
+        return {"strict": strict, "shape": shape}
+
+    def entry(self, version: ContractVersion, *, mandate: str, **options: Any) -> object:
+        tool = self.SHAPES[options.get("shape", "chat")]
+        return tool(version.document(), mandate=mandate, strict=options.get("strict", False))
 
 
 @extend_schema(
@@ -256,27 +273,24 @@ class OpenAIExportView(ExportView):
 class AnthropicExportView(ExportView):
     """Tools in Anthropic's Messages API shape ('.' in names is sent as '__')."""
 
-    def read(self, request):
-        mandate = self.mandate()
-        return Response([exports.anthropic_tool(d, mandate=mandate) for d in self.documents()])
+    def entry(self, version: ContractVersion, *, mandate: str, **options: Any) -> object:
+        return exports.anthropic_tool(version.document(), mandate=mandate)
 
 
 @extend_schema(tags=["exports"], parameters=EXPORT_FILTERS, responses={200: MCPToolList, **ERRORS})
 class MCPExportView(ExportView):
     """An MCP tools/list result."""
 
-    def read(self, request):
-        mandate = self.mandate()
-        tools = [
-            exports.mcp_tool(
-                version.document(),
-                mandate=mandate,
-                definition=version.definition,
-                pin=version.definition_hash,
-            )
-            for version in self.versions()
-        ]
-        return Response({"tools": tools})
+    def entry(self, version: ContractVersion, *, mandate: str, **options: Any) -> object:
+        return exports.mcp_tool(
+            version.document(),
+            mandate=mandate,
+            definition=version.definition,
+            pin=version.definition_hash,
+        )
+
+    def wrap(self, entries: list[object]) -> object:
+        return {"tools": entries}
 
 
 @extend_schema(

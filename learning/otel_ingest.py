@@ -64,6 +64,11 @@ class SpansReceived:
     complete: list[str] = field(default_factory=list)  # trace ids now complete
     uncaptured: int = 0  # tool calls buffered without arguments or result
 
+    def reject(self, reason: str, count: int = 1) -> None:
+        """Count ``count`` spans refused for ``reason``."""
+        self.rejected += count
+        self.reasons[reason] = self.reasons.get(reason, 0) + count
+
     def message(self) -> str:
         """The partial-success message: each refusal's reason once, with its count, and what
         to set when tool calls came without their arguments and result."""
@@ -88,16 +93,18 @@ def spans_receive(*, application: Application, batch: DecodedBatch) -> SpansRece
     requests cannot both take the last place. Nothing is written when the application's buffer
     would overflow (``BufferFull``): the runtime retries the whole request later. A span
     already buffered (an exporter's retry) is counted as buffered again and stored once.
+
+    The phases: refuse the spans of tools the application may not use, lock the traces
+    (``_traces_locked``), group the spans by trace (``_spans_by_trace``), keep what each
+    trace's caps allow (``_spans_admitted``), store them (``_spans_store``), mark the traces
+    received (``_traces_received``) and count the request in the intake (``_intake_count``).
     """
     now = timezone.now()
     result = SpansReceived(
         ignored=batch.ignored, rejected=batch.rejected, reasons=dict(batch.reasons)
     )
     uncaptured = {span["span_id"] for span in batch.spans if not span.get("captured", True)}
-
-    def reject(reason: str, count: int = 1) -> None:
-        result.rejected += count
-        result.reasons[reason] = result.reasons.get(reason, 0) + count
+    reject = result.reject
 
     spans = batch.spans
     names = {span["tool"] for span in spans if span["tool"] is not None}
@@ -111,6 +118,18 @@ def spans_receive(*, application: Application, batch: DecodedBatch) -> SpansRece
                 kept.append(span)
         spans = kept
     ids = {span["trace_id"] for span in spans} | batch.roots
+    existing = _traces_locked(application, ids)
+    by_trace = _spans_by_trace(spans, existing, result)
+    new_spans = _spans_admitted(by_trace, existing, result, uncaptured)
+    rows = _spans_store(application, new_spans, existing, roots=batch.roots, now=now)
+    result.complete = _traces_received(rows, new_spans, roots=batch.roots, now=now)
+    _intake_count(application, batch, result, now=now)
+    return result
+
+
+def _traces_locked(application: Application, ids: set[str]) -> dict[str, OtelTrace]:
+    """The application's buffered traces among ``ids``, locked, by trace id; the application
+    row is locked too."""
     # Locked: an assembly that claimed one of these traces first is waited for (and its state
     # then read as assembled), and one that comes later skips them, so no span is added to a
     # trace while it is being assembled. Traces first, then the application: assembly takes
@@ -129,57 +148,111 @@ def spans_receive(*, application: Application, batch: DecodedBatch) -> SpansRece
         .filter(application=application, trace_id__in=ids - set(existing))
         .order_by("pk")
     }
+    return existing
+
+
+def _spans_by_trace(
+    spans: list[SpanRecord], existing: dict[str, OtelTrace], result: SpansReceived
+) -> dict[str, dict[str, SpanRecord]]:
+    """Each trace's spans by span id, the first of a repeated id kept; spans of an assembled
+    trace are refused."""
     # A root span alone says a trace is complete; it starts no trace (most traces of a runtime
     # are not agent runs), and carries nothing to keep unless it holds the initial state.
     by_trace: dict[str, dict[str, SpanRecord]] = defaultdict(dict)
     for span in spans:
         trace = existing.get(span["trace_id"])
         if trace is not None and trace.state == OtelTrace.State.ASSEMBLED:
-            reject("its trace was already assembled into steps; later spans are not added")
+            result.reject("its trace was already assembled into steps; later spans are not added")
             continue
         by_trace[span["trace_id"]].setdefault(span["span_id"], span)
+    return by_trace
+
+
+def _spans_admitted(
+    by_trace: dict[str, dict[str, SpanRecord]],
+    existing: dict[str, OtelTrace],
+    result: SpansReceived,
+    uncaptured: set[str],
+) -> dict[str, list[SpanRecord]]:
+    """Each trace's spans to store: those not buffered yet, within the trace's caps; spans
+    already buffered count as buffered again."""
     known_ids = _buffered_span_ids(
         [existing[trace_id] for trace_id in by_trace if trace_id in existing], by_trace
     )
-    per_trace = settings.OTLP_MAX_SPANS_PER_TRACE
-    per_trace_bytes = settings.OTLP_MAX_TRACE_BYTES
     new_spans: dict[str, list[SpanRecord]] = {}
     for trace_id, records in by_trace.items():
         trace = existing.get(trace_id)
         fresh = [record for span_id, record in records.items() if span_id not in known_ids]
         result.buffered += len(records) - len(fresh)
-        # The root span comes last and carries the initial state: it is kept past the caps
-        # (one per trace), and the caps refuse the other spans instead.
-        root = next(
-            (r for r in fresh if not r["parent_span_id"]),
-            None,
-        ) if not (trace and trace.complete) else None  # fmt: skip
-        others = [record for record in fresh if record is not root]
-        room = max(per_trace - (trace.span_count if trace else 0), 0)
-        if len(others) > room:
-            reject(
-                f"a trace holds at most {per_trace} tool-call spans (its root span is always kept)",
-                len(others) - room,
-            )
-            others = others[:room]
-        room_bytes = per_trace_bytes - (trace.span_bytes if trace else 0)
-        weights = [_weight(record) for record in others]
-        fits = 0
-        while fits < len(others) and weights[fits] <= room_bytes:
-            room_bytes -= weights[fits]
-            fits += 1
-        if fits < len(others):
-            reject(
-                f"a trace holds at most {per_trace_bytes} bytes of spans (its root span is "
-                "always kept)",
-                len(others) - fits,
-            )
-            others = others[:fits]
-        fresh = ([root] if root is not None else []) + others
+        fresh = _within_trace_caps(trace, fresh, result)
         if fresh:
             new_spans[trace_id] = fresh
             result.buffered += len(fresh)
             result.uncaptured += sum(1 for record in fresh if record["span_id"] in uncaptured)
+    return new_spans
+
+
+def _within_trace_caps(
+    trace: OtelTrace | None, fresh: list[SpanRecord], result: SpansReceived
+) -> list[SpanRecord]:
+    """The new spans of one trace its span and byte caps leave room for, its root span first."""
+    # The root span comes last and carries the initial state: it is kept past the caps
+    # (one per trace), and the caps refuse the other spans instead.
+    root = None
+    if not (trace and trace.complete):
+        root = next((record for record in fresh if not record["parent_span_id"]), None)
+    others = [record for record in fresh if record is not root]
+    others = _within_span_cap(trace, others, result)
+    others = _within_byte_cap(trace, others, result)
+    return ([root] if root is not None else []) + others
+
+
+def _within_span_cap(
+    trace: OtelTrace | None, others: list[SpanRecord], result: SpansReceived
+) -> list[SpanRecord]:
+    """The first of ``others`` (root span aside) the trace's span cap has room for."""
+    per_trace = settings.OTLP_MAX_SPANS_PER_TRACE
+    room = max(per_trace - (trace.span_count if trace else 0), 0)
+    if len(others) <= room:
+        return others
+    result.reject(
+        f"a trace holds at most {per_trace} tool-call spans (its root span is always kept)",
+        len(others) - room,
+    )
+    return others[:room]
+
+
+def _within_byte_cap(
+    trace: OtelTrace | None, others: list[SpanRecord], result: SpansReceived
+) -> list[SpanRecord]:
+    """The first of ``others`` (root span aside) the trace's byte cap has room for."""
+    per_trace_bytes = settings.OTLP_MAX_TRACE_BYTES
+    room_bytes = per_trace_bytes - (trace.span_bytes if trace else 0)
+    weights = [_weight(record) for record in others]
+    fits = 0
+    while fits < len(others) and weights[fits] <= room_bytes:
+        room_bytes -= weights[fits]
+        fits += 1
+    if fits == len(others):
+        return others
+    result.reject(
+        f"a trace holds at most {per_trace_bytes} bytes of spans (its root span is always kept)",
+        len(others) - fits,
+    )
+    return others[:fits]
+
+
+def _spans_store(
+    application: Application,
+    new_spans: dict[str, list[SpanRecord]],
+    existing: dict[str, OtelTrace],
+    *,
+    roots: set[str],
+    now: datetime,
+) -> dict[str, OtelTrace]:
+    """Start the new traces and buffer the new spans, if the application's buffer has room
+    (``BufferFull`` otherwise); return the traces they touch by trace id, completed ones
+    included."""
     new_traces = [trace_id for trace_id in new_spans if trace_id not in existing]
     _check_room(
         application,
@@ -201,7 +274,7 @@ def spans_receive(*, application: Application, batch: DecodedBatch) -> SpansRece
     rows = {
         trace.trace_id: trace
         for trace in OtelTrace.objects.filter(
-            application=application, trace_id__in=set(new_spans) | (batch.roots & set(existing))
+            application=application, trace_id__in=set(new_spans) | (roots & set(existing))
         )
     }
     OtelSpan.objects.bulk_create(
@@ -212,19 +285,29 @@ def spans_receive(*, application: Application, batch: DecodedBatch) -> SpansRece
         ],
         ignore_conflicts=True,
     )
+    return rows
+
+
+def _traces_received(
+    rows: dict[str, OtelTrace],
+    new_spans: dict[str, list[SpanRecord]],
+    *,
+    roots: set[str],
+    now: datetime,
+) -> list[str]:
+    """Mark when the pending traces last received a span and what they now hold; return the
+    trace ids this request completed."""
     pending = {
         trace_id: trace
         for trace_id, trace in rows.items()
         if trace.state == OtelTrace.State.PENDING
     }
-    result.complete = [
-        trace_id
-        for trace_id, trace in pending.items()
-        if trace_id in batch.roots and not trace.complete
+    complete = [
+        trace_id for trace_id, trace in pending.items() if trace_id in roots and not trace.complete
     ]
     # A few statements whatever the number of traces: one per distinct count of new spans.
     OtelTrace.objects.filter(pk__in=[t.pk for t in pending.values()]).update(last_received_at=now)
-    OtelTrace.objects.filter(pk__in=[pending[t].pk for t in result.complete]).update(complete=True)
+    OtelTrace.objects.filter(pk__in=[pending[t].pk for t in complete]).update(complete=True)
     OtelTrace.objects.bulk_update(
         [
             OtelTrace(
@@ -237,6 +320,14 @@ def spans_receive(*, application: Application, batch: DecodedBatch) -> SpansRece
         ["span_count", "span_bytes"],
         batch_size=500,
     )
+    return complete
+
+
+def _intake_count(
+    application: Application, batch: DecodedBatch, result: SpansReceived, *, now: datetime
+) -> None:
+    """Add the request's counts, and the reasons spans were ignored, to the application's
+    intake."""
     intake, _ = SpanIntake.objects.select_for_update().get_or_create(application=application)
     ignored = dict(intake.ignored_reasons)
     for reason, count in batch.ignored_reasons.items():
@@ -251,7 +342,6 @@ def spans_receive(*, application: Application, batch: DecodedBatch) -> SpansRece
         ignored_reasons=ignored,
         last_received_at=now,
     )
-    return result
 
 
 def _weight(record: SpanRecord) -> int:

@@ -104,12 +104,10 @@ class ContractInvalid(Exception):
 
 
 def contract_check(document: Any, *, context: RegistryContext) -> tuple[dict[str, Any], Errors]:
-    """Validate one contract document; return it normalised (aliases resolved) and its errors."""
-    errors: Errors = {}
+    """Validate one contract document; return it normalised (aliases resolved) and its errors.
 
-    def add(field_name: str, reason: str) -> None:
-        errors.setdefault(field_name, []).append(reason)
-
+    A document that is no object, or holds what no database can store, is refused whole;
+    otherwise each field is checked in turn (``_ContractCheck``)."""
     if not isinstance(document, Mapping):
         return {}, {"document": ["must be a JSON object"]}
     doc = dict(document)
@@ -117,129 +115,185 @@ def contract_check(document: Any, *, context: RegistryContext) -> tuple[dict[str
     if problem:
         field_name, _, reason = problem.partition(": ")
         return {}, {field_name.split(".")[0].split("[")[0]: [f"{field_name}: {reason}"]}
-    for key in sorted(set(doc) - KNOWN_KEYS):
-        add(key, "unknown field")
+    check = _ContractCheck(doc, context)
+    check.run()
+    return doc, check.errors
 
-    name = doc.get("name")
-    if not isinstance(name, str) or not TOOL_NAME.fullmatch(name):
-        add("name", "must be a dotted name of letters, digits, '_' and '-'")
-    elif "__" in name or len(export_name(name)) > 64:
-        # LLM SDKs take ^[a-zA-Z0-9_-]{1,64}$; '.' is sent as '__', so this keeps names reversible.
-        add("name", "must not contain '__' and must fit in 64 characters with each '.' as '__'")
-    elif (other := context.tool_exporting_as(name)) is not None:
-        add("name", export_clash(name, other))
-    description = doc.get("description")
-    if not isinstance(description, str) or not description.strip():
-        add("description", "must be non-empty text")
-    elif len(description) > MAX_DESCRIPTION:
-        add(
-            "description",
-            f"{len(description):,} characters; at most {MAX_DESCRIPTION:,}, what a reviewer "
-            "can read: move reference material to documentation the tool links to",
-        )
 
-    for schema_field, required in (("input_schema", True), ("output_schema", False)):
-        schema = doc.get(schema_field)
-        if schema is None and not required:
-            continue
-        for reason in schema_errors(schema, needs_object=schema_field == "input_schema"):
-            add(schema_field, reason)
+class _ContractCheck:
+    """One document's checks, a phase per field; the phases resolve ``doc``'s variable names
+    and sort its permissions in place."""
 
-    for reason in annotation_errors(doc.get("annotations")):
-        add("annotations", reason)
+    def __init__(self, doc: dict[str, Any], context: RegistryContext) -> None:
+        self.doc, self.context = doc, context
+        self.errors: Errors = {}
 
-    for set_field in ("requires", "produces"):
-        names, reasons = _resolve_variables(doc.get(set_field, []), context)
-        doc[set_field] = names
-        for reason in reasons:
-            add(set_field, reason)
+    def add(self, field_name: str, reason: str) -> None:
+        self.errors.setdefault(field_name, []).append(reason)
 
-    effects = doc.get("effects") or {}
-    if not isinstance(effects, Mapping):
-        add("effects", "must be an object mapping produced variables to their metadata")
-    else:
+    def run(self) -> None:
+        self.unknown_fields()
+        self.name()
+        self.description()
+        self.schemas()
+        self.annotations()
+        self.variables()
+        self.effects()
+        self.risk()
+        self.permissions()
+        self.cost()
+        self.resource_limits()
+        self.status()
+        self.entries()
+        self.dependencies()
+
+    def unknown_fields(self) -> None:
+        for key in sorted(set(self.doc) - KNOWN_KEYS):
+            self.add(key, "unknown field")
+
+    def name(self) -> None:
+        name = self.doc.get("name")
+        if not isinstance(name, str) or not TOOL_NAME.fullmatch(name):
+            self.add("name", "must be a dotted name of letters, digits, '_' and '-'")
+        elif "__" in name or len(export_name(name)) > 64:
+            # LLM SDKs take ^[a-zA-Z0-9_-]{1,64}$; '.' is sent as '__', so this keeps names
+            # reversible.
+            self.add(
+                "name",
+                "must not contain '__' and must fit in 64 characters with each '.' as '__'",
+            )
+        elif (other := self.context.tool_exporting_as(name)) is not None:
+            self.add("name", export_clash(name, other))
+
+    def description(self) -> None:
+        description = self.doc.get("description")
+        if not isinstance(description, str) or not description.strip():
+            self.add("description", "must be non-empty text")
+        elif len(description) > MAX_DESCRIPTION:
+            self.add(
+                "description",
+                f"{len(description):,} characters; at most {MAX_DESCRIPTION:,}, what a reviewer "
+                "can read: move reference material to documentation the tool links to",
+            )
+
+    def schemas(self) -> None:
+        """The input schema (required, an object) and the output schema (optional)."""
+        for schema_field, required in (("input_schema", True), ("output_schema", False)):
+            schema = self.doc.get(schema_field)
+            if schema is None and not required:
+                continue
+            for reason in schema_errors(schema, needs_object=schema_field == "input_schema"):
+                self.add(schema_field, reason)
+
+    def annotations(self) -> None:
+        for reason in annotation_errors(self.doc.get("annotations")):
+            self.add("annotations", reason)
+
+    def variables(self) -> None:
+        """``requires`` and ``produces``, resolved to canonical names."""
+        for set_field in ("requires", "produces"):
+            names, reasons = _resolve_variables(self.doc.get(set_field, []), self.context)
+            self.doc[set_field] = names
+            for reason in reasons:
+                self.add(set_field, reason)
+
+    def effects(self) -> None:
+        """Each effect's variable, resolved and produced, and its metadata."""
+        effects = self.doc.get("effects") or {}
+        if not isinstance(effects, Mapping):
+            self.add("effects", "must be an object mapping produced variables to their metadata")
+            return
         resolved_effects = {}
         for var, meta in effects.items():
-            canonical = context.canonical(var) if isinstance(var, str) else None
+            canonical = self.context.canonical(var) if isinstance(var, str) else None
             if canonical is None:
-                add("effects", f"unknown state variable {var!r}")
+                self.add("effects", f"unknown state variable {var!r}")
                 continue
-            if canonical not in doc.get("produces", []):
-                add("effects", f"{canonical!r} is not in produces")
+            if canonical not in self.doc.get("produces", []):
+                self.add("effects", f"{canonical!r} is not in produces")
             for reason in _effect_errors(meta):
-                add("effects", f"{canonical}: {reason}")
+                self.add("effects", f"{canonical}: {reason}")
             resolved_effects[canonical] = meta
-        doc["effects"] = resolved_effects
+        self.doc["effects"] = resolved_effects
 
-    risk = doc.get("risk")
-    if risk not in context.risks:
-        add("risk", f"unknown risk level {risk!r}; known: {', '.join(sorted(context.risks))}")
+    def risk(self) -> None:
+        risk = self.doc.get("risk")
+        if risk not in self.context.risks:
+            known = ", ".join(sorted(self.context.risks))
+            self.add("risk", f"unknown risk level {risk!r}; known: {known}")
 
-    permissions = doc.get("permissions", [])
-    if not _is_list_of_str(permissions):
-        add("permissions", "must be a list of permission names")
-    else:
-        for unknown in sorted(set(permissions) - context.permissions):
-            add("permissions", f"unknown permission {unknown!r}")
-        doc["permissions"] = sorted(set(permissions))
+    def permissions(self) -> None:
+        permissions = self.doc.get("permissions", [])
+        if not _is_list_of_str(permissions):
+            self.add("permissions", "must be a list of permission names")
+            return
+        for unknown in sorted(set(permissions) - self.context.permissions):
+            self.add("permissions", f"unknown permission {unknown!r}")
+        self.doc["permissions"] = sorted(set(permissions))
 
-    cost = doc.get("cost") or {}
-    if not isinstance(cost, Mapping):
-        add("cost", "must be an object")
-    else:
+    def cost(self) -> None:
+        cost = self.doc.get("cost") or {}
+        if not isinstance(cost, Mapping):
+            self.add("cost", "must be an object")
+            return
         for key, value in cost.items():
             if key not in COST_KEYS:
-                add("cost", f"unknown key {key!r}; allowed: {', '.join(sorted(COST_KEYS))}")
+                self.add("cost", f"unknown key {key!r}; allowed: {', '.join(sorted(COST_KEYS))}")
             elif not _is_number(value) or value < 0:
-                add("cost", f"{key} must be a non-negative number")
+                self.add("cost", f"{key} must be a non-negative number")
             elif key == "error_rate" and value > 1:
-                add("cost", "error_rate must be between 0 and 1")
+                self.add("cost", "error_rate must be between 0 and 1")
 
-    limits = doc.get("resource_limits") or {}
-    if not isinstance(limits, Mapping):
-        add("resource_limits", "must be an object")
-    else:
+    def resource_limits(self) -> None:
+        limits = self.doc.get("resource_limits") or {}
+        if not isinstance(limits, Mapping):
+            self.add("resource_limits", "must be an object")
+            return
         for key, value in limits.items():
             if key not in LIMIT_KEYS:
-                add(
+                self.add(
                     "resource_limits",
                     f"unknown key {key!r}; allowed: {', '.join(sorted(LIMIT_KEYS))}",
                 )
             elif not isinstance(value, int) or isinstance(value, bool) or value <= 0:
-                add("resource_limits", f"{key} must be a positive integer")
+                self.add("resource_limits", f"{key} must be a positive integer")
 
-    status = doc.get("status", "active")
-    if status not in LIFECYCLES:
-        add("status", "must be 'active' or 'deprecated'")
+    def status(self) -> None:
+        if self.doc.get("status", "active") not in LIFECYCLES:
+            self.add("status", "must be 'active' or 'deprecated'")
 
-    for list_field, check in (
-        ("invariants", invariants.invariant_errors),
-        ("config_params", invariants.config_param_errors),
-    ):
-        entries = doc.get(list_field, [])
-        if not isinstance(entries, list):
-            add(list_field, "must be a list")
-            continue
-        for index, entry in enumerate(entries):
-            for reason in check(entry):
-                add(list_field, f"[{index}] {reason}")
-        for duplicate in _duplicates(entries, "id" if list_field == "invariants" else "key"):
-            add(list_field, f"duplicate {duplicate!r}")
+    def entries(self) -> None:
+        """The invariants and config params: each entry, and their ids or keys unique."""
+        for list_field, check in (
+            ("invariants", invariants.invariant_errors),
+            ("config_params", invariants.config_param_errors),
+        ):
+            entries = self.doc.get(list_field, [])
+            if not isinstance(entries, list):
+                self.add(list_field, "must be a list")
+                continue
+            for index, entry in enumerate(entries):
+                for reason in check(entry):
+                    self.add(list_field, f"[{index}] {reason}")
+            for duplicate in _duplicates(entries, "id" if list_field == "invariants" else "key"):
+                self.add(list_field, f"duplicate {duplicate!r}")
 
-    dependencies = doc.get("dependencies", [])
-    if not _is_list_of_str(dependencies):
-        add("dependencies", "must be a list of tool names")
-    else:
+    def dependencies(self) -> None:
+        """Each dependency a known tool other than this one, and no cycle through it."""
+        name = self.doc.get("name")
+        dependencies = self.doc.get("dependencies", [])
+        if not _is_list_of_str(dependencies):
+            self.add("dependencies", "must be a list of tool names")
+            return
         for dependency in dependencies:
             if dependency == name:
-                add("dependencies", "a tool cannot depend on itself")
-            elif dependency not in context.tools:
-                add("dependencies", f"unknown tool {dependency!r}")
+                self.add("dependencies", "a tool cannot depend on itself")
+            elif dependency not in self.context.tools:
+                self.add("dependencies", f"unknown tool {dependency!r}")
         if isinstance(name, str):
-            cycle = dependency_cycle(name, dependencies, context.dependencies)
+            cycle = dependency_cycle(name, dependencies, self.context.dependencies)
             if cycle:
-                add("dependencies", "cycle: " + " -> ".join(cycle))
-    return doc, errors
+                self.add("dependencies", "cycle: " + " -> ".join(cycle))
 
 
 def unstorable_text(value: Any, path: str = "") -> str | None:

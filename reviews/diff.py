@@ -586,76 +586,23 @@ def _keyed_diff(
 def _schema_diff(
     name: str, before: Mapping[str, Any], after: Mapping[str, Any], *, new_tool: bool
 ) -> FieldDiff | None:
+    """A schema's changes: subtrees added and removed, properties changed, the root's keywords
+    changed, names made (not) required; each poisoning flag placed where it was found. None
+    when nothing changed."""
     old_nodes, old_required = flatten(before)
     new_nodes, new_required = flatten(after)
-
-    added = [path for path in new_nodes if path and path not in old_nodes]
-    removed = [path for path in old_nodes if path and path not in new_nodes]
-    # Report a new or dropped subtree once, at its top; its schema shows what is inside.
-    added_set, removed_set = set(added), set(removed)
-    top_added = [path for path in added if new_nodes[path].parent not in added_set]
-    top_removed = [path for path in removed if old_nodes[path].parent not in removed_set]
-
-    changed: list[dict[str, Any]] = []
-    for path, node in new_nodes.items():
-        if path and path in old_nodes and old_nodes[path].own != node.own:
-            old_text = _schema_text(old_nodes[path].own, "description")
-            new_text = _schema_text(node.own, "description")
-            changed.append(
-                {
-                    "name": path,
-                    "base": old_nodes[path].own,
-                    "proposed": node.own,
-                    "keys_changed": _keys_changed(old_nodes[path].own, node.own),
-                    "words": text_words(old_text, new_text) if old_text != new_text else [],
-                    "flags": [],
-                }
-            )
-
-    old_root, new_root = old_nodes[""].own, new_nodes[""].own
-    other: list[dict[str, Any]] = []
-    if isinstance(old_root, Mapping) and isinstance(new_root, Mapping):
-        for keyword in _keys_changed(old_root, new_root):
-            op = (
-                "added"
-                if keyword not in old_root
-                else "removed"
-                if keyword not in new_root
-                else "changed"
-            )
-            other.append(
-                {
-                    "key": keyword,
-                    "op": op,
-                    "base": old_root.get(keyword),
-                    "proposed": new_root.get(keyword),
-                    "flags": [],
-                }
-            )
-    elif old_root != new_root:
-        other.append(
-            {"key": "", "op": "changed", "base": old_root, "proposed": new_root, "flags": []}
-        )
-
+    top_added, added = _subtrees_only_in(new_nodes, old_nodes)
+    top_removed, _ = _subtrees_only_in(old_nodes, new_nodes)
+    changed = _properties_changed(old_nodes, new_nodes)
+    other = _root_keywords_changed(old_nodes[""].own, new_nodes[""].own)
     required_added = [path for path in new_required if path not in old_required]
     required_removed = [path for path in old_required if path not in new_required]
     if not (top_added or top_removed or changed or other or required_added or required_removed):
         return None
-
     field_flags = _schema_flags(name, old_nodes, new_nodes, new_tool=new_tool)
-    added_flags: dict[str, list[LocatedFlag]] = {path: [] for path in top_added}
-    by_path = {entry["name"]: entry for entry in changed}
-    by_root_keyword = {entry["key"]: entry for entry in other}
-    for path, keyword, flag in field_flags:
-        if path == "" and keyword in by_root_keyword:
-            by_root_keyword[keyword]["flags"].append(flag)
-        elif path in by_path:
-            by_path[path]["flags"].append(flag)
-        else:
-            top = _top_added_ancestor(path, new_nodes, added_set)
-            if top in added_flags:
-                added_flags[top].append(flag)
-
+    added_flags = _schema_flags_placed(
+        field_flags, changed, other, top_added=top_added, added=added, new_nodes=new_nodes
+    )
     return {
         "field": name,
         "kind": "schema",
@@ -684,6 +631,92 @@ def _schema_diff(
         if name in CALL_SCHEMAS and not new_tool
         else [],
     }
+
+
+def _subtrees_only_in(
+    nodes: dict[str, SchemaNode], other: dict[str, SchemaNode]
+) -> tuple[list[str], set[str]]:
+    """The paths of ``nodes`` that ``other`` lacks, each such subtree once at its top (its
+    schema shows what is inside), then all of them."""
+    only = [path for path in nodes if path and path not in other]
+    only_set = set(only)
+    return [path for path in only if nodes[path].parent not in only_set], only_set
+
+
+def _properties_changed(
+    old_nodes: dict[str, SchemaNode], new_nodes: dict[str, SchemaNode]
+) -> list[dict[str, Any]]:
+    """The subschemas below the root in both schemas whose own keywords changed."""
+    changed: list[dict[str, Any]] = []
+    for path, node in new_nodes.items():
+        if path and path in old_nodes and old_nodes[path].own != node.own:
+            old_text = _schema_text(old_nodes[path].own, "description")
+            new_text = _schema_text(node.own, "description")
+            changed.append(
+                {
+                    "name": path,
+                    "base": old_nodes[path].own,
+                    "proposed": node.own,
+                    "keys_changed": _keys_changed(old_nodes[path].own, node.own),
+                    "words": text_words(old_text, new_text) if old_text != new_text else [],
+                    "flags": [],
+                }
+            )
+    return changed
+
+
+def _root_keywords_changed(old_root: Any, new_root: Any) -> list[dict[str, Any]]:
+    """The root's keywords added, removed or changed; a boolean root schema changed whole."""
+    other: list[dict[str, Any]] = []
+    if isinstance(old_root, Mapping) and isinstance(new_root, Mapping):
+        for keyword in _keys_changed(old_root, new_root):
+            op = (
+                "added"
+                if keyword not in old_root
+                else "removed"
+                if keyword not in new_root
+                else "changed"
+            )
+            other.append(
+                {
+                    "key": keyword,
+                    "op": op,
+                    "base": old_root.get(keyword),
+                    "proposed": new_root.get(keyword),
+                    "flags": [],
+                }
+            )
+    elif old_root != new_root:
+        other.append(
+            {"key": "", "op": "changed", "base": old_root, "proposed": new_root, "flags": []}
+        )
+    return other
+
+
+def _schema_flags_placed(
+    field_flags: list[tuple[str, str, LocatedFlag]],
+    changed: list[dict[str, Any]],
+    other: list[dict[str, Any]],
+    *,
+    top_added: list[str],
+    added: set[str],
+    new_nodes: dict[str, SchemaNode],
+) -> dict[str, list[LocatedFlag]]:
+    """Each flag attached to the root keyword or the changed property it was found in;
+    returns those found in an added subtree, by its top."""
+    added_flags: dict[str, list[LocatedFlag]] = {path: [] for path in top_added}
+    by_path = {entry["name"]: entry for entry in changed}
+    by_root_keyword = {entry["key"]: entry for entry in other}
+    for path, keyword, flag in field_flags:
+        if path == "" and keyword in by_root_keyword:
+            by_root_keyword[keyword]["flags"].append(flag)
+        elif path in by_path:
+            by_path[path]["flags"].append(flag)
+        else:
+            top = _top_added_ancestor(path, new_nodes, added)
+            if top in added_flags:
+                added_flags[top].append(flag)
+    return added_flags
 
 
 def _property_rows(

@@ -147,10 +147,45 @@ def read_tool(
     annotations: Mapping[str, Any] | None = None, arguments: Iterable[str] = (),
     lex: Lexicon | None = None,
 ) -> Reading:  # fmt: skip
-    """Rules 1–4 of docs/learning.md (*Risk suggestions*): the floor the words and hints set."""
+    """Rules 1–4 of docs/learning.md (*Risk suggestions*): the floor the words and hints set.
+
+    The phases: the action words read (``_action_readings``, rules 1 and 2) and their senses
+    settled by the object (``_object_senses``); the evidence of danger, scope and arguments
+    gathered; the floor set by rule 3 (``_floor``) and moved by the hints (rule 4,
+    ``apply_hints``); the features the labels model learns from (``_features``).
+    """
     lex = lex or lexicon()
     produces, permissions, arguments = list(produces), list(permissions), list(arguments)
     description = without_preamble(description)
+    action, readings = _action_readings(name, description, lex)
+    evidence = danger_evidence(
+        name=name, description=description, produces=produces, permissions=permissions,
+        lex=lex, action_word=action.word,
+    )  # fmt: skip
+    readings, evidence = _object_senses(
+        lex, readings, evidence, object_words(name, description, action.word)
+    )
+    kind = _kind(*readings)
+    evidence += _action_evidence(readings)
+    scope = scope_evidence(name, description, lex)
+    signals = argument_signals(arguments)
+    evidence += scope + signals
+    strong, weak = _danger_classes(evidence)
+    floor, detail, confidence = _floor(kind, readings, evidence, strong=strong, scope=scope)
+    evidence.append({"kind": "rule", "detail": detail, "floor": floor})
+    floor, confidence = apply_hints(annotations, floor, confidence, kind, evidence)
+    features = _features(
+        lex, action, kind, evidence, strong=strong, weak=weak, signals=signals, scope=scope
+    )
+    return Reading(
+        floor, confidence, evidence, action, kind, features,
+        likeness_tokens(name, description, produces, permissions),
+    )  # fmt: skip
+
+
+def _action_readings(name: str, description: str, lex: Lexicon) -> tuple[Action, list[Action]]:
+    """The name's action, and the action words the tool is read by: the name's and the
+    description's lead, or what a neutral verb runs."""
     action = action_of(name, description, lex)
     lead = description_lead(description, action, lex)
     if _reviewed(action) and not _reviewed(lead) and lead.reading and lead.reading.kind != DANGER:
@@ -168,25 +203,25 @@ def read_tool(
         runs = next((word for word in following if lex.entry(word) is not None), None)
         if runs is not None:
             readings = [Action(runs, "name", lex.word_reading(runs))]
-    evidence = danger_evidence(
-        name=name, description=description, produces=produces, permissions=permissions,
-        lex=lex, action_word=action.word,
-    )  # fmt: skip
-    readings, evidence = _object_senses(
-        lex, readings, evidence, object_words(name, description, action.word)
-    )
-    kind = _kind(*readings)
+    return action, readings
+
+
+def _action_evidence(readings: list[Action]) -> list[RiskEvidence]:
+    """How each action word was read, as evidence."""
+    evidence: list[RiskEvidence] = []
     for item in readings:
         assert item.reading is not None
         evidence.append(
             {"kind": "action", "word": item.word or "", "source": item.source,
              "reading": item.reading.kind, "via": item.reading.via}
         )  # fmt: skip
-    scope = scope_evidence(name, description, lex)
-    signals = argument_signals(arguments)
-    evidence += scope + signals
-    # What the tool does: its action, its effects' verbs, its permissions, and what its
-    # description says in a main, affirmative clause.
+    return evidence
+
+
+def _danger_classes(evidence: list[RiskEvidence]) -> tuple[list[str], set[str]]:
+    """The danger classes in what the tool does (strong: its action, its effects' verbs, its
+    permissions, a main affirmative clause of its description), and those its effects or
+    description name at all (weak)."""
     strong = sorted(
         {
             item["class"] for item in evidence
@@ -198,6 +233,18 @@ def read_tool(
         item["class"] for item in evidence
         if item.get("class") and item["kind"] in ("effect", "description")
     }  # fmt: skip
+    return strong, weak
+
+
+def _floor(
+    kind: str,
+    readings: list[Action],
+    evidence: list[RiskEvidence],
+    *,
+    strong: list[str],
+    scope: list[RiskEvidence],
+) -> tuple[str, str, float]:
+    """Rule 3: the floor, the detail that says why, and how sure it is."""
     # A danger verb in a subordinate clause ("If …, sends a request"): medium at most. Words
     # of permission in passing describe the tool's own access ("grants you internet access",
     # "allowed directories"), not access it gives.
@@ -207,41 +254,54 @@ def read_tool(
         and item.get("class") != "permissions"
     ]  # fmt: skip
     if strong:
-        floor, detail = "high", f"danger ({', '.join(strong)}) in what the tool does: high"
-        confidence = 0.8
-    elif scope and kind not in (INFORMS, NEUTRAL):
-        floor = "high"
-        detail = f"a change that reaches further ({scope[0]['word']}): high"
-        confidence = 0.7
-    elif kind == INFORMS and mentioned:
-        floor = "medium"
+        return "high", f"danger ({', '.join(strong)}) in what the tool does: high", 0.8
+    if scope and kind not in (INFORMS, NEUTRAL):
+        return "high", f"a change that reaches further ({scope[0]['word']}): high", 0.7
+    if kind == INFORMS and mentioned:
         detail = f"a read whose description may also {mentioned[0]['word']}: medium"
-        confidence = 0.5
-    elif kind == INFORMS:
-        floor, detail = "low", f"'{readings[0].word}' takes in or works out information: low"
-        confidence = (
-            0.8 if all(r.reading and r.reading.via.startswith("lexicon") for r in readings) else 0.6
-        )
-    else:
-        floor = "medium"
-        blocking = max(
-            (item for item in readings if item.reading),
-            key=lambda item: KIND_ORDER.index(_kind(item)),
-            default=None,
-        )
-        reading = blocking.reading if blocking is not None else None
-        detail = (
-            "no action word the lexicon can place: medium"
-            if blocking is None or reading is None
-            else {
-                CHANGES: f"'{blocking.word}' changes things: medium",
-                ACTS: f"'{blocking.word}' acts on something: medium",
-                NEUTRAL: f"'{blocking.word}' runs something the words do not name: medium",
-            }.get(_kind(blocking), f"'{blocking.word}' cannot be placed: medium")
-        )
-        confidence = 0.7 if reading is not None and reading.kind == CHANGES else 0.4
-    evidence.append({"kind": "rule", "detail": detail, "floor": floor})
-    floor, confidence = apply_hints(annotations, floor, confidence, kind, evidence)
+        return "medium", detail, 0.5
+    if kind == INFORMS:
+        detail = f"'{readings[0].word}' takes in or works out information: low"
+        lexicon_only = all(r.reading and r.reading.via.startswith("lexicon") for r in readings)
+        return "low", detail, 0.8 if lexicon_only else 0.6
+    return _medium_floor(readings)
+
+
+def _medium_floor(readings: list[Action]) -> tuple[str, str, float]:
+    """A tool that is not a read and shows no danger: medium, said through the action word
+    that keeps it from low."""
+    blocking = max(
+        (item for item in readings if item.reading),
+        key=lambda item: KIND_ORDER.index(_kind(item)),
+        default=None,
+    )
+    reading = blocking.reading if blocking is not None else None
+    detail = (
+        "no action word the lexicon can place: medium"
+        if blocking is None or reading is None
+        else {
+            CHANGES: f"'{blocking.word}' changes things: medium",
+            ACTS: f"'{blocking.word}' acts on something: medium",
+            NEUTRAL: f"'{blocking.word}' runs something the words do not name: medium",
+        }.get(_kind(blocking), f"'{blocking.word}' cannot be placed: medium")
+    )
+    confidence = 0.7 if reading is not None and reading.kind == CHANGES else 0.4
+    return "medium", detail, confidence
+
+
+def _features(
+    lex: Lexicon,
+    action: Action,
+    kind: str,
+    evidence: list[RiskEvidence],
+    *,
+    strong: list[str],
+    weak: set[str],
+    signals: list[RiskEvidence],
+    scope: list[RiskEvidence],
+) -> frozenset[str]:
+    """What the labels model learns from (rule 5): the kind, the danger classes, the action
+    word, the argument signals, the hints and the scope."""
     features = {f"k:{kind}", *(f"c:{c}" for c in strong), *(f"w:{c}" for c in weak)}
     if action.word:
         features.add(f"a:{action.word}")
@@ -253,10 +313,7 @@ def read_tool(
     features |= {f"h:{item['hint']}={item['value']}" for item in evidence if item["kind"] == "hint"}
     if scope:
         features.add("scope")
-    return Reading(
-        floor, confidence, evidence, action, kind, frozenset(features),
-        likeness_tokens(name, description, produces, permissions),
-    )  # fmt: skip
+    return frozenset(features)
 
 
 def _reviewed(action: Action) -> bool:

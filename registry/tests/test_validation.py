@@ -130,6 +130,29 @@ def test_it_rejects_bad_cost_and_limits(context):
     assert errors["resource_limits"] == ["timeout_ms must be a positive integer"]
 
 
+@pytest.mark.parametrize(
+    ("field_name", "value", "reason"),
+    [
+        ("effects", ["event_id"], "must be an object mapping produced variables to their metadata"),
+        ("permissions", "read", "must be a list of permission names"),
+        ("cost", [80], "must be an object"),
+        ("resource_limits", 5, "must be an object"),
+        ("invariants", {"id": "one"}, "must be a list"),
+        ("config_params", "key", "must be a list"),
+        ("dependencies", "calendar.get_event", "must be a list of tool names"),
+    ],
+)
+def test_a_field_of_the_wrong_shape_gets_one_reason_and_the_rest_is_still_checked(
+    context, field_name, value, reason
+):
+    document, errors = contract_check(
+        contract(risk="extreme", **{field_name: value}), context=context
+    )
+    assert errors[field_name] == [reason]
+    assert set(errors) == {field_name, "risk"}
+    assert document[field_name] == value  # left as sent, not normalised
+
+
 def test_it_rejects_a_document_that_is_not_an_object(context):
     assert contract_check(["nope"], context=context) == (
         {},

@@ -207,10 +207,10 @@ class _ContractCheck:
         for var, meta in effects.items():
             canonical = self.context.canonical(var) if isinstance(var, str) else None
             if canonical is None:
-                self.add("effects", f"unknown state variable {var!r}")
+                self.add("effects", f"unknown state variable {_shown(var)}")
                 continue
             if canonical not in self.doc.get("produces", []):
-                self.add("effects", f"{canonical!r} is not in produces")
+                self.add("effects", f"{_shown(canonical)} is not in produces")
             for reason in _effect_errors(meta):
                 self.add("effects", f"{canonical}: {reason}")
             resolved_effects[canonical] = meta
@@ -218,9 +218,11 @@ class _ContractCheck:
 
     def risk(self) -> None:
         risk = self.doc.get("risk")
-        if risk not in self.context.risks:
-            known = ", ".join(sorted(self.context.risks))
-            self.add("risk", f"unknown risk level {risk!r}; known: {known}")
+        known = ", ".join(sorted(self.context.risks))
+        if not isinstance(risk, str):
+            self.add("risk", f"must be the name of a risk level; known: {known}")
+        elif risk not in self.context.risks:
+            self.add("risk", f"unknown risk level {_shown(risk)}; known: {known}")
 
     def permissions(self) -> None:
         permissions = self.doc.get("permissions", [])
@@ -228,7 +230,7 @@ class _ContractCheck:
             self.add("permissions", "must be a list of permission names")
             return
         for unknown in sorted(set(permissions) - self.context.permissions):
-            self.add("permissions", f"unknown permission {unknown!r}")
+            self.add("permissions", f"unknown permission {_shown(unknown)}")
         self.doc["permissions"] = sorted(set(permissions))
 
     def cost(self) -> None:
@@ -238,7 +240,8 @@ class _ContractCheck:
             return
         for key, value in cost.items():
             if key not in COST_KEYS:
-                self.add("cost", f"unknown key {key!r}; allowed: {', '.join(sorted(COST_KEYS))}")
+                allowed = ", ".join(sorted(COST_KEYS))
+                self.add("cost", f"unknown key {_shown(key)}; allowed: {allowed}")
             elif not _is_number(value) or value < 0:
                 self.add("cost", f"{key} must be a non-negative number")
             elif key == "error_rate" and value > 1:
@@ -253,13 +256,14 @@ class _ContractCheck:
             if key not in LIMIT_KEYS:
                 self.add(
                     "resource_limits",
-                    f"unknown key {key!r}; allowed: {', '.join(sorted(LIMIT_KEYS))}",
+                    f"unknown key {_shown(key)}; allowed: {', '.join(sorted(LIMIT_KEYS))}",
                 )
             elif not isinstance(value, int) or isinstance(value, bool) or value <= 0:
                 self.add("resource_limits", f"{key} must be a positive integer")
 
     def status(self) -> None:
-        if self.doc.get("status", "active") not in LIFECYCLES:
+        status = self.doc.get("status", "active")
+        if not isinstance(status, str) or status not in LIFECYCLES:
             self.add("status", "must be 'active' or 'deprecated'")
 
     def entries(self) -> None:
@@ -276,7 +280,7 @@ class _ContractCheck:
                 for reason in check(entry):
                     self.add(list_field, f"[{index}] {reason}")
             for duplicate in _duplicates(entries, "id" if list_field == "invariants" else "key"):
-                self.add(list_field, f"duplicate {duplicate!r}")
+                self.add(list_field, f"duplicate {_shown(duplicate)}")
 
     def dependencies(self) -> None:
         """Each dependency a known tool other than this one, and no cycle through it."""
@@ -289,7 +293,7 @@ class _ContractCheck:
             if dependency == name:
                 self.add("dependencies", "a tool cannot depend on itself")
             elif dependency not in self.context.tools:
-                self.add("dependencies", f"unknown tool {dependency!r}")
+                self.add("dependencies", f"unknown tool {_shown(dependency)}")
         if isinstance(name, str):
             cycle = dependency_cycle(name, dependencies, self.context.dependencies)
             if cycle:
@@ -334,6 +338,16 @@ def unstorable_text(value: Any, path: str = "") -> str | None:
 
 
 MAX_SHOWN_KEY = 64  # a reason names where, it does not echo a 50 KB key
+
+
+def _shown(value: object) -> str:
+    """A name a document sent, quoted for a reason, cut to ``MAX_SHOWN_KEY`` characters."""
+    text = value if isinstance(value, str) else type(value).__name__
+    if len(text) > MAX_SHOWN_KEY:
+        return repr(text[: MAX_SHOWN_KEY - 3] + "...")
+    return repr(text)
+
+
 _SURROGATE = re.compile("[\ud800-\udfff]")
 
 
@@ -379,7 +393,8 @@ def schema_errors(schema: Any, *, needs_object: bool) -> list[str]:
         path = "/".join(str(part) for part in exc.path) or "(root)"
         return [f"not a valid JSON Schema at {path}: {exc.message}"]
     reasons = [
-        f"{path}: {ref!r} points outside the schema; only local references ('#...') are allowed"
+        f"{path}: {_shown(ref)} points outside the schema; only local references ('#...') are "
+        "allowed"
         for path, ref in _external_refs(schema, "")
     ]
     if needs_object and schema.get("type") != "object":
@@ -415,8 +430,7 @@ def annotation_errors(annotations: Any) -> list[str]:
     reasons = []
     for key, value in annotations.items():
         if not isinstance(key, str) or len(key) > MAX_ANNOTATION_KEY:
-            shown = key if len(str(key)) <= MAX_SHOWN_KEY else str(key)[: MAX_SHOWN_KEY - 3] + "..."
-            reasons.append(f"key {shown!r} is longer than {MAX_ANNOTATION_KEY} characters")
+            reasons.append(f"key {_shown(key)} is longer than {MAX_ANNOTATION_KEY} characters")
         elif key in ANNOTATION_HINTS and not isinstance(value, bool):
             reasons.append(f"{key} must be true or false")
         elif key == "title" and (not isinstance(value, str) or len(value) > MAX_ANNOTATION_TITLE):
@@ -438,7 +452,7 @@ def _resolve_variables(names: Any, context: RegistryContext) -> tuple[list[str],
     for name in names:
         canonical = context.canonical(name)
         if canonical is None:
-            reasons.append(f"unknown state variable {name!r}")
+            reasons.append(f"unknown state variable {_shown(name)}")
         elif canonical not in resolved:
             resolved.append(canonical)
     return resolved, reasons
@@ -450,7 +464,7 @@ def _effect_errors(meta: Any) -> list[str]:
     reasons = []
     allowed = {"merge", "preserve_across_turns", "prompt_template_var"}
     for key in sorted(set(meta) - allowed):
-        reasons.append(f"unknown key {key!r}")
+        reasons.append(f"unknown key {_shown(key)}")
     if "merge" in meta and meta["merge"] not in MERGE_RULES:
         reasons.append(f"merge must be one of {', '.join(sorted(MERGE_RULES))}")
     if "preserve_across_turns" in meta and not isinstance(meta["preserve_across_turns"], bool):
@@ -495,7 +509,7 @@ def policy_errors(policy: Mapping[str, Any]) -> Errors:
             for reason in check(entry):
                 errors.setdefault(list_field, []).append(f"[{index}] {reason}")
         for duplicate in _duplicates(entries, key):
-            errors.setdefault(list_field, []).append(f"duplicate {duplicate!r}")
+            errors.setdefault(list_field, []).append(f"duplicate {_shown(duplicate)}")
     return errors
 
 

@@ -296,3 +296,26 @@ def test_an_import_names_the_tool_whose_schema_is_too_complex():
         "are followed (allOf/anyOf/oneOf over shared definitions multiply)"
     ) in caught.value.problems
     assert Tool.objects.count() == 0
+
+
+# JSON values of every type and shape, as a hostile document would send them.
+ODD_VALUES = [[], {}, [[]], [{}], {"a": []}, {"a": {}}, 1, 1.5, True, None, "x", [1], [None]]
+
+
+@pytest.mark.parametrize("value", ODD_VALUES, ids=repr)
+@pytest.mark.parametrize(
+    "field",
+    [*contract(), "annotations", "effects", "invariants", "config_params", "dependencies",
+     "resource_limits", "output_schema", "status"],
+)  # fmt: skip
+def test_a_field_of_any_json_shape_gets_a_reason_never_an_exception(context, field, value):
+    document, errors = contract_check({**contract(), field: value}, context=context)
+    assert document is None or errors == {} or field in errors or "name" in errors
+
+
+def test_a_long_unknown_name_is_cut_in_its_reason(context):
+    _, errors = contract_check(
+        contract(risk="r" * 10_000, permissions=["p" * 10_000]), context=context
+    )
+    assert all(len(reason) < 300 for reasons in errors.values() for reason in reasons)
+    assert errors["risk"][0].startswith("unknown risk level 'rrr")

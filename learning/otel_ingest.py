@@ -55,6 +55,9 @@ class BufferFull(Exception):
         self.retry_after = retry_after
 
 
+ASSEMBLED_REASON = "its trace was already assembled into steps; later spans are not added"
+
+
 @dataclass
 class SpansReceived:
     buffered: int = 0
@@ -118,37 +121,50 @@ def spans_receive(*, application: Application, batch: DecodedBatch) -> SpansRece
                 kept.append(span)
         spans = kept
     ids = {span["trace_id"] for span in spans} | batch.roots
-    existing = _traces_locked(application, ids)
+    existing, assembling = _traces_locked(application, ids)
+    if assembling:
+        kept = []
+        for span in spans:
+            if span["trace_id"] in assembling:
+                reject(ASSEMBLED_REASON)
+            else:
+                kept.append(span)
+        spans = kept
+    roots = batch.roots - assembling
     by_trace = _spans_by_trace(spans, existing, result)
     new_spans = _spans_admitted(by_trace, existing, result, uncaptured)
-    rows = _spans_store(application, new_spans, existing, roots=batch.roots, now=now)
-    result.complete = _traces_received(rows, new_spans, roots=batch.roots, now=now)
+    rows = _spans_store(application, new_spans, existing, roots=roots, now=now)
+    result.complete = _traces_received(rows, new_spans, roots=roots, now=now)
     _intake_count(application, batch, result, now=now)
     return result
 
 
-def _traces_locked(application: Application, ids: set[str]) -> dict[str, OtelTrace]:
-    """The application's buffered traces among ``ids``, locked, by trace id; the application
-    row is locked too."""
-    # Locked: an assembly that claimed one of these traces first is waited for (and its state
-    # then read as assembled), and one that comes later skips them, so no span is added to a
-    # trace while it is being assembled. Traces first, then the application: assembly takes
-    # them in that order too (ingest locks the application), so the two never deadlock.
+def _traces_locked(
+    application: Application, ids: set[str]
+) -> tuple[dict[str, OtelTrace], set[str]]:
+    """The application's buffered traces among ``ids``, locked, by trace id, and the ids of
+    those an assembly holds; the application row is locked first.
+
+    One order, the application then its traces: two requests of an application take their turn
+    on its row, so a request never holds a trace another request waits for. A trace locked all
+    the same is an assembly's, which is turning it into steps (``_claim``), and may wait for the
+    application's row itself (ingest counts unregistered names under it): it is not waited for
+    but treated as assembled, which it is once that assembly commits, and its spans are refused
+    as those of any assembled trace.
+    """
+    list(Application.objects.select_for_update().filter(pk=application.pk).values_list("pk"))
     existing = {
         trace.trace_id: trace
-        for trace in OtelTrace.objects.select_for_update()
+        for trace in OtelTrace.objects.select_for_update(skip_locked=True)
         .filter(application=application, trace_id__in=ids)
         .order_by("pk")
     }
-    list(Application.objects.select_for_update().filter(pk=application.pk).values_list("pk"))
-    # A concurrent request may have started some of the other traces while this one waited.
-    existing |= {
-        trace.trace_id: trace
-        for trace in OtelTrace.objects.select_for_update()
-        .filter(application=application, trace_id__in=ids - set(existing))
-        .order_by("pk")
-    }
-    return existing
+    assembling = set(
+        OtelTrace.objects.filter(application=application, trace_id__in=ids - set(existing))
+        .values_list("trace_id", flat=True)
+        .order_by()
+    )
+    return existing, assembling
 
 
 def _spans_by_trace(
@@ -162,7 +178,7 @@ def _spans_by_trace(
     for span in spans:
         trace = existing.get(span["trace_id"])
         if trace is not None and trace.state == OtelTrace.State.ASSEMBLED:
-            result.reject("its trace was already assembled into steps; later spans are not added")
+            result.reject(ASSEMBLED_REASON)
             continue
         by_trace[span["trace_id"]].setdefault(span["span_id"], span)
     return by_trace

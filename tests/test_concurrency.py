@@ -6,7 +6,7 @@ These need row locks across connections, which only PostgreSQL gives; CI runs th
 import threading
 
 import pytest
-from django.db import close_old_connections, connection
+from django.db import close_old_connections, connection, transaction
 
 from learning.models import OtelSpan, OtelTrace
 from learning.otel import spans_decode
@@ -191,6 +191,46 @@ def test_concurrent_requests_starting_one_trace_buffer_every_span_once():
     assert [o.buffered for o in outcomes] == [5, 5, 5, 5], outcomes
     trace = OtelTrace.objects.get()
     assert trace.span_count == 20 == OtelSpan.objects.filter(trace=trace).count()
+
+
+def test_a_request_never_waits_for_a_trace_an_assembly_holds():
+    """An assembly holds its traces and may then wait for the application's row (ingest counts
+    unregistered names under it); a request holding that row must not wait for one of those
+    traces, or the two deadlock. It refuses that trace's spans, as those of an assembled
+    trace, and buffers the others."""
+    application = Application.objects.create(name="assistant", all_tools=True)
+    held_trace, free_trace = b"\xaa" * 16, b"\xbb" * 16
+    first = spans_decode(request(tool_call(1, "t.x", trace=held_trace)), max_spans=100)
+    spans_receive(application=application, batch=first)
+    held, release = threading.Event(), threading.Event()
+
+    def assembly():
+        try:
+            with transaction.atomic():
+                list(OtelTrace.objects.select_for_update().filter(trace_id="aa" * 16))
+                held.set()
+                release.wait(30)
+        finally:
+            connection.close()
+
+    holder = threading.Thread(target=assembly)
+    holder.start()
+    try:
+        assert held.wait(30)
+        batch = spans_decode(
+            request(tool_call(2, "t.x", trace=held_trace), tool_call(3, "t.x", trace=free_trace)),
+            max_spans=100,
+        )
+        with connection.cursor() as cursor:
+            cursor.execute("SET lock_timeout = '5s'")  # waiting would end in an error
+        received = spans_receive(application=application, batch=batch)
+    finally:
+        release.set()
+        holder.join(30)
+    assert (received.buffered, received.rejected) == (1, 1)
+    assert "already assembled" in received.message()
+    assert OtelSpan.objects.filter(trace__trace_id="bb" * 16).count() == 1
+    assert OtelSpan.objects.filter(trace__trace_id="aa" * 16).count() == 1
 
 
 def test_an_approval_racing_a_replaced_proposal_never_publishes_the_replacement(

@@ -99,26 +99,30 @@ def test_refresh_of_an_unknown_tool_name_is_a_clear_error(get_event):
         call_command("refresh_contracts", "--tool", "nope.nothing", "--no-progress")
 
 
+def update_event(**overrides) -> dict:
+    """``calendar.update_event``, approved at medium risk: it requires an event id."""
+    return contract(
+        name="calendar.update_event",
+        description="Update one calendar event.",
+        requires=["event_id"],
+        produces=["event_details"],
+        input_schema={
+            "type": "object",
+            "properties": {"event_id": {"type": "string"}},
+            "required": ["event_id"],
+        },
+        risk="medium",
+        **overrides,
+    )
+
+
 def test_a_declared_destructive_tool_approved_at_medium_drifts_nothing_on_a_second_refresh(
     vocabulary,
 ):
     RiskLevel.objects.filter(name="medium").update(ticket_on_drift=True, min_support=20)
+    # The reviewer's label, medium, is below what the hint alone says.
     registry_import(
-        data=[
-            contract(
-                name="calendar.update_event",
-                description="Update one calendar event.",
-                requires=["event_id"],
-                produces=["event_details"],
-                input_schema={
-                    "type": "object",
-                    "properties": {"event_id": {"type": "string"}},
-                    "required": ["event_id"],
-                },
-                annotations={"destructiveHint": True, "readOnlyHint": False},
-                risk="medium",  # the reviewer's label, below what the hint alone says
-            )
-        ],
+        data=[update_event(annotations={"destructiveHint": True, "readOnlyHint": False})],
         approve=True,
     )
     traces_ingest(items=enumerate(event_call(i, tool="calendar.update_event") for i in range(40)))
@@ -135,23 +139,7 @@ def test_a_declared_destructive_tool_approved_at_medium_drifts_nothing_on_a_seco
 
 def test_an_effect_the_traces_add_still_raises_the_risk_above_the_approved_label(vocabulary):
     registry_import(
-        data={
-            "state_variables": [{"name": "deleted_event_id"}],
-            "tools": [
-                contract(
-                    name="calendar.update_event",
-                    description="Update one calendar event.",
-                    requires=["event_id"],
-                    produces=["event_details"],
-                    input_schema={
-                        "type": "object",
-                        "properties": {"event_id": {"type": "string"}},
-                        "required": ["event_id"],
-                    },
-                    risk="medium",
-                )
-            ],
-        },
+        data={"state_variables": [{"name": "deleted_event_id"}], "tools": [update_event()]},
         approve=True,
     )
     traces = [

@@ -223,7 +223,7 @@ def test_prune_deletes_old_rows_in_chunks_outside_day_partitions():
 
 
 @postgresql_only
-@pytest.mark.django_db(transaction=True)
+@pytest.mark.django_db(transaction=True, serialized_rollback=True)
 def test_the_migration_converts_a_populated_table_keeping_every_row_and_key():
     executor = MigrationExecutor(connection)
     latest = executor.loader.graph.leaf_nodes("learning")

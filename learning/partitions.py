@@ -14,9 +14,10 @@ its day: a retried batch carries the ``occurred_at`` the runtime sent, so it con
 first copy; a step sent without one is stamped on arrival, so a retry conflicts with its first
 copy unless a UTC midnight fell between them.
 
-The DDL here takes a moment's lock on the parent (``CREATE TABLE ... PARTITION OF``,
-``DETACH PARTITION``), under ``LOCK_TIMEOUT``: a statement that would wait longer behind a
-long query fails, and the next run does it, rather than ingest queueing behind it.
+The DDL here runs under ``LOCK_TIMEOUT``: a statement that would wait longer behind a long
+query fails, and the next run does it, rather than ingest queueing behind it. A day is attached
+(a lock on the parent that lets reads and writes through); a day is dropped after
+``DETACH PARTITION``, a moment's exclusive lock on the parent.
 ``DETACH ... CONCURRENTLY`` would take a weaker lock, but PostgreSQL refuses it while a default
 partition exists.
 """
@@ -111,40 +112,41 @@ def unique_keys_sql(partition: str) -> list[str]:
 def trace_partition_create(*, day: date) -> bool:
     """Create ``day``'s partition unless a partition covers any of it; return whether it did.
 
-    Rows of that day already in the default partition move into it, in the same transaction:
-    PostgreSQL refuses a partition whose rows the default holds. Normally there are none (the
-    days are created ahead); a past day is created this way after an import of old traces, so
-    retention can drop it whole.
+    The table is made on its own (empty: its keys and range check cost nothing) and then
+    attached: ``ATTACH PARTITION`` takes a lock on the parent that lets reads and writes
+    through, where ``CREATE TABLE … PARTITION OF`` would hold every one for as long as the
+    default partition takes to scan (PostgreSQL proves none of its rows belongs to the new
+    day, under an exclusive lock on the default either way). Rows of that day already in the
+    default partition move into it in the same transaction. Normally there are none (the days
+    are created ahead); a past day is created this way after an import of old traces, so that
+    retention drops it whole.
     """
     start, end = _day_bounds(day)
     name = day_partition_name(day)
+    bounds = f"FROM ('{start.isoformat()}') TO ('{end.isoformat()}')"
     with transaction.atomic(), connection.cursor() as cursor:
         cursor.execute(f"SET LOCAL lock_timeout = '{LOCK_TIMEOUT}'")
         partitions = trace_partitions()
         if any(p.covers(start, end) for p in partitions):
             return False
-        moving = any(p.default for p in partitions)
-        if moving:
-            cursor.execute(
-                f'CREATE TEMPORARY TABLE learning_trace_moving (LIKE "{TABLE}") ON COMMIT DROP'
-            )
-            cursor.execute(
-                f'WITH moved AS (DELETE FROM "{DEFAULT}" WHERE occurred_at >= %s '
-                "AND occurred_at < %s RETURNING *) INSERT INTO learning_trace_moving "
-                "SELECT * FROM moved",
-                [start, end],
-            )
-            moving = cursor.rowcount > 0
         cursor.execute(
-            f'CREATE TABLE "{name}" PARTITION OF "{TABLE}" '
-            f"FOR VALUES FROM ('{start.isoformat()}') TO ('{end.isoformat()}')"
+            f'CREATE TABLE "{name}" (LIKE "{TABLE}" INCLUDING DEFAULTS INCLUDING CONSTRAINTS)'
+        )
+        # Proves the range, so that attaching reads none of the rows moved in.
+        cursor.execute(
+            f'ALTER TABLE "{name}" ADD CONSTRAINT "{name}_range" CHECK (occurred_at >= '
+            f"'{start.isoformat()}' AND occurred_at < '{end.isoformat()}')"
         )
         for statement in unique_keys_sql(name):
             cursor.execute(statement)
-        if moving:
-            cursor.execute(f'INSERT INTO "{TABLE}" SELECT * FROM learning_trace_moving')
         if any(p.default for p in partitions):
-            cursor.execute("DROP TABLE learning_trace_moving")  # before commit inside a test
+            cursor.execute(
+                f'WITH moved AS (DELETE FROM "{DEFAULT}" WHERE occurred_at >= %s '
+                f'AND occurred_at < %s RETURNING *) INSERT INTO "{name}" SELECT * FROM moved',
+                [start, end],
+            )
+        cursor.execute(f'ALTER TABLE "{TABLE}" ATTACH PARTITION "{name}" FOR VALUES {bounds}')
+        cursor.execute(f'ALTER TABLE "{name}" DROP CONSTRAINT "{name}_range"')
     return True
 
 

@@ -2,10 +2,11 @@
 populated table converted in place; pruning without partitions (SQLite, and the rows outside
 the days' partitions) still deletes in chunks."""
 
+import threading
 from datetime import UTC, date, datetime, timedelta
 
 import pytest
-from django.db import IntegrityError, connection, transaction
+from django.db import IntegrityError, connection, connections, transaction
 from django.db.migrations.executor import MigrationExecutor
 from django.utils import timezone
 
@@ -291,3 +292,29 @@ def test_the_migration_converts_a_populated_table_keeping_every_row_and_key():
         executor = MigrationExecutor(connection)
         executor.migrate(executor.loader.graph.leaf_nodes("learning"))
     assert "learning_trace_legacy" not in _names()
+
+
+@postgresql_only
+@pytest.mark.django_db(transaction=True, serialized_rollback=True)
+def test_creating_a_day_lets_traces_of_other_days_through():
+    today = datetime.now(UTC).date()
+    trace_partition_create(day=today)
+    Trace.objects.bulk_create([_trace(n, when=_noon(_day(200))) for n in range(20)])  # default
+    stored: list[int] = []
+
+    def store_today() -> None:
+        try:
+            with connections["default"].cursor() as cursor:
+                cursor.execute("SET lock_timeout = '2s'")
+            stored.append(Trace.objects.bulk_create([_trace(99, when=_noon(today))])[0].pk)
+        finally:
+            connections.close_all()
+
+    with transaction.atomic():
+        # The new day is attached and its transaction still open, holding its locks.
+        assert trace_partition_create(day=today + timedelta(days=30))
+        thread = threading.Thread(target=store_today)
+        thread.start()
+        thread.join(10)
+    assert stored, "the insert into today's partition waited for the new day's locks"
+    assert _where(stored) == {stored[0]: day_partition_name(today)}

@@ -284,6 +284,20 @@ def test_the_migration_converts_a_populated_table_keeping_every_row_and_key():
                 "'learning_trace_legacy'::regclass AND contype = 'f'"
             )
             assert cursor.fetchone()[0] == 2
+        # A day of its own beside the old rows; backwards, every row is in the plain table.
+        trace_partition_create(day=(now + timedelta(days=30)).date())
+        Trace.objects.create(
+            trace_id="later", step=0, tool_name="tool.x", status="success",
+            occurred_at=now + timedelta(days=30),
+        )  # fmt: skip
+        kept = sorted(Trace.objects.values_list("pk", "trace_id", "step", "occurred_at"))
+        executor = MigrationExecutor(connection)
+        executor.migrate([BEFORE])
+        assert not partitioned()
+        assert sorted(OldTrace.objects.values_list("pk", "trace_id", "step", "occurred_at")) == kept
+        assert OldTrace.objects.create(
+            trace_id="after", step=0, tool_name="tool.x", status="success", occurred_at=now
+        ).pk > max(pk for pk, *_ in kept)
     finally:
         # The empty table's layout again, for the tests after this one.
         Trace.objects.all().delete()

@@ -18,7 +18,9 @@ only for a moment:
    same columns, checks, foreign keys and indexes, and the old table is attached as the
    partition of everything before ``D``. The check proves the range, so the attach reads no
    row; the old table's indexes, primary key and foreign keys match the new parent's and are
-   adopted, not rebuilt. A default partition takes what no day's partition does.
+   adopted, not rebuilt. A default partition takes what no day's partition does. If it
+   fails, the check of step 2 is dropped again (it would refuse traces from D on); the index
+   stays for the next run.
 
 An empty table (a new installation, the test database) is not kept as a partition: every
 day then has its own. Whatever is not in a day's partition is pruned by the chunked delete.
@@ -34,7 +36,7 @@ copied into it, under a lock for the whole copy.
 import re
 from datetime import UTC, datetime, timedelta
 
-from django.db import migrations, transaction
+from django.db import OperationalError, migrations, transaction
 
 TABLE = "learning_trace"
 LEGACY = "learning_trace_legacy"
@@ -42,6 +44,9 @@ DEFAULT = "learning_trace_default"
 ID_INDEX = "learning_trace_id_occurred"
 RANGE_CHECK = "learning_trace_legacy_range"
 LEGACY_DAYS_AHEAD = 7  # a validation that runs for days on a huge table still finds D ahead
+# The swap fails rather than queue ingest behind a long query for longer than this.
+LOCK_TIMEOUT = "10s"
+CLEANUP_TRIES = 6
 
 
 def _unique_sql(partition: str) -> list[str]:
@@ -95,13 +100,33 @@ def forwards(apps, schema_editor):
             f"CHECK (occurred_at < '{bound.isoformat()}') NOT VALID"
         )
         cursor.execute(f'ALTER TABLE "{TABLE}" VALIDATE CONSTRAINT "{RANGE_CHECK}"')
-    # 3. The swap.
-    with transaction.atomic(using=connection.alias), connection.cursor() as cursor:
-        _swap(cursor, bound)
+    # 3. The swap. Should it fail (its lock not had in time), the range check goes again, or
+    # rows from D on would be refused; the index stays, for the next run.
+    try:
+        with transaction.atomic(using=connection.alias), connection.cursor() as cursor:
+            _swap(cursor, bound)
+    except Exception:
+        _range_check_dropped(connection, bound)
+        raise
+
+
+def _range_check_dropped(connection, bound: datetime) -> None:
+    for _ in range(CLEANUP_TRIES):
+        try:
+            with transaction.atomic(using=connection.alias), connection.cursor() as cursor:
+                cursor.execute(f"SET LOCAL lock_timeout = '{LOCK_TIMEOUT}'")
+                cursor.execute(f'ALTER TABLE "{TABLE}" DROP CONSTRAINT IF EXISTS "{RANGE_CHECK}"')
+            return
+        except OperationalError:
+            continue
+    raise RuntimeError(
+        f'The check "{RANGE_CHECK}" is still on "{TABLE}": run migrate again, or drop it, '
+        f"before {bound.isoformat()}, from when it refuses traces that occur after."
+    )
 
 
 def _swap(cursor, bound: datetime) -> None:
-    cursor.execute("SET LOCAL lock_timeout = '10s'")
+    cursor.execute(f"SET LOCAL lock_timeout = '{LOCK_TIMEOUT}'")
     cursor.execute(f'LOCK TABLE "{TABLE}" IN ACCESS EXCLUSIVE MODE')
     cursor.execute(f'ALTER TABLE "{TABLE}" RENAME TO "{LEGACY}"')
     # The indexes' names go to the new parent; the old table's are renamed to be adopted.

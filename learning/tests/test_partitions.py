@@ -2,11 +2,12 @@
 the past, each with its unique keys, and a populated table converted in place. Retention's
 drops are tested with ``traces_prune`` (``services/test_traces_prune.py``)."""
 
+import importlib
 import threading
 from datetime import UTC, datetime, timedelta
 
 import pytest
-from django.db import IntegrityError, connection, connections, transaction
+from django.db import IntegrityError, OperationalError, connection, connections, transaction
 from django.db.migrations.executor import MigrationExecutor
 from django.utils import timezone
 
@@ -229,3 +230,39 @@ def test_creating_a_day_lets_traces_of_other_days_through():
         thread.join(10)
     assert stored, "the insert into today's partition waited for the new day's locks"
     assert partition_of(stored) == {stored[0]: day_partition_name(today)}
+
+
+@postgresql_only
+@pytest.mark.django_db(transaction=True, serialized_rollback=True)
+def test_a_failed_swap_leaves_the_plain_table_taking_every_trace(monkeypatch):
+    migration = importlib.import_module("learning.migrations.0013_traces_partitioned_by_day")
+    executor = MigrationExecutor(connection)
+    latest = executor.loader.graph.leaf_nodes("learning")
+    executor.migrate([BEFORE])
+    try:
+
+        def swap_not_locked(cursor, bound):
+            raise OperationalError("canceling statement due to lock timeout")
+
+        monkeypatch.setattr(migration, "_swap", swap_not_locked)
+        with pytest.raises(OperationalError), connection.schema_editor(atomic=False) as editor:
+            migration.forwards(None, editor)
+
+        assert not partitioned()
+        with connection.cursor() as cursor:
+            cursor.execute(
+                "SELECT conname FROM pg_constraint WHERE conrelid = 'learning_trace'::regclass"
+            )
+            assert migration.RANGE_CHECK not in {name for (name,) in cursor.fetchall()}
+        # A trace a year ahead (past the check's bound, had it stayed) is stored.
+        far = executor.loader.project_state([BEFORE]).apps.get_model("learning", "Trace")
+        far.objects.create(
+            trace_id="far", step=0, tool_name="tool.x", status="success",
+            occurred_at=timezone.now() + timedelta(days=365),
+        )  # fmt: skip
+        far.objects.all().delete()
+        monkeypatch.undo()
+    finally:
+        executor = MigrationExecutor(connection)
+        executor.migrate(latest)
+    assert partitioned()

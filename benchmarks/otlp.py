@@ -324,7 +324,11 @@ def costs(*, traces: int) -> None:
 
     def table_bytes() -> int:
         with connection.cursor() as cursor:
-            cursor.execute("SELECT pg_total_relation_size('learning_trace')")
+            # Summed over the partitions: a partitioned table's own size is zero.
+            cursor.execute(
+                "SELECT coalesce(sum(pg_total_relation_size(relid)), 0) "
+                "FROM pg_partition_tree('learning_trace')"
+            )
             return int(cursor.fetchone()[0])
 
     def later() -> datetime:

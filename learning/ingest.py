@@ -523,8 +523,10 @@ def traces_fold(
         _fold(by_tool, received_at="received_at", late=late)
         ids = [row["id"] for row in rows]
         for start in range(0, len(ids), MARK_CHUNK):
-            # What the fold needed of the data flow is in the statistics now.
-            Trace.objects.filter(pk__in=ids[start : start + MARK_CHUNK]).update(
+            # What the fold needed of the data flow is in the statistics now. Unfolded (as the
+            # claimed rows are): on a partitioned table the ids are looked up in each day's
+            # small index of unfolded traces, not in every day's primary key.
+            Trace.objects.filter(pk__in=ids[start : start + MARK_CHUNK], aggregated=False).update(
                 aggregated=True, dataflow=None
             )
         result.changed = sorted({*by_tool, *late})

@@ -36,6 +36,7 @@ from .inference import (
 )
 from .ingest import stats_locked, stats_write, traces_fold_pending
 from .models import DriftReport, InferredContract, ToolDayStats, ToolStats, Trace
+from .partitions import partitioned, trace_partitions_drop
 from .risk import PreparedLabel
 from .selectors import risk_labels, risk_lexicon
 from .shapes import (
@@ -500,18 +501,31 @@ def _proposal(document: dict[str, Any], evidence: TicketEvidence) -> dict[str, A
 def traces_prune(*, older_than: timedelta | None = None, chunk: int = 10_000) -> int:
     """Delete folded traces past retention; what inference needs of registered tools lives on
     in ToolStats. Unregistered names go with their last trace: their statistics and inferred
-    contracts are deleted too, so junk names cannot pile up."""
+    contracts are deleted too, so junk names cannot pile up. Return how many traces went.
+
+    On a partitioned trace table (PostgreSQL, ``learning.partitions``) a day past retention is
+    dropped whole, at a cost that does not grow with its rows; rows outside the days'
+    partitions (the default partition, the one a populated table was converted into) are
+    deleted in chunks from before the cutoff's day, so the day the cutoff falls in is dropped
+    whole the next day rather than deleted in part now. Elsewhere (SQLite) every row goes in
+    chunks of ``chunk``. A dropped day counts as many traces as the planner's statistics say.
+    """
     cutoff = timezone.now() - (older_than or settings.TRACE_RETENTION)
     deleted = 0
+    if partitioned():
+        cutoff = cutoff.replace(hour=0, minute=0, second=0, microsecond=0)
+        deleted += trace_partitions_drop(before=cutoff).rows
     while True:
+        # Unordered: the model's newest-first ordering would sort what is deleted anyway.
         ids = list(
-            Trace.objects.filter(aggregated=True, occurred_at__lt=cutoff).values_list(
-                "pk", flat=True
-            )[:chunk]
+            Trace.objects.filter(aggregated=True, occurred_at__lt=cutoff)
+            .order_by()
+            .values_list("pk", flat=True)[:chunk]
         )
         if not ids:
             break
-        deleted += Trace.objects.filter(pk__in=ids).delete()[0]
+        # The cutoff again: on partitions, only those it reaches are searched for the ids.
+        deleted += Trace.objects.filter(pk__in=ids, occurred_at__lt=cutoff).delete()[0]
     remaining = Trace.objects.filter(tool_name=OuterRef("tool_name"))
     for model in (ToolStats, InferredContract, ToolDayStats):
         model.objects.filter(tool__isnull=True).exclude(Exists(remaining)).delete()

@@ -11,7 +11,7 @@ from django.core.cache import cache
 from config.cache import cache_add_many
 from registry.queueing import durable_task, task_send
 
-from . import ingest, otel_ingest, services
+from . import ingest, otel_ingest, partitions, services
 
 
 @durable_task(soft_time_limit=240, time_limit=300)
@@ -98,6 +98,15 @@ def refresh_contracts(self) -> int:
 @durable_task(soft_time_limit=1200, time_limit=1500)
 def prune_traces(self) -> int:
     return services.traces_prune()
+
+
+@durable_task(soft_time_limit=120, time_limit=180)
+def trace_partitions_ensure(self) -> list[str]:
+    """Create the trace table's partitions of today and the next days, where missing
+    (PostgreSQL; nothing elsewhere). Hourly: a missed run costs nothing, the days are ahead."""
+    if not partitions.partitioned():
+        return []
+    return partitions.trace_partitions_ensure()
 
 
 @durable_task(soft_time_limit=240, time_limit=300)

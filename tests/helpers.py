@@ -98,6 +98,20 @@ def drifted_calls(n: int = 40, run: str = "drift") -> list[dict]:
     return [event_call(i, run=run, extra_after={"event_updated": True}) for i in range(n)]
 
 
+def trace(step: int = 1, **overrides) -> dict:
+    """One trace as a runtime posts it: a call of the ``registry`` fixture's find_events."""
+    item = {
+        "trace_id": "run-1", "step": step, "tool": "calendar.find_events",
+        "args": {"event_query": "team sync"}, "status": "success",
+        "state_before": {"event_query": "team sync"},
+        "state_after": {"event_query": "team sync", "eventId": "evt_9"},
+        "output": {"event_id": "evt_9"}, "error": None, "duration_ms": 85,
+        "occurred_at": "2026-11-01T10:00:00Z",
+    }  # fmt: skip
+    item.update(overrides)
+    return item
+
+
 def client_for(application: str, scopes=("contracts:read", "traces:write")) -> APIClient:
     """An API client authenticated as a runtime of the named application (created if missing)."""
     _, raw = runtime_token_create(application_name=application, scopes=list(scopes))

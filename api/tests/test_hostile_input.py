@@ -16,8 +16,7 @@ from learning.aggregates import aggregate_add, new_aggregate
 from learning.models import Trace
 from learning.traces import trace_parse
 from registry.validation import unstorable_text
-
-from .test_traces import trace
+from tests.helpers import trace
 
 BODY = 100_000
 
@@ -178,7 +177,9 @@ def test_a_number_out_of_range_in_a_request_is_a_400_naming_it(runtime, url, bod
 )
 def test_an_implausible_field_rejects_its_item_by_index_and_field(runtime, override, field):
     response = runtime.post(
-        "/api/v1/traces/", [trace(1), {**trace(2), **override}, trace(3)], format="json"
+        "/api/v1/traces/",
+        [trace(1), {**trace(2), **override}, trace(3)],
+        format="json",
     )
     assert response.status_code == 200
     body = response.json()

@@ -13,9 +13,7 @@ from learning.models import InferredContract, ToolStats, Trace
 from learning.services import tool_refresh, traces_prune
 from registry.models import Application, RiskLevel
 from reviews.models import ReviewTicket
-from tests.helpers import client_for
-
-from .test_traces import trace
+from tests.helpers import client_for, trace
 
 pytestmark = pytest.mark.django_db
 
@@ -101,7 +99,10 @@ def test_unregistered_names_are_kept_within_the_allowance_and_the_rest_refused(r
     # A name already used stays usable; a new one is still refused.
     again = runtime.post(
         "/api/v1/traces/",
-        [trace(20, trace_id="junk-20", tool="junk.name_0"), trace(21, tool="junk.name_99")],
+        [
+            trace(20, trace_id="junk-20", tool="junk.name_0"),
+            trace(21, tool="junk.name_99"),
+        ],
         format="json",
     ).json()
     assert again["accepted"] == 1 and again["problems"][0]["index"] == 1

@@ -1,21 +1,9 @@
 import pytest
 
 from learning.models import Trace
+from tests.helpers import trace
 
 pytestmark = pytest.mark.django_db
-
-
-def trace(step: int = 1, **overrides) -> dict:
-    item = {
-        "trace_id": "run-1", "step": step, "tool": "calendar.find_events",
-        "args": {"event_query": "team sync"}, "status": "success",
-        "state_before": {"event_query": "team sync"},
-        "state_after": {"event_query": "team sync", "eventId": "evt_9"},
-        "output": {"event_id": "evt_9"}, "error": None, "duration_ms": 85,
-        "occurred_at": "2026-11-01T10:00:00Z",
-    }  # fmt: skip
-    item.update(overrides)
-    return item
 
 
 def test_it_stores_traces_and_resolves_aliases(runtime):

@@ -9,7 +9,7 @@ from learning.aggregates import aggregate_percentile
 from learning.ingest import traces_fold_pending, traces_ingest
 from learning.models import InferredContract, ToolDayStats, Trace
 from learning.services import tool_refresh, traces_prune
-from learning.tests.test_services import call
+from tests.helpers import event_call
 
 pytestmark = pytest.mark.django_db
 DAY_1 = datetime(2026, 3, 1, 10, tzinfo=UTC)
@@ -17,7 +17,11 @@ DAY_2 = datetime(2026, 3, 2, 23, 59, tzinfo=UTC)
 
 
 def at(moment: datetime, step: int, **kwargs) -> dict:
-    return {**call(step, **kwargs), "occurred_at": moment.isoformat(), "duration_ms": 100 + step}
+    return {
+        **event_call(step, **kwargs),
+        "occurred_at": moment.isoformat(),
+        "duration_ms": 100 + step,
+    }
 
 
 def ingest_and_fold(**kwargs) -> None:

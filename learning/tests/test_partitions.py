@@ -21,7 +21,8 @@ from learning.partitions import (
     trace_partition_create,
     trace_partitions,
 )
-from learning.tests.partitions import (
+from registry.models import Application
+from tests.partitions import (
     days_ago,
     noon,
     partition_names,
@@ -29,7 +30,6 @@ from learning.tests.partitions import (
     postgresql_only,
     trace_at,
 )
-from registry.models import Application
 
 pytestmark = pytest.mark.django_db
 BEFORE = ("learning", "0012_traces_folded_after_they_are_stored")

@@ -8,10 +8,10 @@ import pytest
 from learning.ingest import traces_ingest
 from learning.models import DriftReport
 from learning.services import tool_refresh
-from learning.tests.test_services import call
 from registry.models import ContractVersion, RiskLevel
 from reviews.models import ReviewTicket
 from reviews.services import ticket_diff
+from tests.helpers import event_call
 
 pytestmark = pytest.mark.django_db
 
@@ -34,7 +34,7 @@ def auto_publishing(get_event):
 def traces(n: int = 40, *, extra_args: dict | None = None, omit_event_every: int = 0) -> list:
     items = []
     for index in range(n):
-        item = call(index, run=f"planted{index}", extra_after={"event_updated": True})
+        item = event_call(index, run=f"planted{index}", extra_after={"event_updated": True})
         item["args"].update(extra_args or {})
         if omit_event_every and index % omit_event_every == 0:
             del item["args"]["event_id"]

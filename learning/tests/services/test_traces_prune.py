@@ -10,7 +10,8 @@ from learning.ingest import traces_fold_pending, traces_ingest
 from learning.models import ToolStats, Trace
 from learning.partitions import day_partition_name, trace_partition_create
 from learning.services import traces_prune
-from learning.tests.partitions import (
+from tests.helpers import event_call
+from tests.partitions import (
     constraints_checked,
     days_ago,
     noon,
@@ -18,7 +19,6 @@ from learning.tests.partitions import (
     postgresql_only,
     trace_at,
 )
-from tests.helpers import event_call
 
 pytestmark = pytest.mark.django_db
 

@@ -11,12 +11,21 @@ from django.utils import timezone
 
 from registry.json_display import json_text
 from registry.models import ContractVersion, Tool
+from registry.revision import revision_memo
 
 from .charts import DayPoint, Marker, chart_window, day_points
 from .evidence import contract_differences
 from .models import DriftReport, InferredContract, ToolDayStats, ToolStats, Trace
 from .otel import states_whole
-from .risk import Lexicon, lexicon
+from .risk import (
+    RISK_ORDER,
+    LabelIndex,
+    Lexicon,
+    PreparedLabel,
+    label_read,
+    labels_observed,
+    lexicon,
+)
 
 HEALTH_DAYS = 90
 RECENT_VERSIONS = 10
@@ -194,10 +203,52 @@ def risk_labels() -> list[dict[str, Any]]:
         "document__evidence__gated"
     )[:1]
     return [
-        {"name": name, "risk": risk, **dict(zip(fields, values, strict=True))}
-        for name, risk, *values in ContractVersion.objects.filter(
+        {
+            "name": name,
+            "risk": risk,
+            "content_hash": content_hash,
+            **dict(zip(fields, values, strict=True)),
+        }
+        for content_hash, name, risk, *values in ContractVersion.objects.filter(
             status=ContractVersion.Status.APPROVED
         )
         .annotate(gated=Subquery(gated))
-        .values_list("tool__name", "risk__name", *fields)
+        .values_list("content_hash", "tool__name", "risk__name", *fields)
     ]
+
+
+def risk_label_index() -> LabelIndex:
+    """The labelled tools, read and indexed for suggestions (``learning.risk.LabelIndex``), once
+    per registry revision in this process: a refresh of one tool then costs the same with a
+    thousand labelled tools or a hundred thousand.
+
+    An approval moves the revision, so a new label is seen at once. The preconditions a
+    labelled tool's calls failed without (``gated``, from its inferred contract) are read with
+    the labels, so a change there is seen at the next revision. Each tool's reading is kept
+    across revisions while its contract (by content hash, which covers the name and the
+    label) and ``gated`` stay the same: after an approval only the new version is read again,
+    and the index rebuilt.
+    """
+    return revision_memo("learning:risk-labels", _label_index_build)
+
+
+# (content hash, gated) -> a labelled contract's reading (``label_read``), a function of these
+# and of the lexicon it was read with (``_readings_lexicon``) only.
+_readings: dict[tuple[str, tuple[str, ...]], PreparedLabel] = {}
+_readings_lexicon: list[Lexicon] = []
+
+
+def _label_index_build() -> LabelIndex:
+    lex = risk_lexicon()
+    kept = dict(_readings) if _readings_lexicon and _readings_lexicon[0] is lex else {}
+    readings: dict[tuple[str, tuple[str, ...]], PreparedLabel] = {}
+    for row in risk_labels():
+        if row["risk"] not in RISK_ORDER:
+            continue
+        key = (row["content_hash"], tuple(row.get("gated") or ()))
+        readings[key] = kept.get(key) or label_read(row, lex)
+    # Only the current readings are kept: memory follows the registry, not its history.
+    _readings.clear()
+    _readings.update(readings)
+    _readings_lexicon[:] = [lex]
+    return LabelIndex(labels_observed(list(readings.values())))

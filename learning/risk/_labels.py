@@ -1,21 +1,24 @@
 """Rule 5 of docs/learning.md (*Risk suggestions*): what reviewers' labels say.
 
-The labelled tools are read once (``prepare_labels``); the closest tools with the same action
-word vote, and a naive Bayes model over the readings' features may raise a suggestion.
+The labelled tools are read once (``prepare_labels``) and indexed once (``LabelIndex``: by
+name, namespace and action word, with the labels model of each namespace), so a suggestion
+reads only the tools it compares with; the closest tools with the same action word vote, and a
+naive Bayes model over the readings' features may raise a suggestion.
 """
 
 from __future__ import annotations
 
 import math
-from collections import defaultdict
+from collections import Counter, defaultdict
 from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
 from typing import Any, TypedDict, cast
 
 from registry.risk_order import RISK_ORDER
 
 from ._evidence import Neighbour, RiskEvidence
 from ._lexicon import Lexicon, lexicon
-from ._names import arguments_of
+from ._names import arguments_of, namespace
 from ._reading import read_tool
 
 NEIGHBOURS = 3
@@ -55,18 +58,7 @@ def prepare_labels(
         if "features" in tool and "tokens" in tool:  # prepared already
             prepared.append(cast(PreparedLabel, tool))
             continue
-        name = tool.get("name", "")
-        reading = read_tool(
-            name=name, description=tool.get("description", ""),
-            produces=tool.get("produces") or [], permissions=tool.get("permissions") or [],
-            annotations=tool.get("annotations"), arguments=arguments_of(tool), lex=lex,
-        )  # fmt: skip
-        entry: PreparedLabel = {
-            "name": name, "risk": tool["risk"], "tokens": reading.tokens,
-            "verb": reading.action.word, "kind": reading.kind, "features": reading.features,
-            "produces": list(tool.get("produces") or []),
-            "requires": list(tool.get("requires") or []), "gated": list(tool.get("gated") or []),
-        }  # fmt: skip
+        entry = label_read(tool, lex)
         prepared.append(entry)
         fresh.append(entry)
     # What the traces and the other contracts say of each tool read here (rule 5): outputs
@@ -77,6 +69,106 @@ def prepare_labels(
             tool["name"], tool["produces"], tool["gated"], required_by, []
         )
     return prepared
+
+
+def label_read(tool: Mapping[str, Any], lex: Lexicon) -> PreparedLabel:
+    """One labelled tool's reading, without what the other tools say of it (``labels_observed``
+    adds that). It depends on the tool's contract and the lexicon only, so a caller may keep it
+    for as long as both stay the same."""
+    name = tool.get("name", "")
+    reading = read_tool(
+        name=name, description=tool.get("description", ""),
+        produces=tool.get("produces") or [], permissions=tool.get("permissions") or [],
+        annotations=tool.get("annotations"), arguments=arguments_of(tool), lex=lex,
+    )  # fmt: skip
+    return {
+        "name": name, "risk": tool["risk"], "tokens": reading.tokens,
+        "verb": reading.action.word, "kind": reading.kind, "features": reading.features,
+        "produces": list(tool.get("produces") or []),
+        "requires": list(tool.get("requires") or []), "gated": list(tool.get("gated") or []),
+    }  # fmt: skip
+
+
+def labels_observed(read: list[PreparedLabel]) -> list[PreparedLabel]:
+    """Readings from ``label_read``, each copied with the features the others give it (what
+    ``prepare_labels`` adds): the readings themselves are left as they were, to be kept."""
+    required_by = requirers(read)
+    return [
+        {
+            **tool,
+            "features": tool["features"]
+            | observed_features(tool["name"], tool["produces"], tool["gated"], required_by, []),
+        }
+        for tool in read
+    ]
+
+
+@dataclass
+class LabelGroup:
+    """Labelled tools a suggestion compares with (all of them, or one namespace's), indexed."""
+
+    tools: list[PreparedLabel] = field(default_factory=list)
+    by_verb: dict[str, list[PreparedLabel]] = field(default_factory=dict)
+    model: LabelsModel | None = None
+    kinds: Counter[tuple[str, str]] = field(default_factory=Counter)  # (kind, risk) -> tools
+
+    def add(self, tool: PreparedLabel) -> None:
+        self.tools.append(tool)
+        if tool["verb"]:
+            self.by_verb.setdefault(tool["verb"], []).append(tool)
+        self.kinds[(tool["kind"], tool["risk"])] += 1
+
+    def finish(self) -> None:
+        self.model = labels_model(self.tools)
+
+
+class LabelIndex:
+    """The prepared labels, indexed once for many suggestions: which tools require each
+    variable, and per group (every tool, each namespace) the tools by action word, the labels
+    model and the count of each kind at each level. A suggestion for a tool leaves the tool's
+    own label out (``without``) at the cost of its own entries, so it reads only what it
+    compares with: the tools of its action word, the model's features."""
+
+    def __init__(self, prepared: Iterable[PreparedLabel]) -> None:
+        self.by_name: dict[str, list[PreparedLabel]] = defaultdict(list)
+        self.everything = LabelGroup()
+        self.spaces: dict[str, LabelGroup] = defaultdict(LabelGroup)
+        for tool in prepared:
+            if tool["risk"] not in RISK_ORDER:
+                continue
+            self.by_name[tool["name"]].append(tool)
+            self.everything.add(tool)
+            self.spaces[namespace(tool["name"])].add(tool)
+        self.required_by = requirers(self.everything.tools)
+        for group in (self.everything, *self.spaces.values()):
+            group.finish()
+        self.by_name = dict(self.by_name)
+        self.spaces = dict(self.spaces)
+
+    def __len__(self) -> int:
+        return len(self.everything.tools)
+
+    def own(self, name: str) -> list[PreparedLabel]:
+        return self.by_name.get(name, [])
+
+
+def labels_model_without(model: LabelsModel, left_out: list[PreparedLabel]) -> LabelsModel:
+    """``model`` as if trained without ``left_out`` (tools it was trained on): only the levels
+    and features those tools touch are copied."""
+    if not left_out:
+        return model
+    counts = dict(model["counts"])
+    features = dict(model["features"])
+    for tool in left_out:
+        counts[tool["risk"]] -= 1
+        table = features[tool["risk"]] = dict(features[tool["risk"]])
+        for feature in tool["features"]:
+            table[feature] -= 1
+    touched = {feature for tool in left_out for feature in tool["features"]}
+    gone = {f for f in touched if not any(features[risk].get(f, 0) for risk in RISK_ORDER)}
+    seen = model["seen"] - gone if gone else model["seen"]
+    size = model["size"] - len(left_out)
+    return {"counts": counts, "features": features, "seen": seen, "size": size}
 
 
 def requirers(tools: Iterable[PreparedLabel]) -> dict[str, set[str]]:

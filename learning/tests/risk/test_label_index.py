@@ -1,0 +1,68 @@
+"""``LabelIndex``: the labels read and indexed once; a suggestion for a labelled tool leaves
+the tool's own label out by subtraction, and must say what it says without that label."""
+
+import pytest
+
+from demo import scaled_world
+from learning.risk import LabelIndex, prepare_labels, suggest_risk
+from learning.risk._labels import labels_model_without
+
+WORLD = scaled_world.registry(120)["tools"]
+# Labels that disagree with the world's verbs, so the neighbours and the model have work.
+for number, tool in enumerate(WORLD):
+    if number % 7 == 0:
+        tool["risk"] = "high" if tool["risk"] == "low" else "low"
+# Action words no other label in their namespace has: left out, such a tool is judged by the
+# namespace's model, which must then be trained without it.
+WORLD += [
+    {"name": f"domain1.{verb}_box", "description": f"{verb.title()} a box.", "risk": risk,
+     "produces": [], "permissions": ["write"]}
+    for verb, risk in [("archive", "high"), ("move", "medium"), ("rename", "low")]
+]  # fmt: skip
+PREPARED = prepare_labels(WORLD)
+
+
+def suggestion(tool: dict, labelled) -> tuple:
+    found = suggest_risk(
+        name=tool["name"], description=tool["description"], produces=tool["produces"],
+        permissions=tool["permissions"], labelled=labelled, gated=tool.get("gated", []),
+    )  # fmt: skip
+    return found.risk, found.confidence, found.evidence
+
+
+@pytest.mark.parametrize("number", [*range(0, 120, 3), 120, 121, 122])
+def test_a_labelled_tool_is_judged_as_if_its_own_label_were_not_there(number):
+    index = LabelIndex(PREPARED)
+    tool = WORLD[number]
+    others = [label for label in PREPARED if label["name"] != tool["name"]]
+
+    assert suggestion(tool, index) == suggestion(tool, LabelIndex(others))
+
+
+@pytest.mark.parametrize(
+    ("name", "description"),
+    [
+        ("domain3.archive_thing", "Archive a thing of domain 3."),  # a verb no label has
+        ("domain5.move_thing", "Move a thing."),
+        ("solo_tool", "Tweak the settings."),  # no namespace
+        ("domain7.get_thing", "Get one thing."),
+    ],
+)
+def test_an_unlabelled_tool_reads_the_same_from_the_index_or_the_list(name, description):
+    tool = {"name": name, "description": description, "produces": ["var_3"], "permissions": []}
+
+    assert suggestion(tool, LabelIndex(PREPARED)) == suggestion(tool, WORLD)
+
+
+def test_the_model_without_a_tool_is_the_model_trained_without_it():
+    index = LabelIndex(PREPARED)
+    space = index.spaces["domain1"]
+    own = index.own(space.tools[0]["name"])
+    rest = LabelIndex([label for label in PREPARED if label not in own]).spaces["domain1"]
+
+    without = labels_model_without(space.model, own)
+    assert without["counts"] == rest.model["counts"]
+    assert without["size"] == rest.model["size"]
+    assert without["seen"] == rest.model["seen"]
+    for risk, table in rest.model["features"].items():
+        assert {f: c for f, c in without["features"][risk].items() if c} == dict(table)

@@ -20,7 +20,6 @@ from ._labels import (
     LabelIndex,
     PreparedLabel,
     label_read,
-    labels_observed,
     prepare_labels,
 )
 from ._lexicon import VERBS_FILE, Lexicon, VocabularyInvalid, lexicon, vocabulary_load
@@ -39,7 +38,6 @@ __all__ = [
     "VocabularyInvalid",
     "arguments_of",
     "label_read",
-    "labels_observed",
     "data_directory",
     "lexicon",
     "prepare_labels",

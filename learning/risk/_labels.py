@@ -72,9 +72,9 @@ def prepare_labels(
 
 
 def label_read(tool: Mapping[str, Any], lex: Lexicon) -> PreparedLabel:
-    """One labelled tool's reading, without what the other tools say of it (``labels_observed``
-    adds that). It depends on the tool's contract and the lexicon only, so a caller may keep it
-    for as long as both stay the same."""
+    """One labelled tool's reading, without what the other tools say of it (``prepare_labels``
+    and ``LabelIndex.update`` add that). It depends on the tool's contract and the lexicon
+    only, so a caller may keep it for as long as both stay the same."""
     name = tool.get("name", "")
     reading = read_tool(
         name=name, description=tool.get("description", ""),
@@ -89,67 +89,132 @@ def label_read(tool: Mapping[str, Any], lex: Lexicon) -> PreparedLabel:
     }  # fmt: skip
 
 
-def labels_observed(read: list[PreparedLabel]) -> list[PreparedLabel]:
-    """Readings from ``label_read``, each copied with the features the others give it (what
-    ``prepare_labels`` adds): the readings themselves are left as they were, to be kept."""
-    required_by = requirers(read)
-    return [
-        {
-            **tool,
-            "features": tool["features"]
-            | observed_features(tool["name"], tool["produces"], tool["gated"], required_by, []),
-        }
-        for tool in read
-    ]
-
-
 @dataclass
 class LabelGroup:
-    """Labelled tools a suggestion compares with (all of them, or one namespace's), indexed."""
+    """Labelled tools a suggestion compares with (all of them, or one namespace's), indexed,
+    with the labels model trained on them kept up to date as tools come and go."""
 
-    tools: list[PreparedLabel] = field(default_factory=list)
-    by_verb: dict[str, list[PreparedLabel]] = field(default_factory=dict)
-    model: LabelsModel | None = None
+    tools: dict[int, PreparedLabel] = field(default_factory=dict)  # by id(): order is moot
+    by_verb: dict[str, dict[int, PreparedLabel]] = field(default_factory=dict)
     kinds: Counter[tuple[str, str]] = field(default_factory=Counter)  # (kind, risk) -> tools
+    model: LabelsModel = field(default_factory=lambda: labels_model([]))
+    _feature_totals: Counter[str] = field(default_factory=Counter)
 
     def add(self, tool: PreparedLabel) -> None:
-        self.tools.append(tool)
+        self.tools[id(tool)] = tool
         if tool["verb"]:
-            self.by_verb.setdefault(tool["verb"], []).append(tool)
+            self.by_verb.setdefault(tool["verb"], {})[id(tool)] = tool
         self.kinds[(tool["kind"], tool["risk"])] += 1
+        self._train(tool, 1)
 
-    def finish(self) -> None:
-        self.model = labels_model(self.tools)
+    def remove(self, tool: PreparedLabel) -> None:
+        del self.tools[id(tool)]
+        if tool["verb"]:
+            del self.by_verb[tool["verb"]][id(tool)]
+        self.kinds[(tool["kind"], tool["risk"])] -= 1
+        self._train(tool, -1)
+
+    def _train(self, tool: PreparedLabel, step: int) -> None:
+        model = self.model
+        model["counts"][tool["risk"]] += step
+        model["size"] += step
+        table = model["features"][tool["risk"]]
+        for feature in tool["features"]:
+            table[feature] = table.get(feature, 0) + step
+            self._feature_totals[feature] += step
+            if self._feature_totals[feature] > 0:
+                model["seen"].add(feature)
+            else:
+                model["seen"].discard(feature)
+
+    def same_verb(self, verb: str | None) -> list[PreparedLabel]:
+        return list(self.by_verb.get(verb, {}).values()) if verb else []
 
 
 class LabelIndex:
     """The prepared labels, indexed once for many suggestions: which tools require each
     variable, and per group (every tool, each namespace) the tools by action word, the labels
     model and the count of each kind at each level. A suggestion for a tool leaves the tool's
-    own label out (``without``) at the cost of its own entries, so it reads only what it
-    compares with: the tools of its action word, the model's features."""
+    own label out (``labels_model_without``) at the cost of its own entries, so it reads only
+    what it compares with: the tools of its action word, the model's features.
 
-    def __init__(self, prepared: Iterable[PreparedLabel]) -> None:
-        self.by_name: dict[str, list[PreparedLabel]] = defaultdict(list)
+    Built from prepared labels (``prepare_labels``), or empty and then kept up to date with
+    ``update`` from readings (``label_read``), which adds what the other tools say of each
+    (``observed_features``) and changes only what the readings added and removed touch: the
+    tools they require and produce. An index is changed in place: one thread at a time."""
+
+    def __init__(self, prepared: Iterable[PreparedLabel] = ()) -> None:
+        self.by_name: dict[str, dict[int, PreparedLabel]] = {}
         self.everything = LabelGroup()
-        self.spaces: dict[str, LabelGroup] = defaultdict(LabelGroup)
+        self.spaces: dict[str, LabelGroup] = {}
+        self.required_by: dict[str, set[str]] = defaultdict(set)
+        # For ``update``: the labels by the caller's key, their readings, their producers.
+        self._labels: dict[Any, PreparedLabel] = {}
+        self._readings: dict[Any, PreparedLabel] = {}
+        self._producers: dict[str, dict[Any, None]] = defaultdict(dict)
+        prepared = [tool for tool in prepared if tool["risk"] in RISK_ORDER]
         for tool in prepared:
-            if tool["risk"] not in RISK_ORDER:
-                continue
-            self.by_name[tool["name"]].append(tool)
-            self.everything.add(tool)
-            self.spaces[namespace(tool["name"])].add(tool)
-        self.required_by = requirers(self.everything.tools)
-        for group in (self.everything, *self.spaces.values()):
-            group.finish()
-        self.by_name = dict(self.by_name)
-        self.spaces = dict(self.spaces)
+            self._add(tool)
+            for variable in tool.get("requires") or []:
+                self.required_by[variable].add(tool["name"])
 
     def __len__(self) -> int:
         return len(self.everything.tools)
 
     def own(self, name: str) -> list[PreparedLabel]:
-        return self.by_name.get(name, [])
+        return list(self.by_name.get(name, {}).values())
+
+    def keys(self) -> set[Any]:
+        return set(self._readings)
+
+    def update(self, *, added: Mapping[Any, PreparedLabel], removed: Iterable[Any]) -> None:
+        """Remove the readings under ``removed`` keys and add ``added`` ones (``label_read``:
+        without observed features), then correct the observed features of the tools whose
+        outputs the change made required, or no longer required."""
+        touched: set[str] = set()  # variables whose requirers changed
+        for key in removed:
+            reading = self._readings.pop(key)
+            self._remove(self._labels.pop(key))
+            for variable in reading["produces"]:
+                self._producers[variable].pop(key, None)
+            for variable in reading["requires"]:
+                self.required_by[variable].discard(reading["name"])
+                touched.add(variable)
+        for key, reading in added.items():
+            if reading["risk"] not in RISK_ORDER:
+                continue
+            self._readings[key] = reading
+            for variable in reading["produces"]:
+                self._producers[variable][key] = None
+            for variable in reading["requires"]:
+                self.required_by[variable].add(reading["name"])
+                touched.add(variable)
+        stale = {key for variable in touched for key in self._producers.get(variable, ())}
+        for key in stale | {key for key in added if key in self._readings}:
+            label = self._observed(self._readings[key])
+            old = self._labels.get(key)
+            if old is not None and old["features"] == label["features"]:
+                continue
+            if old is not None:
+                self._remove(old)
+            self._labels[key] = label
+            self._add(label)
+
+    def _observed(self, reading: PreparedLabel) -> PreparedLabel:
+        observed = observed_features(
+            reading["name"], reading["produces"], reading["gated"], self.required_by, []
+        )
+        return {**reading, "features": reading["features"] | observed}
+
+    def _add(self, tool: PreparedLabel) -> None:
+        self.by_name.setdefault(tool["name"], {})[id(tool)] = tool
+        self.everything.add(tool)
+        self.spaces.setdefault(namespace(tool["name"]), LabelGroup()).add(tool)
+
+    def _remove(self, tool: PreparedLabel) -> None:
+        del self.by_name[tool["name"]][id(tool)]
+        self.everything.remove(tool)
+        self.spaces[namespace(tool["name"])].remove(tool)
 
 
 def labels_model_without(model: LabelsModel, left_out: list[PreparedLabel]) -> LabelsModel:

@@ -71,7 +71,7 @@ def suggest_risk(
     risk = floor
     # The reviewers' labels of tools with the same action word: the closest few vote.
     word = reading.action.word
-    same_verb = [tool for tool in group.by_verb.get(word or "", []) if tool["name"] != name]
+    same_verb = [tool for tool in group.same_verb(word) if tool["name"] != name]
     declared_write = any(
         item["kind"] == "hint" and item["hint"] == "readOnlyHint" and not item["value"]
         for item in evidence
@@ -96,7 +96,6 @@ def suggest_risk(
             risk, confidence = voted, vote_confidence
     # Without such tools, the model over every feature, trained on the namespace's labels.
     if not same_verb and labels >= MODEL_MIN_LABELS and risk != RISK_ORDER[-1]:
-        assert group.model is not None  # built with the index
         model = labels_model_without(group.model, own)
         probabilities = model_probabilities(model, reading.features)
         for rank in reversed(range(RISK_ORDER.index(risk) + 1, len(RISK_ORDER))):

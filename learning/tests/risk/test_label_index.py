@@ -5,11 +5,28 @@ from collections import Counter
 
 import pytest
 
-from demo import scaled_world
 from learning.risk import LabelIndex, label_read, lexicon, prepare_labels, suggest_risk
 from learning.risk._labels import labels_model_without
 
-WORLD = scaled_world.registry(120)["tools"]
+VERBS = {"find": "low", "get": "low", "list": "low", "summarize": "low", "create": "medium",
+         "update": "medium", "share": "high", "delete": "high", "send": "high"}  # fmt: skip
+
+
+def catalog(size: int) -> list[dict]:
+    """Tools ``domainD.verb_N``, each producing its own variable and requiring an earlier one."""
+    tools = []
+    for number in range(size):
+        verb = list(VERBS)[number % len(VERBS)]
+        tools.append({
+            "name": f"domain{number % 8}.{verb}_{number}",
+            "description": f"{verb.capitalize()} thing number {number} of domain {number % 8}.",
+            "requires": [f"var_{(number * 7) % size}"], "produces": [f"var_{number}"],
+            "risk": VERBS[verb], "permissions": ["read"] if VERBS[verb] == "low" else ["write"],
+        })  # fmt: skip
+    return tools
+
+
+WORLD = catalog(120)
 # Labels that disagree with the world's verbs, so the neighbours and the model have work.
 for number, tool in enumerate(WORLD):
     if number % 7 == 0:

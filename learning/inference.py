@@ -43,7 +43,7 @@ from registry.risk_order import DEFAULT_RISK_RANK
 
 from .aggregates import ROUTE_ARROW, aggregate_percentile, inferable_name
 from .outputs import output_schema_proposal
-from .risk import Lexicon, prepare_labels, suggest_risk
+from .risk import LabelIndex, Lexicon, prepare_labels, suggest_risk
 from .shapes import (
     NO_VARIABLE,
     Aggregate,
@@ -78,7 +78,7 @@ def infer_contract(
     description: str,
     input_schema: dict[str, Any] | None,
     aggregate: Aggregate,
-    labelled: Iterable[Mapping[str, Any]] = (),
+    labelled: Iterable[Mapping[str, Any]] | LabelIndex = (),
     permissions: Iterable[str] = (),
     annotations: dict[str, Any] | None = None,
     thresholds: Thresholds = Thresholds(),

@@ -29,7 +29,8 @@ from django.utils import timezone
 
 from registry.jsonlimits import more_nodes_than
 from registry.models import Application, ContractVersion, Tool
-from registry.selectors import alias_map, tool_names_visible
+from registry.revision import revision_memo
+from registry.selectors import alias_map, tool_names_visible, tools_by_name
 
 from .aggregates import aggregate_add, aggregate_effects_add, aggregate_merge, new_aggregate
 from .baselines import baseline_snapshot
@@ -91,18 +92,20 @@ def traces_ingest(
     """
     batch_size = batch_size or settings.TRACE_BATCH_SIZE
     aliases = alias_map()
-    tools, approved = {}, set()
-    for name, pk, current in Tool.objects.values_list("name", "pk", "current_version_id"):
-        tools[name] = pk
-        if current is not None:
-            approved.add(name)
-    # An operator's import is trusted with every tool: the names just read are its visible set.
-    visible = set(tools) if application is None else tool_names_visible(application)
+    vocabulary = revision_memo("learning:vocabulary", lambda: vocabulary_names(alias_map()))
     result = IngestResult()
     iterator = iter(items)
     application_id = application.pk if application else None
+
+    def learnt_from(names: set[str]) -> set[str]:
+        """The names whose calls are learnt from: those the application may see (an operator's
+        import sees every tool), and those with no approved contract."""
+        tools = tools_by_name(names)
+        seen = _visible(application, names, tools)
+        return {name for name in names if name in seen or tools.get(name, (0, None))[1] is None}
+
     while batch := list(islice(iterator, batch_size)):
-        rows: dict[tuple[str, int], dict[str, Any]] = {}
+        parsed: list[tuple[int, dict[str, Any]]] = []
         for index, item in batch:
             trace, errors = trace_parse(item, aliases=aliases)
             if trace is None:
@@ -110,6 +113,14 @@ def traces_ingest(
                     {"index": index, "field": name, "reason": reason} for name, reason in errors
                 ]
                 continue
+            parsed.append((index, trace))
+        # Only the batch's names are looked up (one query each, by name), so a batch costs the
+        # same with a thousand tools in the registry or a hundred thousand.
+        names = {trace["tool"] for _, trace in parsed}
+        tools = tools_by_name(names)
+        visible = _visible(application, names, tools)
+        rows: dict[tuple[str, int], dict[str, Any]] = {}
+        for index, trace in parsed:
             key = (trace["trace_id"], trace["step"])
             if key in rows:
                 result.duplicates += 1
@@ -119,7 +130,7 @@ def traces_ingest(
                 **trace,
                 "index": index,
                 "tool_name": trace["tool"],
-                "tool_id": tools.get(trace["tool"]) if known else None,
+                "tool_id": tools[trace["tool"]][0] if known else None,
                 # A registered tool the application may not see is kept like an unknown name,
                 # never folded into that tool's learning (``_foldable``).
                 "unknown_tool": not known,
@@ -134,8 +145,8 @@ def traces_ingest(
             rows,
             application_id=application_id,
             aliases=aliases,
-            # A name the application may see, or one with no approved contract, is learnt from.
-            foldable=lambda step: step["tool"] in visible or step["tool"] not in approved,
+            vocabulary=vocabulary,
+            learnt_from=learnt_from,
         )
         with transaction.atomic():
             if application is not None:
@@ -170,6 +181,12 @@ def traces_ingest(
     return result
 
 
+def _visible(application: Application | None, names: set[str], tools: Collection[str]) -> set[str]:
+    """Which of ``names`` the application may see; an operator's import (None) is trusted with
+    every registered tool (``tools``: the registered ones among ``names``)."""
+    return set(tools) if application is None else tool_names_visible(application, among=names)
+
+
 def _insert_new(rows: list[dict[str, Any]], *, application_id: int | None) -> int:
     """SQLite: store the rows whose (trace_id, step) the owner has not stored; return how many.
 
@@ -195,14 +212,16 @@ def _reconstruct(
     *,
     application_id: int | None,
     aliases: dict[str, str],
-    foldable: Callable[[dict[str, Any]], bool],
+    vocabulary: frozenset[str],
+    learnt_from: Callable[[set[str]], set[str]],
 ) -> None:
     """Find each row's data flow (``learning.dataflow``) from the steps before it: those of the
     batch and, for a trace whose first step here is not its first, the ones stored earlier
     (a runtime that posts a call at a time). Each row gets its ``dataflow``: what the fold
     reads of it, with, on the first row of a trace here, the effects of earlier, foldable
-    steps that these steps reveal (``revealed``, by tool), and on each row the candidate
-    aliases its output showed (``candidates``, for an application's traces)."""
+    steps that these steps reveal (``revealed``, by tool; only of the tools ``learnt_from``
+    admits, asked once with the earlier steps' names), and on each row the candidate aliases
+    its output showed (``candidates``, for an application's traces)."""
     by_trace: dict[str, list[dict[str, Any]]] = {}
     for row in rows.values():
         by_trace.setdefault(row["trace_id"], []).append(row)
@@ -227,7 +246,11 @@ def _reconstruct(
             whole = states_whole([(s["step"], s["state_before"], s["state_after"]) for s in steps])
             for step in steps:
                 step["state_before"], step["state_after"] = whole[step["step"]]
-    vocabulary = vocabulary_names(aliases)
+    foldable = (
+        learnt_from({step["tool"] for steps in earlier.values() for step in steps})
+        if earlier
+        else set()
+    )
     for trace_id, steps in by_trace.items():
         steps.sort(key=lambda row: row["step"])
         context = earlier.get(trace_id, [])
@@ -256,7 +279,7 @@ def _reconstruct(
                     effects
                     and earlier_step["status"] == "success"
                     and earlier_step["captured"]
-                    and foldable(earlier_step)
+                    and earlier_step["tool"] in foldable
                 ):
                     revealed.append((earlier_step["tool"], effects))
             if revealed:
@@ -317,7 +340,7 @@ def tool_names_refused(*, application: Application, names: set[str]) -> set[str]
     An early answer for receivers that store before they ingest (OTLP); ingest decides again,
     under the application's lock, when the traces arrive.
     """
-    unseen = names - tool_names_visible(application)
+    unseen = names - tool_names_visible(application, among=names)
     if not unseen:
         return set()
     # ``order_by()``: the model's ordering (``-pk``) would join the DISTINCT selection and

@@ -1,22 +1,25 @@
 from __future__ import annotations
 
+import threading
 from dataclasses import dataclass
 from datetime import date, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
 from django.conf import settings
-from django.db.models import OuterRef, Subquery
+from django.db.models import OuterRef, Subquery, TextField
+from django.db.models.fields.json import KT
 from django.utils import timezone
 
 from registry.json_display import json_text
 from registry.models import ContractVersion, Tool
+from registry.revision import revision_memo
 
 from .charts import DayPoint, Marker, chart_window, day_points
 from .evidence import contract_differences
 from .models import DriftReport, InferredContract, ToolDayStats, ToolStats, Trace
 from .otel import states_whole
-from .risk import Lexicon, lexicon
+from .risk import RISK_ORDER, LabelIndex, Lexicon, label_read, lexicon
 
 HEALTH_DAYS = 90
 RECENT_VERSIONS = 10
@@ -187,17 +190,86 @@ def risk_lexicon() -> Lexicon:
 def risk_labels() -> list[dict[str, Any]]:
     """The risk labels people gave approved tools, with what the suggester reads of each
     (``learning.risk.prepare_labels``): what risk suggestions learn from."""
+    return _labels_read(None)
+
+
+def _labels_read(content_hashes: set[str] | None) -> list[dict[str, Any]]:
+    """``risk_labels``, of the approved contracts with these content hashes only when given."""
     fields = ("description", "produces", "requires", "permissions", "input_schema",
-              "annotations", "gated")  # fmt: skip
+              "annotations", "gated", "gated_text")  # fmt: skip
     # The preconditions its calls failed without, from its inferred contract (one per tool).
     gated = InferredContract.objects.filter(tool_name=OuterRef("tool__name")).values(
         "document__evidence__gated"
     )[:1]
     return [
-        {"name": name, "risk": risk, **dict(zip(fields, values, strict=True))}
-        for name, risk, *values in ContractVersion.objects.filter(
-            status=ContractVersion.Status.APPROVED
+        {
+            "name": name,
+            "risk": risk,
+            "content_hash": content_hash,
+            **dict(zip(fields, values, strict=True)),
+        }
+        for content_hash, name, risk, *values in ContractVersion.objects.filter(
+            status=ContractVersion.Status.APPROVED,
+            **({} if content_hashes is None else {"content_hash__in": content_hashes}),
         )
-        .annotate(gated=Subquery(gated))
-        .values_list("tool__name", "risk__name", *fields)
+        .annotate(gated=Subquery(gated), gated_text=_gated_text())
+        .values_list("content_hash", "tool__name", "risk__name", *fields)
     ]
+
+
+def _gated_text() -> Subquery:
+    """A labelled contract's ``gated`` as the database writes it in text: a key that needs no
+    JSON decoding, for reading a hundred thousand of them."""
+    return Subquery(
+        InferredContract.objects.filter(tool_name=OuterRef("tool__name")).values(
+            text=KT("document__evidence__gated")
+        )[:1],
+        output_field=TextField(),
+    )
+
+
+def risk_label_index() -> LabelIndex:
+    """The labelled tools, read and indexed for suggestions (``learning.risk.LabelIndex``), once
+    per registry revision in this process: a refresh of one tool then costs the same with a
+    thousand labelled tools or a hundred thousand.
+
+    An approval moves the revision, so a new label is seen at once. The preconditions a
+    labelled tool's calls failed without (``gated``, from its inferred contract) are read with
+    the labels, so a change there is seen at the next revision. The index is kept from one
+    revision to the next and changed in place: each revision reads which contracts are
+    labelled (their content hash, which covers the name and the label, and ``gated``: three
+    short columns), then reads and indexes only the contracts it has not seen.
+    """
+    return revision_memo("learning:risk-labels", _label_index_update)
+
+
+# This process's index and the lexicon its readings were made with; a refresh runs in one
+# thread of a worker process at a time, the only writer.
+_index: dict[str, Any] = {}
+_index_lock = threading.Lock()
+
+
+def _label_index_update() -> LabelIndex:
+    lex = risk_lexicon()
+    with _index_lock:
+        index = _index.get("index") if _index.get("lexicon") is lex else None
+        if index is None:
+            index = LabelIndex()
+        # The approved contracts by (content hash, gated): what a reading depends on.
+        current = set(
+            ContractVersion.objects.filter(status=ContractVersion.Status.APPROVED)
+            .annotate(gated_text=_gated_text())
+            .values_list("content_hash", "gated_text")
+        )
+        known = index.keys()
+        new = current - known
+        added = {}
+        if new:
+            hashes = {content_hash for content_hash, _ in new}
+            for row in _labels_read(hashes):
+                key = (row["content_hash"], row["gated_text"])
+                if key in new and row["risk"] in RISK_ORDER:
+                    added[key] = label_read(row, lex)
+        index.update(added=added, removed=known - current)
+        _index.update(index=index, lexicon=lex)
+        return index

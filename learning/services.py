@@ -20,6 +20,7 @@ from django.utils import timezone
 
 from registry.contract import proposal_of
 from registry.models import Application, ContractVersion, RiskLevel, Tool
+from registry.revision import revision_memo
 from registry.selectors import registry_context, risk_ranks
 from registry.validation import VARIABLE_NAME, ContractInvalid
 from reviews.services import drift_ticket_open_or_update, new_tool_proposal_open_or_update
@@ -31,14 +32,13 @@ from .inference import (
     contract_drift,
     drift_fingerprint,
     infer_contract,
-    prepare_labels,
     suggest_risk,
 )
 from .ingest import stats_locked, stats_write, traces_fold_pending
 from .models import DriftReport, InferredContract, ToolDayStats, ToolStats, Trace
 from .partitions import partitioned, trace_partitions_drop
-from .risk import PreparedLabel
-from .selectors import risk_labels, risk_lexicon
+from .risk import LabelIndex, Lexicon
+from .selectors import risk_label_index, risk_lexicon
 from .shapes import (
     Aggregate,
     Dataflow,
@@ -81,115 +81,154 @@ def tool_refresh(*, tool_name: str) -> RefreshResult:
     return tools_refresh(tool_names=[tool_name])[0]
 
 
+@dataclass
+class RefreshInputs:
+    """What every refresh reads of the registry, the same for each tool: read once per call,
+    from what this process keeps per registry revision (``revision_memo``)."""
+
+    ranks: dict[str, int]
+    lex: Lexicon
+    labelled: LabelIndex
+    lowest: RiskLevel | None
+    # (approved version id, gated) -> the risk suggested for the approved contract itself
+    # (``_risk_baseline``): computed once per version and revision, not per refresh.
+    baselines: dict[tuple[int, tuple[str, ...]], str]
+
+
 def tools_refresh(*, tool_names: list[str]) -> list[RefreshResult]:
-    """Infer and judge drift for many tools with a handful of queries per chunk."""
-    ranks = risk_ranks()
-    lex = risk_lexicon()
-    labelled = prepare_labels(risk_labels(), lex)
-    lowest = RiskLevel.objects.order_by("rank").first()
+    """Infer and judge drift for many tools, ``REFRESH_CHUNK`` at a time, each chunk in phases
+    with a handful of queries: fold what is pending, read the statistics, infer and judge each
+    tool, store the inferred contracts. What the registry says (risk levels, the labelled
+    tools) is read once for all chunks."""
+    inputs = RefreshInputs(
+        ranks=risk_ranks(),
+        lex=risk_lexicon(),
+        labelled=risk_label_index(),
+        lowest=RiskLevel.objects.order_by("rank").first(),
+        baselines=revision_memo("learning:risk-baselines", dict),
+    )
     results = []
     for start in range(0, len(tool_names), REFRESH_CHUNK):
         chunk = tool_names[start : start + REFRESH_CHUNK]
-        # Traces the fold has not reached yet (its task queued, or lost) are folded first.
-        folded = traces_fold_pending(tool_names=chunk, refreshing=chunk)
-        # A version published since the last fold resets the since-version aggregate.
-        stale = ToolStats.objects.filter(tool_name__in=chunk, tool__isnull=False).exclude(
-            since_version_id=F("tool__current_version_id")
-        )
-        stale_names = sorted(stale.values_list("tool_name", flat=True))
-        if stale_names:
-            with transaction.atomic():
-                stats_write(stats_locked(stale_names))
-        # Read in one statement with the aggregates: what this refresh saw, by its ``changes``.
-        stats_by_name = {
-            stats.tool_name: stats
-            for stats in ToolStats.objects.filter(tool_name__in=chunk).select_related(
-                "tool__current_version__risk"
-            )
-        }
+        folded = _refresh_fold(chunk)
+        stats_by_name = _refresh_stats_read(chunk)
         inferred_rows = []
         for name in chunk:
             result = RefreshResult(tool_name=name, folded=folded.get(name, 0))
             results.append(result)
             stats = stats_by_name.get(name)
-            if stats is None:
-                continue
-            tool = stats.tool
-            approved = tool.current_version if tool is not None else None
-            if tool is not None and approved is not None:
-                approved.tool = tool  # document() reads its name: no query per tool
-            risk = approved.risk if approved else None
-            use_since = risk is not None and stats.traces_since_version >= risk.min_support
-            inferred = infer_contract(
-                name=name,
-                description=approved.description if approved else "",
-                input_schema=approved.input_schema if approved else None,
-                aggregate=stats.aggregate_since_version if use_since else stats.aggregate,
-                labelled=labelled,
-                permissions=approved.permissions if approved else [],
-                annotations=approved.annotations if approved else None,
-                lex=lex,
-            )
-            result.inferred = inferred
-            differing = contract_differences(approved.document() if approved else None, inferred)
-            inferred_rows.append(
-                InferredContract(
-                    tool_name=name,
-                    tool=tool,
-                    document=inferred,
-                    support=inferred.get("support", 0),
-                    confidence=inferred.get("confidence", {}),
-                    differs=bool(differing),
-                    differing_fields=differing,
-                )
-            )
-            if approved is not None and use_since:
-                approved_document = approved.document()
-                baseline = _risk_baseline(
-                    name=name, approved=approved, inferred=inferred, labelled=labelled
-                )
-                result.drift = contract_drift(
-                    approved=approved_document,
-                    inferred=inferred,
-                    risk_rank=ranks,
-                    baseline_risk=baseline,
-                ) + behaviour_drift(
-                    approved=approved_document,
-                    since=stats.aggregate_since_version,
-                    min_support=approved.risk.min_support,
-                    latency_is_drift=approved.risk.ticket_on_latency,
-                )
-                if result.drift:
-                    _drift_record(
-                        tool=approved.tool,
-                        approved=approved,
-                        inferred=inferred,
-                        stats=stats,
-                        result=result,
-                    )
-            elif approved is None and lowest is not None:
-                # A name with no approved contract, with as many traces as the least any tool
-                # is judged on (the lowest risk level's min_support), is a shadow tool.
-                if stats.traces_total >= lowest.min_support:
-                    result.ticket_id = _shadow_tool_propose(
-                        name=name, stats=stats, inferred=inferred, labelled=labelled, support=lowest
-                    )
-        InferredContract.objects.bulk_create(
-            inferred_rows,
-            update_conflicts=True,
-            unique_fields=["tool_name"],
-            update_fields=[
-                "tool",
-                "document",
-                "support",
-                "confidence",
-                "differs",
-                "differing_fields",
-                "inferred_at",
-            ],  # fmt: skip
-        )
-        _stats_mark_inferred(stats_by_name.values())
+            if stats is not None:
+                inferred_rows.append(_refresh_tool(name, stats, result, inputs))
+        _refresh_store(inferred_rows, stats_by_name.values())
     return results
+
+
+def _refresh_fold(chunk: list[str]) -> dict[str, int]:
+    """Phase 1: traces the fold has not reached yet (its task queued, or lost) are folded
+    first, and statistics whose tool has a version published since are reset."""
+    folded = traces_fold_pending(tool_names=chunk, refreshing=chunk)
+    # A version published since the last fold resets the since-version aggregate.
+    stale = ToolStats.objects.filter(tool_name__in=chunk, tool__isnull=False).exclude(
+        since_version_id=F("tool__current_version_id")
+    )
+    stale_names = sorted(stale.values_list("tool_name", flat=True))
+    if stale_names:
+        with transaction.atomic():
+            stats_write(stats_locked(stale_names))
+    return folded
+
+
+def _refresh_stats_read(chunk: list[str]) -> dict[str, ToolStats]:
+    """Phase 2: the chunk's statistics with their tools' approved versions, in one statement:
+    what this refresh saw, by its ``changes``."""
+    return {
+        stats.tool_name: stats
+        for stats in ToolStats.objects.filter(tool_name__in=chunk).select_related(
+            "tool__current_version__risk"
+        )
+    }
+
+
+def _refresh_tool(
+    name: str, stats: ToolStats, result: RefreshResult, inputs: RefreshInputs
+) -> InferredContract:
+    """Phase 3, per tool: infer its contract, judge drift against the approved one (recording
+    it, and opening or updating its ticket), or propose a shadow tool."""
+    tool = stats.tool
+    approved = tool.current_version if tool is not None else None
+    if tool is not None and approved is not None:
+        approved.tool = tool  # document() reads its name: no query per tool
+    risk = approved.risk if approved else None
+    use_since = risk is not None and stats.traces_since_version >= risk.min_support
+    inferred = infer_contract(
+        name=name,
+        description=approved.description if approved else "",
+        input_schema=approved.input_schema if approved else None,
+        aggregate=stats.aggregate_since_version if use_since else stats.aggregate,
+        labelled=inputs.labelled,
+        permissions=approved.permissions if approved else [],
+        annotations=approved.annotations if approved else None,
+        lex=inputs.lex,
+    )
+    result.inferred = inferred
+    differing = contract_differences(approved.document() if approved else None, inferred)
+    if approved is not None and use_since:
+        approved_document = approved.document()
+        baseline = _risk_baseline(name=name, approved=approved, inferred=inferred, inputs=inputs)
+        result.drift = contract_drift(
+            approved=approved_document,
+            inferred=inferred,
+            risk_rank=inputs.ranks,
+            baseline_risk=baseline,
+        ) + behaviour_drift(
+            approved=approved_document,
+            since=stats.aggregate_since_version,
+            min_support=approved.risk.min_support,
+            latency_is_drift=approved.risk.ticket_on_latency,
+        )
+        if result.drift:
+            _drift_record(
+                tool=approved.tool, approved=approved, inferred=inferred, stats=stats, result=result
+            )
+    elif approved is None and inputs.lowest is not None:
+        # A name with no approved contract, with as many traces as the least any tool is
+        # judged on (the lowest risk level's min_support), is a shadow tool.
+        if stats.traces_total >= inputs.lowest.min_support:
+            result.ticket_id = _shadow_tool_propose(
+                name=name,
+                stats=stats,
+                inferred=inferred,
+                labelled=inputs.labelled,
+                support=inputs.lowest,
+            )
+    return InferredContract(
+        tool_name=name,
+        tool=tool,
+        document=inferred,
+        support=inferred.get("support", 0),
+        confidence=inferred.get("confidence", {}),
+        differs=bool(differing),
+        differing_fields=differing,
+    )
+
+
+def _refresh_store(inferred_rows: list[InferredContract], seen: Iterable[ToolStats]) -> None:
+    """Phase 4: the chunk's inferred contracts in one upsert, and its statistics marked seen."""
+    InferredContract.objects.bulk_create(
+        inferred_rows,
+        update_conflicts=True,
+        unique_fields=["tool_name"],
+        update_fields=[
+            "tool",
+            "document",
+            "support",
+            "confidence",
+            "differs",
+            "differing_fields",
+            "inferred_at",
+        ],  # fmt: skip
+    )
+    _stats_mark_inferred(seen)
 
 
 def _risk_baseline(
@@ -197,28 +236,36 @@ def _risk_baseline(
     name: str,
     approved: ContractVersion,
     inferred: InferredDocument,
-    labelled: list[PreparedLabel],
+    inputs: RefreshInputs,
 ) -> str:
     """The risk suggested for the approved contract itself, read with every input the inferred
     risk was read with (hints, permissions, arguments, the preconditions calls failed without),
     so that only what the traces changed can raise it. When they show the approved effects and
     arguments, the inferred reading is that reading: one refresh reads the tool's risk once,
-    and a label a reviewer set below the hints drifts nothing while nothing changes."""
+    and a label a reviewer set below the hints drifts nothing while nothing changes.
+
+    Otherwise it depends on the approved version, the preconditions and the labels only: it is
+    suggested once per version, preconditions and registry revision (``inputs.baselines``),
+    not on every refresh of the tool."""
     arguments = sorted((approved.input_schema or {}).get("properties") or {})
     observed = sorted((inferred.get("input_schema") or {}).get("properties") or {})
     if sorted(approved.produces) == sorted(inferred["produces"]) and arguments == observed:
         return str(inferred["risk"])
-    return suggest_risk(
-        name=name,
-        description=approved.description,
-        produces=approved.produces,
-        permissions=approved.permissions,
-        labelled=labelled,
-        annotations=approved.annotations,
-        arguments=arguments,
-        gated=inferred["evidence"]["gated"],
-        lex=risk_lexicon(),
-    ).risk
+    gated = tuple(inferred["evidence"]["gated"])
+    key = (approved.pk, gated)
+    if key not in inputs.baselines:
+        inputs.baselines[key] = suggest_risk(
+            name=name,
+            description=approved.description,
+            produces=approved.produces,
+            permissions=approved.permissions,
+            labelled=inputs.labelled,
+            annotations=approved.annotations,
+            arguments=arguments,
+            gated=gated,
+            lex=inputs.lex,
+        ).risk
+    return inputs.baselines[key]
 
 
 def _stats_mark_inferred(seen: Iterable[ToolStats]) -> None:
@@ -386,7 +433,7 @@ def _shadow_tool_propose(
     name: str,
     stats: ToolStats,
     inferred: InferredDocument,
-    labelled: list[PreparedLabel],
+    labelled: LabelIndex,
     support: RiskLevel,
 ) -> int | None:
     """A shadow tool (traces of a name with no approved contract, at least the lowest risk
@@ -438,7 +485,7 @@ def _shadow_tool_propose(
 
 
 def _risk_suggestion(
-    *, name: str, produces: list[str], gated: list[str], labelled: list[PreparedLabel]
+    *, name: str, produces: list[str], gated: list[str], labelled: LabelIndex
 ) -> tuple[str, RiskShown]:
     """The one place a shadow tool's risk is suggested, with the evidence shown to reviewers."""
     suggestion = suggest_risk(
@@ -478,7 +525,7 @@ def _proposal(document: dict[str, Any], evidence: TicketEvidence) -> dict[str, A
     """Keep the proposal a valid contract: variables outside the vocabulary go to the evidence
     (``unknown_variables``: approving the ticket adds them; ``unusable_variables``: names that
     cannot be variables, listed so a reviewer can map them to an alias)."""
-    context = registry_context()
+    context = registry_context(document=document)  # the vocabulary, and the tools it names
     for key in ("requires", "produces"):
         known = [name for name in document.get(key, []) if context.canonical(name)]
         unknown = sorted(set(document.get(key, [])) - set(known))

@@ -26,3 +26,7 @@ class RegistryConfig(AppConfig):
                 dispatch_uid=f"revision-m2m-{through.__name__}",
             )
         post_save.connect(revision_bump_on_tool_save, sender=Tool, dispatch_uid="revision-tool")
+        # A deleted tool leaves what runtimes see, and the names that validation reads.
+        post_delete.connect(
+            revision_bump_on_change, sender=Tool, dispatch_uid="revision-tool-delete"
+        )

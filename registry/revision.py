@@ -16,12 +16,16 @@ Runtimes poll it and every ETag is derived from it, so this module is its one ow
 - ``registry.signals.revision_changed`` is sent once a bump has committed (in the committing
   process): the hook by which a higher layer (the API's bundles) follows the revision without
   an import upwards.
+- ``revision_memo(name, build)``: a value built from the registry (every tool's name, the alias
+  map, the labelled tools), kept in this process until the revision moves, so a call that needs
+  it costs one read of the revision row however large the registry is.
 """
 
 import functools
 import threading
 import time
-from typing import Any
+from collections.abc import Callable
+from typing import Any, TypeVar
 
 from django.conf import settings
 from django.core.cache import cache
@@ -90,6 +94,44 @@ def revision_shared() -> int:
         revision = revision_stored()
         cache.set(CACHE_KEY, revision, CACHE_SECONDS)
     return int(revision)
+
+
+T = TypeVar("T")
+# name -> (the revision's value and time, the value built at it); see ``revision_memo``.
+_memos: dict[str, tuple[tuple[int, Any], Any]] = {}
+_memos_lock = threading.Lock()
+
+
+def revision_memo(name: str, build: Callable[[], T]) -> T:
+    """``build()``, kept in this process while the stored revision stays the same.
+
+    Keyed on the revision row's value and time as this connection reads them (one query), not on
+    the cached copies ``revision_current`` reads: a process sees its own and others' committed
+    changes at once. The time tells apart two revisions with the same value, one of them rolled
+    back. A transaction that moved the revision and has not committed builds afresh and keeps
+    nothing: what it changes after its first bump moves the revision no further, so a value
+    built half-way through it would outlive changes it did not see.
+
+    ``build`` must read only what moves the revision when it changes; the value is shared by
+    every caller in the process, which must not change it.
+    """
+    if _bump_pending():
+        return build()
+    key = Revision.objects.filter(pk=1).values_list("value", "changed_at").first() or (0, None)
+    with _memos_lock:
+        kept = _memos.get(name)
+    if kept is not None and kept[0] == key:
+        return kept[1]
+    value = build()
+    with _memos_lock:
+        _memos[name] = (key, value)
+    return value
+
+
+def _bump_pending() -> bool:
+    """Whether this connection moved the revision in a transaction that has not committed."""
+    connection = transaction.get_connection()
+    return any(hasattr(callback, "block") for _, callback, _ in connection.run_on_commit)
 
 
 def revision_forget() -> None:

@@ -1,15 +1,55 @@
 """Reads of the registry that other layers share."""
 
+import copy
+from collections.abc import Collection, Mapping
+from typing import Any
+
 from django.core.cache import cache
-from django.db.models import QuerySet
+from django.db.models import Q, QuerySet
 
 from .models import Application, ContractVersion, Permission, RiskLevel, StateVariable, Tool
-from .revision import revision_current
-from .validation import RegistryContext
+from .revision import revision_current, revision_memo
+from .validation import RegistryContext, export_name
 
 
-def registry_context() -> RegistryContext:
-    """Everything contract validation needs, read in a handful of queries."""
+def registry_context(*, document: Mapping[str, Any] | None = None) -> RegistryContext:
+    """Everything contract validation needs.
+
+    The vocabulary, risk levels, permissions and approved contracts' dependencies move the
+    registry revision when they change: they are read once per revision in this process
+    (``revision_memo``) and copied for each caller, who may add to them (a registry file's
+    check adds the file's tools and variables). Tools are created without moving it (a
+    proposal of a new tool changes nothing a runtime sees), so they are read for each call:
+    for one ``document``, only the tools it names (itself and its dependencies) and any whose
+    export name its name would take, by name; without one, every tool (a registry file's
+    check, which reads them once for the whole file)."""
+    context = _context_copy(revision_memo("registry:context", _context_read))
+    tools = Tool.objects.order_by()
+    if document is not None:
+        name = document.get("name")
+        named = {name} if isinstance(name, str) else set()
+        dependencies = document.get("dependencies")
+        if isinstance(dependencies, list):
+            named.update(dependency for dependency in dependencies if isinstance(dependency, str))
+        taken = Q(export_name=export_name(name)) if isinstance(name, str) else Q(pk__in=[])
+        tools = tools.filter(Q(name__in=named) | taken)
+    context.tools = set(tools.values_list("name", flat=True))
+    return context
+
+
+def _context_copy(context: RegistryContext) -> RegistryContext:
+    # Containers copied one level down: callers add names and dependencies, never change a
+    # dependency list in place.
+    fresh = copy.copy(context)
+    fresh.variables = set(context.variables)
+    fresh.aliases = dict(context.aliases)
+    fresh.risks = set(context.risks)
+    fresh.permissions = set(context.permissions)
+    fresh.dependencies = dict(context.dependencies)
+    return fresh
+
+
+def _context_read() -> RegistryContext:
     context = RegistryContext()
     for name, aliases in StateVariable.objects.values_list("name", "aliases"):
         context.variables.add(name)
@@ -17,7 +57,6 @@ def registry_context() -> RegistryContext:
             context.aliases[alias] = name
     context.risks = set(RiskLevel.objects.values_list("name", flat=True))
     context.permissions = set(Permission.objects.values_list("name", flat=True))
-    context.tools = set(Tool.objects.values_list("name", flat=True))
     for name, dependencies in ContractVersion.objects.filter(
         status=ContractVersion.Status.APPROVED
     ).values_list("tool__name", "dependencies"):
@@ -26,7 +65,12 @@ def registry_context() -> RegistryContext:
 
 
 def alias_map() -> dict[str, str]:
-    """Every surface form (canonical names included) mapped to its canonical name."""
+    """Every surface form (canonical names included) mapped to its canonical name: read once
+    per registry revision in a process and shared, so callers must not change it."""
+    return revision_memo("registry:aliases", _alias_map_read)
+
+
+def _alias_map_read() -> dict[str, str]:
     mapping = {}
     for name, aliases in StateVariable.objects.values_list("name", "aliases"):
         mapping[name] = name
@@ -95,6 +139,22 @@ def forbidden_permissions(application: Application) -> list[str]:
     return names
 
 
-def tool_names_visible(application: Application) -> set[str]:
-    """Names of the tools the application may see."""
-    return set(visible_versions(application).values_list("tool__name", flat=True))
+def tool_names_visible(
+    application: Application, *, among: Collection[str] | None = None
+) -> set[str]:
+    """Names of the tools the application may see; only of those ``among`` when given (one
+    query by name, whatever the registry's size)."""
+    versions = visible_versions(application)
+    if among is not None:
+        versions = versions.filter(tool__name__in=among)
+    return set(versions.values_list("tool__name", flat=True))
+
+
+def tools_by_name(names: Collection[str]) -> dict[str, tuple[int, int | None]]:
+    """The registered tools among ``names``: name -> (id, current version id or None)."""
+    return {
+        name: (pk, current)
+        for name, pk, current in Tool.objects.filter(name__in=names)
+        .order_by()
+        .values_list("name", "pk", "current_version_id")
+    }

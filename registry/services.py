@@ -66,7 +66,9 @@ def contract_validate(
     *, document: dict[str, Any], context: RegistryContext | None = None
 ) -> ContractDocument:
     """The normalised document, or ContractInvalid naming the tool, field and reason."""
-    normalised, errors = contract_check(document, context=context or registry_context())
+    normalised, errors = contract_check(
+        document, context=context or registry_context(document=document)
+    )
     if errors:
         raise ContractInvalid(str(document.get("name", "?")), errors)
     return normalised  # type: ignore[return-value]  # contract_check checked every key
@@ -262,7 +264,7 @@ def state_variables_add(*, names: Iterable[str], description: str) -> dict[str, 
     A name that is already a variable or an alias maps to that variable; a name that cannot be
     a variable (not a valid variable name, too long) is left out of the answer.
     """
-    context = registry_context()
+    context = registry_context(document={})  # the vocabulary only: no tool is named
     added: dict[str, str] = {}
     for name in names:
         canonical = context.canonical(name)

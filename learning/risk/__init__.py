@@ -15,7 +15,13 @@ tool in phases, each a private module:
 """
 
 from ._evidence import RiskEvidence
-from ._labels import RISK_ORDER, PreparedLabel, prepare_labels
+from ._labels import (
+    RISK_ORDER,
+    LabelIndex,
+    PreparedLabel,
+    label_read,
+    prepare_labels,
+)
 from ._lexicon import VERBS_FILE, Lexicon, VocabularyInvalid, lexicon, vocabulary_load
 from ._names import arguments_of
 from ._suggest import suggest_risk
@@ -24,12 +30,14 @@ from ._wordnet import LexiconMissing, data_directory
 __all__ = [
     "RISK_ORDER",
     "VERBS_FILE",
+    "LabelIndex",
     "Lexicon",
     "LexiconMissing",
     "PreparedLabel",
     "RiskEvidence",
     "VocabularyInvalid",
     "arguments_of",
+    "label_read",
     "data_directory",
     "lexicon",
     "prepare_labels",

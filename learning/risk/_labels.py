@@ -1,21 +1,24 @@
 """Rule 5 of docs/learning.md (*Risk suggestions*): what reviewers' labels say.
 
-The labelled tools are read once (``prepare_labels``); the closest tools with the same action
-word vote, and a naive Bayes model over the readings' features may raise a suggestion.
+The labelled tools are read once (``prepare_labels``) and indexed once (``LabelIndex``: by
+name, namespace and action word, with the labels model of each namespace), so a suggestion
+reads only the tools it compares with; the closest tools with the same action word vote, and a
+naive Bayes model over the readings' features may raise a suggestion.
 """
 
 from __future__ import annotations
 
 import math
-from collections import defaultdict
+from collections import Counter, defaultdict
 from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
 from typing import Any, TypedDict, cast
 
 from registry.risk_order import RISK_ORDER
 
 from ._evidence import Neighbour, RiskEvidence
 from ._lexicon import Lexicon, lexicon
-from ._names import arguments_of
+from ._names import arguments_of, namespace
 from ._reading import read_tool
 
 NEIGHBOURS = 3
@@ -55,18 +58,7 @@ def prepare_labels(
         if "features" in tool and "tokens" in tool:  # prepared already
             prepared.append(cast(PreparedLabel, tool))
             continue
-        name = tool.get("name", "")
-        reading = read_tool(
-            name=name, description=tool.get("description", ""),
-            produces=tool.get("produces") or [], permissions=tool.get("permissions") or [],
-            annotations=tool.get("annotations"), arguments=arguments_of(tool), lex=lex,
-        )  # fmt: skip
-        entry: PreparedLabel = {
-            "name": name, "risk": tool["risk"], "tokens": reading.tokens,
-            "verb": reading.action.word, "kind": reading.kind, "features": reading.features,
-            "produces": list(tool.get("produces") or []),
-            "requires": list(tool.get("requires") or []), "gated": list(tool.get("gated") or []),
-        }  # fmt: skip
+        entry = label_read(tool, lex)
         prepared.append(entry)
         fresh.append(entry)
     # What the traces and the other contracts say of each tool read here (rule 5): outputs
@@ -77,6 +69,171 @@ def prepare_labels(
             tool["name"], tool["produces"], tool["gated"], required_by, []
         )
     return prepared
+
+
+def label_read(tool: Mapping[str, Any], lex: Lexicon) -> PreparedLabel:
+    """One labelled tool's reading, without what the other tools say of it (``prepare_labels``
+    and ``LabelIndex.update`` add that). It depends on the tool's contract and the lexicon
+    only, so a caller may keep it for as long as both stay the same."""
+    name = tool.get("name", "")
+    reading = read_tool(
+        name=name, description=tool.get("description", ""),
+        produces=tool.get("produces") or [], permissions=tool.get("permissions") or [],
+        annotations=tool.get("annotations"), arguments=arguments_of(tool), lex=lex,
+    )  # fmt: skip
+    return {
+        "name": name, "risk": tool["risk"], "tokens": reading.tokens,
+        "verb": reading.action.word, "kind": reading.kind, "features": reading.features,
+        "produces": list(tool.get("produces") or []),
+        "requires": list(tool.get("requires") or []), "gated": list(tool.get("gated") or []),
+    }  # fmt: skip
+
+
+@dataclass
+class LabelGroup:
+    """Labelled tools a suggestion compares with (all of them, or one namespace's), indexed,
+    with the labels model trained on them kept up to date as tools come and go."""
+
+    tools: dict[int, PreparedLabel] = field(default_factory=dict)  # by id(): order is moot
+    by_verb: dict[str, dict[int, PreparedLabel]] = field(default_factory=dict)
+    kinds: Counter[tuple[str, str]] = field(default_factory=Counter)  # (kind, risk) -> tools
+    model: LabelsModel = field(default_factory=lambda: labels_model([]))
+    _feature_totals: Counter[str] = field(default_factory=Counter)
+
+    def add(self, tool: PreparedLabel) -> None:
+        self.tools[id(tool)] = tool
+        if tool["verb"]:
+            self.by_verb.setdefault(tool["verb"], {})[id(tool)] = tool
+        self.kinds[(tool["kind"], tool["risk"])] += 1
+        self._train(tool, 1)
+
+    def remove(self, tool: PreparedLabel) -> None:
+        del self.tools[id(tool)]
+        if tool["verb"]:
+            del self.by_verb[tool["verb"]][id(tool)]
+        self.kinds[(tool["kind"], tool["risk"])] -= 1
+        self._train(tool, -1)
+
+    def _train(self, tool: PreparedLabel, step: int) -> None:
+        model = self.model
+        model["counts"][tool["risk"]] += step
+        model["size"] += step
+        table = model["features"][tool["risk"]]
+        for feature in tool["features"]:
+            table[feature] = table.get(feature, 0) + step
+            self._feature_totals[feature] += step
+            if self._feature_totals[feature] > 0:
+                model["seen"].add(feature)
+            else:
+                model["seen"].discard(feature)
+
+    def same_verb(self, verb: str | None) -> list[PreparedLabel]:
+        return list(self.by_verb.get(verb, {}).values()) if verb else []
+
+
+class LabelIndex:
+    """The prepared labels, indexed once for many suggestions: which tools require each
+    variable, and per group (every tool, each namespace) the tools by action word, the labels
+    model and the count of each kind at each level. A suggestion for a tool leaves the tool's
+    own label out (``labels_model_without``) at the cost of its own entries, so it reads only
+    what it compares with: the tools of its action word, the model's features.
+
+    Built from prepared labels (``prepare_labels``), or empty and then kept up to date with
+    ``update`` from readings (``label_read``), which adds what the other tools say of each
+    (``observed_features``) and changes only what the readings added and removed touch: the
+    tools they require and produce. An index is changed in place: one thread at a time."""
+
+    def __init__(self, prepared: Iterable[PreparedLabel] = ()) -> None:
+        self.by_name: dict[str, dict[int, PreparedLabel]] = {}
+        self.everything = LabelGroup()
+        self.spaces: dict[str, LabelGroup] = {}
+        self.required_by: dict[str, set[str]] = defaultdict(set)
+        # For ``update``: the labels by the caller's key, their readings, their producers.
+        self._labels: dict[Any, PreparedLabel] = {}
+        self._readings: dict[Any, PreparedLabel] = {}
+        self._producers: dict[str, dict[Any, None]] = defaultdict(dict)
+        prepared = [tool for tool in prepared if tool["risk"] in RISK_ORDER]
+        for tool in prepared:
+            self._add(tool)
+            for variable in tool.get("requires") or []:
+                self.required_by[variable].add(tool["name"])
+
+    def __len__(self) -> int:
+        return len(self.everything.tools)
+
+    def own(self, name: str) -> list[PreparedLabel]:
+        return list(self.by_name.get(name, {}).values())
+
+    def keys(self) -> set[Any]:
+        return set(self._readings)
+
+    def update(self, *, added: Mapping[Any, PreparedLabel], removed: Iterable[Any]) -> None:
+        """Remove the readings under ``removed`` keys and add ``added`` ones (``label_read``:
+        without observed features), then correct the observed features of the tools whose
+        outputs the change made required, or no longer required."""
+        touched: set[str] = set()  # variables whose requirers changed
+        for key in removed:
+            reading = self._readings.pop(key)
+            self._remove(self._labels.pop(key))
+            for variable in reading["produces"]:
+                self._producers[variable].pop(key, None)
+            for variable in reading["requires"]:
+                self.required_by[variable].discard(reading["name"])
+                touched.add(variable)
+        for key, reading in added.items():
+            if reading["risk"] not in RISK_ORDER:
+                continue
+            self._readings[key] = reading
+            for variable in reading["produces"]:
+                self._producers[variable][key] = None
+            for variable in reading["requires"]:
+                self.required_by[variable].add(reading["name"])
+                touched.add(variable)
+        stale = {key for variable in touched for key in self._producers.get(variable, ())}
+        for key in stale | {key for key in added if key in self._readings}:
+            label = self._observed(self._readings[key])
+            old = self._labels.get(key)
+            if old is not None and old["features"] == label["features"]:
+                continue
+            if old is not None:
+                self._remove(old)
+            self._labels[key] = label
+            self._add(label)
+
+    def _observed(self, reading: PreparedLabel) -> PreparedLabel:
+        observed = observed_features(
+            reading["name"], reading["produces"], reading["gated"], self.required_by, []
+        )
+        return {**reading, "features": reading["features"] | observed}
+
+    def _add(self, tool: PreparedLabel) -> None:
+        self.by_name.setdefault(tool["name"], {})[id(tool)] = tool
+        self.everything.add(tool)
+        self.spaces.setdefault(namespace(tool["name"]), LabelGroup()).add(tool)
+
+    def _remove(self, tool: PreparedLabel) -> None:
+        del self.by_name[tool["name"]][id(tool)]
+        self.everything.remove(tool)
+        self.spaces[namespace(tool["name"])].remove(tool)
+
+
+def labels_model_without(model: LabelsModel, left_out: list[PreparedLabel]) -> LabelsModel:
+    """``model`` as if trained without ``left_out`` (tools it was trained on): only the levels
+    and features those tools touch are copied."""
+    if not left_out:
+        return model
+    counts = dict(model["counts"])
+    features = dict(model["features"])
+    for tool in left_out:
+        counts[tool["risk"]] -= 1
+        table = features[tool["risk"]] = dict(features[tool["risk"]])
+        for feature in tool["features"]:
+            table[feature] -= 1
+    touched = {feature for tool in left_out for feature in tool["features"]}
+    gone = {f for f in touched if not any(features[risk].get(f, 0) for risk in RISK_ORDER)}
+    seen = model["seen"] - gone if gone else model["seen"]
+    size = model["size"] - len(left_out)
+    return {"counts": counts, "features": features, "seen": seen, "size": size}
 
 
 def requirers(tools: Iterable[PreparedLabel]) -> dict[str, set[str]]:

@@ -12,13 +12,13 @@ from ._labels import (
     MODEL_MIN_LEVEL,
     MODEL_RAISE,
     RISK_ORDER,
-    labels_model,
+    LabelIndex,
+    labels_model_without,
     model_probabilities,
     mostly_low,
     neighbours_vote,
     observed_features,
     prepare_labels,
-    requirers,
 )
 from ._lexicon import NEUTRAL, Lexicon, lexicon
 from ._names import namespace
@@ -33,7 +33,7 @@ class RiskSuggestion(NamedTuple):
 
 def suggest_risk(
     *, name: str, description: str, produces: list[str], permissions: list[str],
-    labelled: Iterable[Mapping[str, Any]], lex: Lexicon | None = None,
+    labelled: Iterable[Mapping[str, Any]] | LabelIndex, lex: Lexicon | None = None,
     annotations: Mapping[str, Any] | None = None,
     arguments: Iterable[str] = (), gated: Iterable[str] = (),
 ) -> RiskSuggestion:  # fmt: skip
@@ -41,7 +41,11 @@ def suggest_risk(
 
     ``gated``: state variables the tool's calls failed without (``learning.inference``): a
     precondition guards it. Whether other labelled tools require what it ``produces`` is read
-    from ``labelled``. Both are features of the labels model only (rule 5)."""
+    from ``labelled``. Both are features of the labels model only (rule 5).
+
+    ``labelled`` is best a ``LabelIndex`` built once for many suggestions: then a suggestion
+    reads the tools of its namespace and action word, not every labelled tool. The tool's own
+    label, if it has one, is left out either way."""
     lex = lex or lexicon()
     reading = read_tool(
         name=name, description=description, produces=produces, permissions=permissions,
@@ -50,19 +54,24 @@ def suggest_risk(
     floor, confidence, evidence = reading.floor, reading.confidence, reading.evidence
     if floor == RISK_ORDER[-1]:
         return RiskSuggestion(floor, round(confidence, 3), evidence)
-    candidates = [tool for tool in prepare_labels(labelled, lex) if tool["name"] != name]
-    observed = observed_features(name, produces, gated, requirers(candidates), evidence)
-    reading = reading._replace(features=reading.features | observed)
-    own_space = [tool for tool in candidates if namespace(tool["name"]) == namespace(name)]
-    if len(own_space) >= MODEL_MIN_LABELS:
-        candidates, scope = own_space, f"namespace '{namespace(name)}'" if namespace(name) else ""
+    if isinstance(labelled, LabelIndex):
+        index = labelled
     else:
-        scope = ""
+        index = LabelIndex(prepare_labels(labelled, lex))
+    own = index.own(name)  # left out of everything below: a tool is not its own neighbour
+    observed = observed_features(name, produces, gated, index.required_by, evidence)
+    reading = reading._replace(features=reading.features | observed)
+    space = index.spaces.get(namespace(name))
+    if space is not None and len(space.tools) - len(own) >= MODEL_MIN_LABELS:
+        group, scope = space, f"namespace '{namespace(name)}'" if namespace(name) else ""
+    else:
+        group, scope = index.everything, ""
     scope = scope or "every labelled tool"
+    labels = len(group.tools) - len(own)
     risk = floor
     # The reviewers' labels of tools with the same action word: the closest few vote.
     word = reading.action.word
-    same_verb = [tool for tool in candidates if word and tool["verb"] == word]
+    same_verb = [tool for tool in group.same_verb(word) if tool["name"] != name]
     declared_write = any(
         item["kind"] == "hint" and item["hint"] == "readOnlyHint" and not item["value"]
         for item in evidence
@@ -86,16 +95,16 @@ def suggest_risk(
         if RISK_ORDER.index(voted) > RISK_ORDER.index(risk):
             risk, confidence = voted, vote_confidence
     # Without such tools, the model over every feature, trained on the namespace's labels.
-    if not same_verb and len(candidates) >= MODEL_MIN_LABELS and risk != RISK_ORDER[-1]:
-        model = labels_model(candidates)
+    if not same_verb and labels >= MODEL_MIN_LABELS and risk != RISK_ORDER[-1]:
+        model = labels_model_without(group.model, own)
         probabilities = model_probabilities(model, reading.features)
-        for index in reversed(range(RISK_ORDER.index(risk) + 1, len(RISK_ORDER))):
-            level = RISK_ORDER[index]
+        for rank in reversed(range(RISK_ORDER.index(risk) + 1, len(RISK_ORDER))):
+            level = RISK_ORDER[rank]
             # Reviewers here gave tools of the same kind (reads, changes…) this level or above.
-            alike = sum(
-                1 for tool in candidates
-                if tool["kind"] == reading.kind and tool["risk"] in RISK_ORDER[index:]
-            )  # fmt: skip
+            above = RISK_ORDER[rank:]
+            alike = sum(group.kinds[(reading.kind, r)] for r in above) - sum(
+                1 for tool in own if tool["kind"] == reading.kind and tool["risk"] in above
+            )
             if alike < MODEL_MIN_LEVEL:
                 continue
             at_least = sum(probabilities[r] for r in RISK_ORDER[RISK_ORDER.index(level) :])

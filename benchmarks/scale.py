@@ -161,7 +161,8 @@ def _measure(
 ) -> dict[str, float]:
     from django.db import transaction
 
-    from learning.ingest import traces_fold, traces_ingest
+    from learning.fold import traces_fold
+    from learning.ingest import traces_ingest
     from learning.services import tool_refresh
     from registry.revision import revision_bump
 

@@ -1,5 +1,5 @@
 """Per-tool, per-day statistics folded at ingest: calls, errors, a duration histogram and the
-last call seen. Called from ``learning.ingest._fold`` in the same transaction, after the tools'
+last call seen. Called from ``learning.fold._fold`` in the same transaction, after the tools'
 stats rows are locked, so the day rows of one tool are only ever written by the holder of that
 tool's lock: no lost update, no deadlock (they are also locked in name and day order).
 """

@@ -51,7 +51,7 @@ class Trace(models.Model):
         help_text="The application whose runtime reported it; empty: an operator's import.",
         db_index=False,  # indexed with id: trace_application_idx
     )
-    # False from the moment ingest stores a trace until the fold (``learning.ingest.traces_fold``)
+    # False from the moment ingest stores a trace until the fold (``learning.fold.traces_fold``)
     # has added it to its tool's statistics, in the same transaction as the statistics.
     aggregated = models.BooleanField(default=False)
     # The trace's data flow (``learning.dataflow``), found at ingest where the user's words are

@@ -1,6 +1,6 @@
 """Refresh: infer each tool's contract from its aggregates, judge drift, prune old traces.
 
-A refresh reads aggregates only (folded after ingest, ``learning.ingest.traces_fold``): O(tools
+A refresh reads aggregates only (folded after ingest, ``learning.fold.traces_fold``): O(tools
 with new traces), never a rescan of traces. Drift is reported here; the ticket a person reviews is
 opened (or updated) by ``reviews.services.drift_ticket_open_or_update``.
 """
@@ -27,6 +27,7 @@ from reviews.services import drift_ticket_open_or_update, new_tool_proposal_open
 
 from .baselines import behaviour_drift
 from .evidence import MAX_ITEM_EXAMPLES, contract_differences, drift_item_support
+from .fold import stats_locked, stats_write, traces_fold_pending
 from .inference import (
     apply_drift,
     contract_drift,
@@ -34,7 +35,6 @@ from .inference import (
     infer_contract,
     suggest_risk,
 )
-from .ingest import stats_locked, stats_write, traces_fold_pending
 from .models import DriftReport, InferredContract, ToolDayStats, ToolStats, Trace
 from .partitions import partitioned, trace_partitions_drop
 from .risk import LabelIndex, Lexicon

@@ -11,7 +11,7 @@ from django.core.cache import cache
 from config.cache import cache_add_many
 from registry.queueing import durable_task, task_send
 
-from . import ingest, otel_ingest, partitions, services
+from . import fold, otel_ingest, partitions, services
 
 
 @durable_task(soft_time_limit=240, time_limit=300)
@@ -54,7 +54,7 @@ def tool_refresh_soon(sender: Any = None, *, tool_names: list[str], **kwargs: An
 
 
 # A fold task stops taking batches after this long and queues its successor, so its time
-# limits hold however large the backlog; each batch is one transaction (ingest.FOLD_BATCH).
+# limits hold however large the backlog; each batch is one transaction (fold.FOLD_BATCH).
 FOLD_TASK_SECONDS = 120
 
 
@@ -64,7 +64,7 @@ def traces_fold(self) -> int:
     after batch, until none is left or ``FOLD_TASK_SECONDS`` have passed."""
     deadline = time.monotonic() + FOLD_TASK_SECONDS
     folded = 0
-    while count := ingest.traces_fold().total:
+    while count := fold.traces_fold().total:
         folded += count
         if time.monotonic() > deadline:
             traces_fold_soon()

@@ -90,7 +90,8 @@ def lived_in(registry, proposer):
     """Rows behind every list filter: a filter with no choices is left out of the list, and
     its values never parsed (the trace list's day filter answered 500 only once a day had
     traces)."""
-    from learning.ingest import traces_fold_pending, traces_ingest
+    from learning.fold import traces_fold_pending
+    from learning.ingest import traces_ingest
     from tests.helpers import change_ticket
 
     client_for("assistant")

@@ -148,7 +148,8 @@ def test_reviewers_racing_on_sibling_tickets_never_deadlock(
 def test_two_workers_refreshing_a_shadow_tool_at_once_open_one_proposal(vocabulary):
     from django.utils import timezone
 
-    from learning.ingest import traces_fold_pending, traces_ingest
+    from learning.fold import traces_fold_pending
+    from learning.ingest import traces_ingest
     from learning.services import tools_refresh
     from registry.models import Application
 
@@ -268,7 +269,8 @@ def test_folders_at_once_fold_every_trace_exactly_once(vocabulary):
     LOCKED), and the statistics count every trace once."""
     from django.utils import timezone
 
-    from learning.ingest import traces_fold, traces_ingest
+    from learning.fold import traces_fold
+    from learning.ingest import traces_ingest
     from learning.models import ToolDayStats, ToolStats, Trace
     from registry.models import Application
 

@@ -13,7 +13,7 @@ from django.utils import timezone
 
 from config.celery_app import app as celery_app
 from learning.aggregates import new_aggregate
-from learning.ingest import traces_fold_pending
+from learning.fold import traces_fold_pending
 from learning.models import ToolDayStats, ToolStats, Trace
 from learning.tasks import refresh_contracts
 from reviews.services import registry_import

@@ -12,7 +12,7 @@ from django.utils import timezone
 from google.rpc import status_pb2
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceResponse
 
-from learning.ingest import traces_fold_pending
+from learning.fold import traces_fold_pending
 from learning.models import CandidateVariable, OtelSpan, OtelTrace, SpanIntake, ToolStats, Trace
 from learning.otel_ingest import otel_traces_assemble
 from learning.otel_replay import request_as_json

@@ -3,7 +3,8 @@
 import pytest
 from django.utils import timezone
 
-from learning.ingest import traces_fold_pending, traces_ingest
+from learning.fold import traces_fold_pending
+from learning.ingest import traces_ingest
 from learning.models import DriftReport, ToolStats
 from learning.services import tool_refresh
 from registry.models import RiskLevel

@@ -6,7 +6,8 @@ import pytest
 from django.utils import timezone
 
 from learning.aggregates import aggregate_percentile
-from learning.ingest import traces_fold_pending, traces_ingest
+from learning.fold import traces_fold_pending
+from learning.ingest import traces_ingest
 from learning.models import InferredContract, ToolDayStats, Trace
 from learning.services import tool_refresh, traces_prune
 from tests.helpers import event_call

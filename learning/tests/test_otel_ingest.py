@@ -11,7 +11,7 @@ from learning.candidates import (
     candidate_variable_adopt,
     candidate_variables_count,
 )
-from learning.ingest import traces_fold_pending
+from learning.fold import traces_fold_pending
 from learning.models import CandidateVariable, OtelTrace, Trace
 from learning.otel import spans_decode
 from learning.otel_ingest import otel_traces_assemble, spans_receive

@@ -11,7 +11,8 @@ from django.test import override_settings
 from django.utils import timezone
 
 from learning import services, tasks
-from learning.ingest import traces_fold_pending, traces_ingest
+from learning.fold import traces_fold_pending
+from learning.ingest import traces_ingest
 from learning.models import ToolStats
 
 

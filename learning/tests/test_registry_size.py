@@ -16,7 +16,8 @@ from django.db import connection
 from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
 
-from learning.ingest import tool_names_refused, traces_fold, traces_ingest
+from learning.fold import traces_fold
+from learning.ingest import tool_names_refused, traces_ingest
 from learning.models import Trace
 from learning.services import tool_refresh
 from registry.models import Application, Permission, StateVariable

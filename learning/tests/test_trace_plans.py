@@ -202,7 +202,7 @@ def test_drift_evidence_finds_its_example_runs_by_index(traces):
 def test_the_folds_claim_reads_only_the_backlog(traces):
     """The fold claims the oldest unfolded traces (and a refresh a tool's) from the partial
     indexes of the backlog, never by scanning the folded traces."""
-    from learning.ingest import traces_fold
+    from learning.fold import traces_fold
 
     for tool_names in (None, ["tool.7", "tool.8"]):
         newest = Trace.objects.order_by("-pk").values("pk")[:300]

@@ -5,7 +5,8 @@ from django.db import connection
 from django.db.models import ProtectedError
 from django.test.utils import CaptureQueriesContext
 
-from learning.ingest import traces_fold_pending, traces_ingest
+from learning.fold import traces_fold_pending
+from learning.ingest import traces_ingest
 from learning.models import ToolStats, Trace
 from learning.services import tool_refresh, tools_with_new_traces
 from tests.helpers import event_call

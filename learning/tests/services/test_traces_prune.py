@@ -6,7 +6,8 @@ import pytest
 from django.db import connection
 from django.utils import timezone
 
-from learning.ingest import traces_fold_pending, traces_ingest
+from learning.fold import traces_fold_pending
+from learning.ingest import traces_ingest
 from learning.models import ToolStats, Trace
 from learning.partitions import day_partition_name, trace_partition_create
 from learning.services import traces_prune

@@ -84,49 +84,9 @@ def traces_ingest(
     result = IngestResult()
     iterator = iter(items)
     application_id = application.pk if application else None
-
-    def learnt_from(names: set[str]) -> set[str]:
-        """The names whose calls are learnt from: those the application may see (an operator's
-        import sees every tool), and those with no approved contract."""
-        tools = tools_by_name(names)
-        seen = _visible(application, names, tools)
-        return {name for name in names if name in seen or tools.get(name, (0, None))[1] is None}
-
     while batch := list(islice(iterator, batch_size)):
-        parsed: list[tuple[int, dict[str, Any]]] = []
-        for index, item in batch:
-            trace, errors = trace_parse(item, aliases=aliases)
-            if trace is None:
-                result.rejected += [
-                    {"index": index, "field": name, "reason": reason} for name, reason in errors
-                ]
-                continue
-            parsed.append((index, trace))
-        # Only the batch's names are looked up (one query each, by name), so a batch costs the
-        # same with a thousand tools in the registry or a hundred thousand.
-        names = {trace["tool"] for _, trace in parsed}
-        tools = tools_by_name(names)
-        visible = _visible(application, names, tools)
-        rows: dict[tuple[str, int], dict[str, Any]] = {}
-        for index, trace in parsed:
-            key = (trace["trace_id"], trace["step"])
-            if key in rows:
-                result.duplicates += 1
-                continue
-            known = trace["tool"] in visible
-            rows[key] = {
-                **trace,
-                "index": index,
-                "tool_name": trace["tool"],
-                "tool_id": tools[trace["tool"]][0] if known else None,
-                # A registered tool the application may not see is kept like an unknown name,
-                # never folded into that tool's learning (``_foldable``).
-                "unknown_tool": not known,
-                "error": trace["error"] or "",
-                "application_id": application_id,
-                "captured": index not in uncaptured,
-                "aggregated": False,
-            }
+        parsed = _parsed(batch, aliases=aliases, result=result)
+        rows = _rows(parsed, application=application, uncaptured=uncaptured, result=result)
         if not rows:
             continue
         _reconstruct(
@@ -134,39 +94,112 @@ def traces_ingest(
             application_id=application_id,
             aliases=aliases,
             vocabulary=vocabulary,
-            learnt_from=learnt_from,
+            learnt_from=partial(_learnt_from, application),
         )
-        with transaction.atomic():
-            if application is not None:
-                for key in _over_allowance(application, rows):
-                    row = rows.pop(key)
-                    result.rejected.append(
-                        {
-                            "index": row["index"],
-                            "field": "tool",
-                            "reason": unknown_tool_reason(row["tool_name"], application),
-                        }
-                    )
-            if not rows:
-                continue
-            # Either way, exactly the rows this transaction stored are counted as accepted; a
-            # (trace_id, step) this application stored before, or a concurrent writer did, is
-            # a duplicate.
-            written = list(rows.values())
-            if share_states:
-                written = [
-                    {**row, "state_before": before, "state_after": after}
-                    for row, (before, after) in zip(written, states_shared(written), strict=True)
-                ]
-            if connection.vendor == "postgresql":
-                stored = _insert_returning(written)
-            else:
-                stored = _insert_new(written, application_id=application_id)
-            if stored:
-                transaction.on_commit(partial(traces_stored.send, None, count=stored))
-        result.accepted += stored
-        result.duplicates += len(rows) - stored
+        _store(rows, application=application, share_states=share_states, result=result)
     return result
+
+
+def _parsed(
+    batch: list[tuple[int, object]], *, aliases: dict[str, str], result: IngestResult
+) -> list[tuple[int, dict[str, Any]]]:
+    """The batch's valid traces with their index; each problem of the others reported."""
+    parsed: list[tuple[int, dict[str, Any]]] = []
+    for index, item in batch:
+        trace, errors = trace_parse(item, aliases=aliases)
+        if trace is None:
+            result.rejected += [
+                {"index": index, "field": name, "reason": reason} for name, reason in errors
+            ]
+        else:
+            parsed.append((index, trace))
+    return parsed
+
+
+def _rows(
+    parsed: list[tuple[int, dict[str, Any]]],
+    *,
+    application: Application | None,
+    uncaptured: Collection[int],
+    result: IngestResult,
+) -> dict[tuple[str, int], dict[str, Any]]:
+    """The rows to store by (trace_id, step), the first of a repeated key kept (the others
+    counted as duplicates), each naming its tool only if the application may see it."""
+    # Only the batch's names are looked up (one query each, by name), so a batch costs the same
+    # with a thousand tools in the registry or a hundred thousand.
+    names = {trace["tool"] for _, trace in parsed}
+    tools = tools_by_name(names)
+    visible = _visible(application, names, tools)
+    rows: dict[tuple[str, int], dict[str, Any]] = {}
+    for index, trace in parsed:
+        key = (trace["trace_id"], trace["step"])
+        if key in rows:
+            result.duplicates += 1
+            continue
+        known = trace["tool"] in visible
+        rows[key] = {
+            **trace,
+            "index": index,
+            "tool_name": trace["tool"],
+            "tool_id": tools[trace["tool"]][0] if known else None,
+            # A registered tool the application may not see is kept like an unknown name,
+            # never folded into that tool's learning (``learning.fold._foldable``).
+            "unknown_tool": not known,
+            "error": trace["error"] or "",
+            "application_id": application.pk if application else None,
+            "captured": index not in uncaptured,
+            "aggregated": False,
+        }
+    return rows
+
+
+def _learnt_from(application: Application | None, names: set[str]) -> set[str]:
+    """The names whose calls are learnt from: those the application may see (an operator's
+    import sees every tool), and those with no approved contract."""
+    tools = tools_by_name(names)
+    seen = _visible(application, names, tools)
+    return {name for name in names if name in seen or tools.get(name, (0, None))[1] is None}
+
+
+def _store(
+    rows: dict[tuple[str, int], dict[str, Any]],
+    *,
+    application: Application | None,
+    share_states: bool,
+    result: IngestResult,
+) -> None:
+    """Store the rows in one transaction, those past the application's allowance of
+    unregistered names refused; count what was stored and what was a duplicate."""
+    with transaction.atomic():
+        if application is not None:
+            for key in _over_allowance(application, rows):
+                row = rows.pop(key)
+                result.rejected.append(
+                    {
+                        "index": row["index"],
+                        "field": "tool",
+                        "reason": unknown_tool_reason(row["tool_name"], application),
+                    }
+                )
+        if not rows:
+            return
+        # Either way, exactly the rows this transaction stored are counted as accepted; a
+        # (trace_id, step) this application stored before, or a concurrent writer did, is a
+        # duplicate.
+        written = list(rows.values())
+        if share_states:
+            written = [
+                {**row, "state_before": before, "state_after": after}
+                for row, (before, after) in zip(written, states_shared(written), strict=True)
+            ]
+        if connection.vendor == "postgresql":
+            stored = _insert_returning(written)
+        else:
+            stored = _insert_new(written, application_id=application.pk if application else None)
+        if stored:
+            transaction.on_commit(partial(traces_stored.send, None, count=stored))
+    result.accepted += stored
+    result.duplicates += len(rows) - stored
 
 
 def _visible(application: Application | None, names: set[str], tools: Collection[str]) -> set[str]:

@@ -56,9 +56,10 @@ from registry.revision import revision_current
 
 from . import selectors, services
 from .checks import Checked, call_check
+from .limits import rate_retry_after, rate_window
 from .recording import Recorder
 from .services import REFUSED, CallRecord
-from .sessions import RedisSessions, SessionState, SessionStoreDown
+from .sessions import Begun, RedisSessions, SessionStoreDown
 from .upstreams import UpstreamFailed, UpstreamPool
 
 logger = logging.getLogger(__name__)
@@ -112,8 +113,10 @@ class Gateway:
 class CacheSessions:
     """The session store without Redis (the embedded default): the Django cache, in a thread."""
 
-    async def begin(self, session: str) -> tuple[int, SessionState]:
-        return await sync_to_async(services.session_begin, thread_sensitive=False)(session)
+    async def begin(self, session: str, *, counter: str = "", window: int = 0) -> Begun:
+        return await sync_to_async(services.session_begin, thread_sensitive=False)(
+            session, counter=counter, window=window
+        )
 
     async def add(
         self, session: str, *, tool: str, args: dict[str, Any], produces: Sequence[str]
@@ -444,8 +447,13 @@ async def _call(
     started = time.monotonic()
     occurred_at = _now()
     catalog = await gateway.catalog(caller.application_id)
+    window, elapsed = rate_window(time.time())
     try:
-        step, state = await gateway.sessions.begin(caller.session_key)
+        begun = await gateway.sessions.begin(
+            caller.session_key,
+            counter=str(caller.application_id) if catalog.calls_per_minute else "",
+            window=window,
+        )
     except SessionStoreDown as exc:
         gateway.count("unavailable")
         logger.warning("gateway: the session store did not answer: %s", exc)
@@ -459,6 +467,7 @@ async def _call(
             ],
             is_error=True,
         )
+    step, state = begun.step, begun.state
     args = dict(arguments or {})
     # The registry revision the call was judged at: stateless, the gateway sends no
     # notifications/tools/list_changed, so a client that sees it move lists the tools again.
@@ -499,6 +508,22 @@ async def _call(
             _meta={META_KEY: meta},
         )
 
+    retry_after = rate_retry_after(
+        limit=catalog.calls_per_minute,
+        current=begun.calls_this_minute,
+        previous=begun.calls_last_minute,
+        elapsed=elapsed,
+    )
+    if retry_after is not None:
+        meta["retryAfter"] = retry_after
+        return refuse(
+            "rate_limit",
+            "",
+            f"this application may make {catalog.calls_per_minute} calls a minute through the "
+            f"gateway (its gateway setting calls_per_minute, or MCP_GATEWAY_CALLS_PER_MINUTE), "
+            f"and it made more in the last minute; call again in {retry_after} s.",
+            args,
+        )
     tool = catalog.tools.get(name)
     if tool is None:
         return refuse(

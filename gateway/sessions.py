@@ -1,8 +1,10 @@
 """What a gateway session carries from call to call, kept in Redis where every gateway process
 reads it.
 
-No Django here. A call reads its step number and its session's state in one round trip
-(``begin``: a pipeline of INCR, EXPIRE, LRANGE, SMEMBERS) on the event loop, with no thread;
+No Django here. A call reads its step number and its session's state, and counts itself
+against its application's calls per minute (``gateway/limits.py``), in one round trip
+(``begin``: a pipeline of INCR, EXPIRE, LRANGE, SMEMBERS, then INCR, EXPIRE, GET of the
+application's counters) on the event loop, with no thread;
 a forwarded call that a later one is judged by appends itself in one more (``add``: RPUSH and
 SADD are atomic, so two calls of one session finishing together both stay). Without Redis (the
 embedded default), ``services.session_begin`` and ``services.session_call_add`` keep the same
@@ -18,6 +20,8 @@ from typing import Any
 
 import redis.asyncio
 
+from .limits import WINDOW_SECONDS
+
 SESSION_SECONDS = 24 * 3600
 SESSION_CALLS_KEPT = 200  # earlier calls per session the plan invariants judge a call against
 TIMEOUT_SECONDS = 2.0
@@ -31,6 +35,21 @@ class SessionState:
     produced: list[str] = field(default_factory=list)
 
 
+@dataclass
+class Begun:
+    """A call's step number, its session's state, and its application's call counters (this
+    minute's, this call included, and the previous minute's; both 0 when not counted)."""
+
+    step: int
+    state: SessionState
+    calls_this_minute: int = 0
+    calls_last_minute: int = 0
+
+
+def rate_key(counter: str, window: int) -> str:
+    return f"gateway:rate:{counter}:{window}"
+
+
 class SessionStoreDown(Exception):
     """Redis did not answer: the call cannot be judged against its session."""
 
@@ -41,8 +60,9 @@ class RedisSessions:
             url, socket_timeout=TIMEOUT_SECONDS, socket_connect_timeout=TIMEOUT_SECONDS
         )
 
-    async def begin(self, session: str) -> tuple[int, SessionState]:
-        """The call's step number (0, 1, 2... across every process) and the session's state."""
+    async def begin(self, session: str, *, counter: str = "", window: int = 0) -> Begun:
+        """The call's step number (0, 1, 2... across every process) and the session's state;
+        with a ``counter`` (an application), the call is counted in its minute ``window``."""
         step_key = f"gateway:session:{session}:step"
         try:
             async with self.client.pipeline(transaction=False) as pipe:
@@ -50,12 +70,21 @@ class RedisSessions:
                 pipe.expire(step_key, SESSION_SECONDS)
                 pipe.lrange(f"gateway:session:{session}:calls", 0, -1)
                 pipe.smembers(f"gateway:session:{session}:produced")
-                step, _, calls, produced = await pipe.execute()
+                if counter:
+                    pipe.incr(rate_key(counter, window))
+                    pipe.expire(rate_key(counter, window), 2 * WINDOW_SECONDS)
+                    pipe.get(rate_key(counter, window - 1))
+                step, _, calls, produced, *rate = await pipe.execute()
         except redis.RedisError as exc:
             raise SessionStoreDown(str(exc)) from None
-        return int(step) - 1, SessionState(
-            calls=[json.loads(call) for call in calls],
-            produced=sorted(name.decode() for name in produced),
+        return Begun(
+            step=int(step) - 1,
+            state=SessionState(
+                calls=[json.loads(call) for call in calls],
+                produced=sorted(name.decode() for name in produced),
+            ),
+            calls_this_minute=int(rate[0]) if rate else 0,
+            calls_last_minute=int(rate[2] or 0) if rate else 0,
         )
 
     async def add(

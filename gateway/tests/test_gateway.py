@@ -19,7 +19,7 @@ from mcp.client.streamable_http import streamable_http_client
 from mcp_types import ElicitResult, InputRequiredResult
 
 from api.services import runtime_token_create
-from gateway.models import Refusal
+from gateway.models import ApplicationSetting, Refusal
 from gateway.server import META_KEY
 from learning.models import Trace
 from registry.models import Application, RiskLevel, Tool
@@ -496,6 +496,55 @@ def test_it_refuses_at_once_a_call_past_the_applications_concurrency(
     assert "Refused (concurrency)" in results[refused[0]].content[0].text
     forwarded = sorted(call["arguments"]["who"] for call in calls_of(tools_file))
     assert forwarded == sorted(set(results) - set(refused))
+
+
+def test_it_refuses_a_call_past_the_applications_calls_per_minute_and_no_other_applications(
+    gateway_url, token, tools_file
+):
+    ApplicationSetting.objects.create(
+        application=Application.objects.get(name="assistant"), calls_per_minute=2
+    )
+    Application.objects.create(name="neighbour", all_tools=True, all_permissions=True)
+    _, neighbour = runtime_token_create(
+        application_name="neighbour", scopes=["tools:call"], name="", expires_at=None
+    )
+
+    async def calls(client):
+        return [await client.call_tool("acme.greet", {"who": who}) for who in ("Ada", "Bob", "Cy")]
+
+    limited = session(gateway_url, token, calls)
+    assert [result.is_error for result in limited] == [False, False, True]
+    text = limited[2].content[0].text
+    assert text.startswith("Refused (rate_limit): this application may make 2 calls a minute")
+    retry_after = limited[2].meta[META_KEY]["retryAfter"]
+    assert 1 <= retry_after <= 120
+    assert f"call again in {retry_after} s" in text
+    # The neighbour's calls, after the limited application's, all go through.
+    assert not any(result.is_error for result in session(gateway_url, neighbour, calls))
+    forwarded = [call["arguments"]["who"] for call in calls_of(tools_file)]
+    assert forwarded == ["Ada", "Bob", "Ada", "Bob", "Cy"]
+    refusal = wait_for(lambda: Refusal.objects.filter(rule="rate_limit").first())
+    assert refusal is not None
+    assert (refusal.application.name, refusal.args) == ("assistant", {"who": "Cy"})
+    assert Refusal.objects.count() == 1
+
+
+def test_a_calls_per_minute_changed_in_the_admin_holds_at_the_next_call(
+    gateway_url, token, tools_file
+):
+    async def call(client):
+        return await client.call_tool("acme.greet", {"who": "Ada"})
+
+    assert not session(gateway_url, token, call).is_error  # the catalog is built and kept
+    setting = ApplicationSetting.objects.create(
+        application=Application.objects.get(name="assistant"), calls_per_minute=1
+    )
+    refused = session(gateway_url, token, call)
+    assert refused.is_error and "Refused (rate_limit)" in refused.content[0].text
+    setting.calls_per_minute = 0  # no limit
+    setting.save()
+    assert not session(gateway_url, token, call).is_error
+    assert len(calls_of(tools_file)) == 2
 
 
 def test_it_withholds_a_result_its_approved_output_schema_refuses_and_records_the_call(

@@ -14,17 +14,22 @@ state in the Django cache.
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
+import logging
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+import anyio
 import redis.asyncio
 
 from .limits import WINDOW_SECONDS
 
+logger = logging.getLogger(__name__)
+
 SESSION_SECONDS = 24 * 3600
 SESSION_CALLS_KEPT = 200  # earlier calls per session the plan invariants judge a call against
 TIMEOUT_SECONDS = 2.0
+CANCEL_CHANNEL = "gateway:cancel"
 
 
 @dataclass
@@ -58,6 +63,10 @@ class RedisSessions:
     def __init__(self, url: str) -> None:
         self.client = redis.asyncio.Redis.from_url(
             url, socket_timeout=TIMEOUT_SECONDS, socket_connect_timeout=TIMEOUT_SECONDS
+        )
+        # A subscription waits for messages as long as none comes: no read timeout on it.
+        self.listener = redis.asyncio.Redis.from_url(
+            url, socket_connect_timeout=TIMEOUT_SECONDS, health_check_interval=30
         )
 
     async def begin(self, session: str, *, counter: str = "", window: int = 0) -> Begun:
@@ -105,5 +114,29 @@ class RedisSessions:
         except redis.RedisError as exc:
             raise SessionStoreDown(str(exc)) from None
 
+    async def cancel_publish(self, call: str) -> None:
+        """Tell every gateway process that the client cancelled ``call`` (``running_key``):
+        the one forwarding it cancels it."""
+        try:
+            await self.client.publish(CANCEL_CHANNEL, call)
+        except redis.RedisError as exc:
+            raise SessionStoreDown(str(exc)) from None
+
+    async def cancel_listen(self, on_cancel: Callable[[str], object]) -> None:
+        """Hand each call a process published as cancelled to ``on_cancel``, until cancelled;
+        a lost connection is made again (what was published meanwhile is lost: those calls run
+        to their end)."""
+        while True:
+            try:
+                async with self.listener.pubsub(ignore_subscribe_messages=True) as pubsub:
+                    await pubsub.subscribe(CANCEL_CHANNEL)
+                    async for message in pubsub.listen():
+                        if message.get("type") == "message":
+                            on_cancel(message["data"].decode(errors="replace"))
+            except (redis.RedisError, OSError) as exc:
+                logger.warning("gateway: cancellations not heard (Redis: %s); retrying", exc)
+                await anyio.sleep(1.0)
+
     async def close(self) -> None:
         await self.client.aclose()
+        await self.listener.aclose()

@@ -32,6 +32,7 @@ import mcp_types
 from mcp.client.session import ClientSession, IncomingMessage
 from mcp.client.stdio import StdioServerParameters, get_default_environment, stdio_client
 from mcp.client.streamable_http import streamable_http_client
+from mcp.shared.dispatcher import ProgressFnT
 from mcp.shared.exceptions import MCPError
 
 from registry.pins import definition_hash
@@ -219,13 +220,22 @@ class Upstream:
             return self.pins
 
     async def call(
-        self, name: str, arguments: dict[str, Any], *, timeout_ms: int, max_output_bytes: int
+        self,
+        name: str,
+        arguments: dict[str, Any],
+        *,
+        timeout_ms: int,
+        max_output_bytes: int,
+        progress: ProgressFnT | None = None,
     ) -> tuple[mcp_types.CallToolResult, int]:
-        """The upstream's result and its size in bytes, or ``UpstreamFailed`` saying why."""
+        """The upstream's result and its size in bytes, or ``UpstreamFailed`` saying why; the
+        upstream's progress notifications go to ``progress``. Cancelled, the SDK's client tells
+        the upstream (``notifications/cancelled``, or on HTTP of 2026-07-28 the request's POST
+        closed)."""
         session = await self._session()
         try:
             with anyio.fail_after(timeout_ms / 1000):
-                result = await session.call_tool(name, arguments)
+                result = await session.call_tool(name, arguments, progress_callback=progress)
         except TimeoutError:
             raise UpstreamFailed(
                 f"{self.spec.name} did not answer within {timeout_ms} ms (the contract's "

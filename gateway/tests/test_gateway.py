@@ -1,6 +1,7 @@
 """The gateway end to end: a real gateway process, the official SDK's client over streamable
 HTTP, and real upstreams (a stand-in whose tools a test rewrites, mcp-server-time)."""
 
+import functools
 import json
 import os
 import shutil
@@ -732,3 +733,152 @@ def test_a_listening_client_hears_that_the_tools_changed_when_the_registry_revis
     event, description = modern_client(gateway_url, token, listen)
     assert isinstance(event, ToolsListChanged)
     assert description.startswith("Say hello to someone by name, politely.")
+
+
+PROGRESS_SERVER = str(ROOT / "gateway/tests/progress_server.py")
+
+
+@pytest.fixture
+def worker(tmp_path):
+    """A server whose one tool, ``worker.work``, takes steps, reports progress and logs how
+    each call ended (``progress_server.py``); the log's path."""
+    log = tmp_path / "work.log"
+    server = mcp_server_add(name="worker", command=[sys.executable, PROGRESS_SERVER, str(log)])
+    assert mcp_server_sync(server=server, approve=True).published == ["worker.work"]
+    return log
+
+
+def work_log(log: Path) -> list[dict]:
+    return [json.loads(line) for line in log.read_text().splitlines()] if log.exists() else []
+
+
+async def started(log: Path, steps: int) -> None:
+    """Wait until the upstream has started the call of ``steps`` steps."""
+    with anyio.fail_after(60):
+        while not any(e.get("started") and e["steps"] == steps for e in work_log(log)):
+            await anyio.sleep(0.05)
+
+
+def test_it_passes_the_upstreams_progress_on_to_a_client_that_asked_for_it(
+    gateway_url, token, worker
+):
+    heard = []
+
+    async def progress(value, total, message):
+        heard.append((value, total, message))
+
+    async def call(client):
+        quiet = await client.call_tool("worker.work", {"steps": 2, "step_ms": 10})
+        told = await client.call_tool(
+            "worker.work", {"steps": 3, "step_ms": 10}, progress_callback=progress
+        )
+        return quiet, told
+
+    for run in (session, modern_client):  # the 2025 protocol's session, and 2026-07-28's
+        heard.clear()
+        quiet, told = run(gateway_url, token, call)
+        assert not quiet.is_error and not told.is_error, (quiet.content, told.content)
+        assert told.structured_content == {"steps": 3}
+        assert heard == [(1, 3, "step 1 of 3"), (2, 3, "step 2 of 3"), (3, 3, "step 3 of 3")]
+
+
+def legacy_headers(token: str, session_id: str) -> dict[str, str]:
+    """A client of the 2025 protocol in a session, as the SDK's ClientSession sends."""
+    return {
+        "Authorization": f"Bearer {token}",
+        "Accept": "application/json, text/event-stream",
+        "MCP-Protocol-Version": "2025-06-18",
+        "Mcp-Session-Id": session_id,
+    }
+
+
+def work_request(request_id: int, steps: int) -> dict:
+    return {
+        "jsonrpc": "2.0",
+        "id": request_id,
+        "method": "tools/call",
+        "params": {"name": "worker.work", "arguments": {"steps": steps, "step_ms": 100}},
+    }
+
+
+def cancelled(params: dict) -> dict:
+    return {"jsonrpc": "2.0", "method": "notifications/cancelled", "params": params}
+
+
+def test_a_clients_cancellation_notification_cancels_the_call_on_its_upstream(
+    gateway_url, token, worker
+):
+    headers = legacy_headers(token, "cancelling-session")
+
+    async def main():
+        async with httpx2.AsyncClient(headers=headers, timeout=60) as http:
+            answers = []
+
+            async def call() -> None:
+                answers.append(await http.post(gateway_url, json=work_request(7, 300)))
+
+            async with anyio.create_task_group() as tasks:
+                tasks.start_soon(call)
+                await started(worker, 300)
+                # Another request id of the session, and the same id in another session: no
+                # call of theirs is running, nothing is cancelled.
+                for other_headers, request_id in ((headers, 8), (legacy_headers(token, "x"), 7)):
+                    note = {"requestId": request_id, "reason": "not that one"}
+                    await http.post(
+                        gateway_url,
+                        json=cancelled(note),
+                        headers=other_headers,
+                    )
+                await anyio.sleep(0.5)
+                assert not any(entry.get("cancelled") for entry in work_log(worker))
+                cancel = await http.post(
+                    gateway_url, json=cancelled({"requestId": 7, "reason": "the user pressed stop"})
+                )
+                assert cancel.status_code == 202
+            return answers[0]
+
+    answer = anyio.run(main)
+    result = answer.json()["result"]
+    assert result["isError"] is True
+    assert result["content"][0]["text"].startswith("Refused (cancelled): the client cancelled")
+    ended = [entry for entry in work_log(worker) if not entry.get("started")]
+    assert len(ended) == 1 and ended[0]["cancelled"] and ended[0]["at"] < 300
+    refusal = wait_for(lambda: Refusal.objects.filter(rule="cancelled").first())
+    assert refusal is not None and refusal.tool == "worker.work"
+    assert not Trace.objects.filter(tool_name="worker.work").exists()
+
+
+def test_a_client_that_drops_its_request_cancels_the_call_on_its_upstream(
+    gateway_url, token, worker
+):
+    async def legacy_drop():
+        headers = legacy_headers(token, "dropping-session")
+        async with httpx2.AsyncClient(headers=headers, timeout=60) as http:
+            async with anyio.create_task_group() as tasks:
+                call = functools.partial(http.post, gateway_url, json=work_request(1, 301))
+                tasks.start_soon(call)
+                await started(worker, 301)
+                tasks.cancel_scope.cancel()  # the connection closes, no notification sent
+
+    async def modern_abandon(client):
+        # MCP 2026-07-28 over HTTP: the SDK's client cancels by closing the request's POST.
+        async with anyio.create_task_group() as tasks:
+            tasks.start_soon(client.call_tool, "worker.work", {"steps": 302, "step_ms": 100})
+            await started(worker, 302)
+            tasks.cancel_scope.cancel()
+        return await client.call_tool("worker.work", {"steps": 1, "step_ms": 0})
+
+    anyio.run(legacy_drop)
+    after = modern_client(gateway_url, token, modern_abandon)
+    assert not after.is_error
+
+    def finished():
+        entries = {e["steps"]: e for e in work_log(worker) if not e.get("started")}
+        return entries if len(entries) == 3 else None
+
+    ended = wait_for(finished)
+    assert ended is not None, work_log(worker)
+    assert ended[301]["cancelled"] and ended[301]["at"] < 301
+    assert ended[302]["cancelled"] and ended[302]["at"] < 302
+    assert ended[1]["done"]
+    assert wait_for(lambda: Refusal.objects.filter(rule="cancelled").count() == 2)

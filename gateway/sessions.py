@@ -3,7 +3,7 @@ reads it.
 
 No Django here. A call reads its step number and its session's state, and counts itself
 against its application's calls per minute (``gateway/limits.py``), in one round trip
-(``begin``: a pipeline of INCR, EXPIRE, LRANGE, SMEMBERS, then INCR, EXPIRE, GET of the
+(``begin``: one Lua script of INCR, EXPIRE, LRANGE, SMEMBERS, then INCR, EXPIRE, GET of the
 application's counters) on the event loop, with no thread;
 a forwarded call that a later one is judged by appends itself in one more (``add``: RPUSH and
 SADD are atomic, so two calls of one session finishing together both stay). Without Redis (the
@@ -30,6 +30,22 @@ SESSION_SECONDS = 24 * 3600
 SESSION_CALLS_KEPT = 200  # earlier calls per session the plan invariants judge a call against
 TIMEOUT_SECONDS = 2.0
 CANCEL_CHANNEL = "gateway:cancel"
+# A call begins: its session's step (counted), earlier calls and produced variables, and, with
+# two more keys, its application's counters of this minute (counted) and the previous one.
+# KEYS: step, calls, produced[, this minute, previous minute]; ARGV: their lifetimes.
+BEGIN = """
+local step = redis.call('INCR', KEYS[1])
+redis.call('EXPIRE', KEYS[1], ARGV[1])
+local calls = redis.call('LRANGE', KEYS[2], 0, -1)
+local produced = redis.call('SMEMBERS', KEYS[3])
+local this_minute, last_minute = 0, 0
+if #KEYS == 5 then
+  this_minute = redis.call('INCR', KEYS[4])
+  redis.call('EXPIRE', KEYS[4], ARGV[2])
+  last_minute = tonumber(redis.call('GET', KEYS[5]) or '0')
+end
+return {step, calls, produced, this_minute, last_minute}
+"""
 
 
 @dataclass
@@ -64,6 +80,8 @@ class RedisSessions:
         self.client = redis.asyncio.Redis.from_url(
             url, socket_timeout=TIMEOUT_SECONDS, socket_connect_timeout=TIMEOUT_SECONDS
         )
+        # One script, not a pipeline of seven commands: half the client's work per call.
+        self.begun = self.client.register_script(BEGIN)
         # A subscription waits for messages as long as none comes: no read timeout on it.
         self.listener = redis.asyncio.Redis.from_url(
             url, socket_connect_timeout=TIMEOUT_SECONDS, health_check_interval=30
@@ -72,18 +90,17 @@ class RedisSessions:
     async def begin(self, session: str, *, counter: str = "", window: int = 0) -> Begun:
         """The call's step number (0, 1, 2... across every process) and the session's state;
         with a ``counter`` (an application), the call is counted in its minute ``window``."""
-        step_key = f"gateway:session:{session}:step"
+        keys = [
+            f"gateway:session:{session}:step",
+            f"gateway:session:{session}:calls",
+            f"gateway:session:{session}:produced",
+        ]
+        if counter:
+            keys += [rate_key(counter, window), rate_key(counter, window - 1)]
         try:
-            async with self.client.pipeline(transaction=False) as pipe:
-                pipe.incr(step_key)
-                pipe.expire(step_key, SESSION_SECONDS)
-                pipe.lrange(f"gateway:session:{session}:calls", 0, -1)
-                pipe.smembers(f"gateway:session:{session}:produced")
-                if counter:
-                    pipe.incr(rate_key(counter, window))
-                    pipe.expire(rate_key(counter, window), 2 * WINDOW_SECONDS)
-                    pipe.get(rate_key(counter, window - 1))
-                step, _, calls, produced, *rate = await pipe.execute()
+            step, calls, produced, this_minute, last_minute = await self.begun(
+                keys=keys, args=[SESSION_SECONDS, 2 * WINDOW_SECONDS]
+            )
         except redis.RedisError as exc:
             raise SessionStoreDown(str(exc)) from None
         return Begun(
@@ -92,8 +109,8 @@ class RedisSessions:
                 calls=[json.loads(call) for call in calls],
                 produced=sorted(name.decode() for name in produced),
             ),
-            calls_this_minute=int(rate[0]) if rate else 0,
-            calls_last_minute=int(rate[2] or 0) if rate else 0,
+            calls_this_minute=int(this_minute),
+            calls_last_minute=int(last_minute),
         )
 
     async def add(

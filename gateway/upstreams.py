@@ -44,6 +44,7 @@ STDIO = "stdio"
 HTTP = "http"
 START_TIMEOUT_SECONDS = 30.0
 MAX_LIST_PAGES = 100
+KEEPALIVE_SECONDS = 2.0
 
 
 @dataclass(frozen=True)
@@ -130,7 +131,14 @@ async def _transport(spec: UpstreamSpec) -> AsyncIterator[Any]:
                 yield streams
     elif spec.transport == HTTP:
         async with (
-            httpx2.AsyncClient(headers=dict(spec.headers), timeout=httpx2.Timeout(30.0)) as client,
+            httpx2.AsyncClient(
+                headers=dict(spec.headers),
+                timeout=httpx2.Timeout(30.0),
+                # An idle connection is dropped before the 5 s after which common servers
+                # (uvicorn's default) close it: one reused as the server closes it fails with
+                # a read error that ends the whole session, every call in flight on it too.
+                limits=httpx2.Limits(keepalive_expiry=KEEPALIVE_SECONDS),
+            ) as client,
             streamable_http_client(spec.url, http_client=client) as streams,
         ):
             yield streams

@@ -334,6 +334,7 @@ def build_app() -> Starlette:
         # A call: a client that goes away before the answer (MCP 2026-07-28's way to cancel,
         # and any client's dropped request) cancels it, on its way to the upstream too.
         manager = streams if b"progressToken" in body else answers
+        replayed.watched = True  # from now on the watcher alone reads the connection
         async with anyio.create_task_group() as tasks:
             tasks.start_soon(replayed.watch, functools.partial(_cancel_dropped, gateway, caller))
             await manager.handle_request(scope, replayed.receive, replayed.send)
@@ -438,7 +439,6 @@ class _Replayed:
     async def watch(self, on_gone: Any) -> None:
         """Wait for the client to leave; if it leaves before its answer, ``on_gone(request
         id)``. (Once answered, the server reports a disconnect at once: not a leaving.)"""
-        self.watched = True
         while (await self.raw())["type"] != "http.disconnect":
             pass
         self.gone.set()

@@ -13,13 +13,14 @@ machine's load during the run falls on both: one session making ``--calls`` call
 another (what the gateway adds to one call), ``--sessions`` concurrent sessions of ``--calls``
 calls, and ``--many`` concurrent sessions of ``--many-calls`` calls. Each session is the SDK's
 ``ClientSession`` (the 2025 protocol's handshake), or with ``--modern`` its ``Client`` (MCP
-2026-07-28, one exchange per request), all on one asyncio loop. Printed per load and door: calls/s, p50 and p99
-latency per call, and the CPU time per call of the upstream process, the gateway process (its
-recorder, which stores each call as a trace, included) and the client; then the gateway's rate
-over the direct rate and the latency it adds at p50, and the gateway's resident memory before
-and after the many sessions (divided by them: what one session costs it). The client shares the
-machine with the servers: the figures are for comparison within one run. ``--profile FILE``
-runs the gateway under cProfile, timed by its event loop's CPU, and prints the top of it.
+2026-07-28, one exchange per request), all on one asyncio loop. Printed per load and door:
+calls/s, p50 and p99 latency per call, and the CPU time per call of the upstream process, the
+gateway process (its recorder, which stores each call as a trace, included) and the client;
+then the gateway's rate over the direct rate and the latency it adds at p50, and the gateway's
+resident memory before and after the many sessions (divided by them: what one session costs
+it). The client shares the machine with the servers: the figures are for comparison within one
+run. ``--profile FILE`` runs the gateway under cProfile, timed by its event loop's CPU, and
+prints the top of it.
 """
 
 from __future__ import annotations

@@ -882,3 +882,29 @@ def test_a_client_that_drops_its_request_cancels_the_call_on_its_upstream(
     assert ended[302]["cancelled"] and ended[302]["at"] < 302
     assert ended[1]["done"]
     assert wait_for(lambda: Refusal.objects.filter(rule="cancelled").count() == 2)
+
+
+@pytest.mark.skipif(
+    shutil.which("node") is None or not EVERYTHING.exists(),
+    reason="node or @modelcontextprotocol/server-everything is missing: run make mcp-servers",
+)
+def test_server_everythings_progress_reaches_the_client_through_the_gateway(gateway_url, token):
+    server = mcp_server_add(name="everything", command=["node", str(EVERYTHING), "stdio"])
+    report = mcp_server_sync(server=server, approve=True)
+    assert "everything.trigger-long-running-operation" in report.published, report
+    heard = []
+
+    async def progress(value, total, message):
+        heard.append((value, total))
+
+    async def call(client):
+        return await client.call_tool(
+            "everything.trigger-long-running-operation",
+            {"duration": 0.3, "steps": 3},
+            progress_callback=progress,
+        )
+
+    result = session(gateway_url, token, call)
+    assert not result.is_error, result.content
+    assert "Steps: 3" in result.content[0].text
+    assert heard == [(1, 3), (2, 3), (3, 3)]

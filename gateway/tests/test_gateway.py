@@ -841,7 +841,8 @@ def test_a_clients_cancellation_notification_cancels_the_call_on_its_upstream(
     result = answer.json()["result"]
     assert result["isError"] is True
     assert result["content"][0]["text"].startswith("Refused (cancelled): the client cancelled")
-    ended = [entry for entry in work_log(worker) if not entry.get("started")]
+    # The upstream hears of the cancellation a moment after the client has its answer.
+    ended = wait_for(lambda: [entry for entry in work_log(worker) if not entry.get("started")])
     assert len(ended) == 1 and ended[0]["cancelled"] and ended[0]["at"] < 300
     refusal = wait_for(lambda: Refusal.objects.filter(rule="cancelled").first())
     assert refusal is not None and refusal.tool == "worker.work"

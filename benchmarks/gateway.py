@@ -1,7 +1,7 @@
 """Calls through the MCP gateway against direct calls to the same upstream, in one run.
 
     .venv/bin/python benchmarks/gateway.py [--sessions 20] [--calls 50] [--many 100]
-        [--many-calls 10] [--rounds 2] [--redis-db 14]
+        [--many-calls 10] [--rounds 2] [--redis-db 14] [--modern] [--profile FILE]
 
 Uses its own database (``registry_bench_gateway``, recreated) on the PostgreSQL of
 DATABASE_URL's host and the cache on ``redis://127.0.0.1:6379/<--redis-db>``, as production
@@ -12,12 +12,15 @@ through the gateway, the two doors alternating ``--rounds`` times so that a chan
 machine's load during the run falls on both: one session making ``--calls`` calls one after
 another (what the gateway adds to one call), ``--sessions`` concurrent sessions of ``--calls``
 calls, and ``--many`` concurrent sessions of ``--many-calls`` calls. Each session is the SDK's
-client (one asyncio loop for all of them). Printed per load and door: calls/s, p50 and p99
-latency per call, and the CPU time per call of the upstream process, the gateway process (its
-recorder, which stores each call as a trace, included) and the client; then the gateway's rate
-over the direct rate and the latency it adds at p50, and the gateway's resident memory before
-and after the many sessions (divided by them: what one session costs it). The client shares the
-machine with the servers: the figures are for comparison within one run.
+``ClientSession`` (the 2025 protocol's handshake), or with ``--modern`` its ``Client`` (MCP
+2026-07-28, one exchange per request), all on one asyncio loop. Printed per load and door:
+calls/s, p50 and p99 latency per call, and the CPU time per call of the upstream process, the
+gateway process (its recorder, which stores each call as a trace, included) and the client;
+then the gateway's rate over the direct rate and the latency it adds at p50, and the gateway's
+resident memory before and after the many sessions (divided by them: what one session costs
+it). The client shares the machine with the servers: the figures are for comparison within one
+run. ``--profile FILE`` runs the gateway under cProfile, timed by its event loop's CPU, and
+prints the top of it.
 """
 
 from __future__ import annotations
@@ -25,16 +28,35 @@ from __future__ import annotations
 import argparse
 import os
 import resource
+import signal
 import socket
 import statistics
 import subprocess
 import sys
 import time
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
+
+
+# The gateway's command under cProfile, timed by the CPU time of its event loop's thread (not
+# the wall clock, which on a busy machine counts the waits for a core as the code's).
+PROFILE = """
+import cProfile, runpy, sys, time
+out, sys.argv = sys.argv[1], sys.argv[2:]
+profiler = cProfile.Profile(time.thread_time)
+profiler.enable()
+try:
+    runpy.run_path(sys.argv[0], run_name="__main__")
+finally:
+    profiler.disable()
+    profiler.dump_stats(out)
+"""
 
 
 def serve_upstream(port: int) -> None:
@@ -106,22 +128,36 @@ def own_cpu_seconds() -> float:
     return usage.ru_utime + usage.ru_stime
 
 
-async def run_sessions(url: str, token: str, tool: str, sessions: int, calls: int) -> list[float]:
+async def run_sessions(
+    url: str, token: str, tool: str, sessions: int, calls: int, modern: bool = False
+) -> list[float]:
     import anyio
     import httpx2
+    from mcp.client.client import Client
     from mcp.client.session import ClientSession
     from mcp.client.streamable_http import streamable_http_client
 
     latencies: list[float] = []
 
+    @asynccontextmanager
+    async def connected(http: httpx2.AsyncClient) -> AsyncIterator[Any]:
+        if modern:  # the SDK's Client: MCP 2026-07-28, one exchange per request
+            async with Client(streamable_http_client(url, http_client=http)) as client:
+                yield client
+            return
+        async with (
+            streamable_http_client(url, http_client=http) as (read, write),
+            ClientSession(read, write) as session,
+        ):
+            await session.initialize()
+            yield session
+
     async def one(index: int) -> None:
         headers = {"Authorization": f"Bearer {token}"} if token else {}
         async with (
             httpx2.AsyncClient(headers=headers, timeout=120) as http,
-            streamable_http_client(url, http_client=http) as (read, write),
-            ClientSession(read, write) as client,
+            connected(http) as client,
         ):
-            await client.initialize()
             for call in range(calls):
                 started = time.perf_counter()
                 result = await client.call_tool(tool, {"message": f"s{index} c{call}"})
@@ -165,6 +201,7 @@ def measure(
     sessions: int,
     calls: int,
     rounds: int,
+    modern: bool = False,
 ) -> dict[str, Door]:
     import anyio
 
@@ -174,7 +211,7 @@ def measure(
             before = {name: cpu_seconds(pid) for name, pid in pids.items()}
             client_before = own_cpu_seconds()
             started = time.perf_counter()
-            latencies = anyio.run(run_sessions, url, token, tool, sessions, calls)
+            latencies = anyio.run(run_sessions, url, token, tool, sessions, calls, modern)
             door = figures[label]
             door.elapsed += time.perf_counter() - started
             door.latencies += latencies
@@ -211,6 +248,18 @@ def main() -> None:
     parser.add_argument("--many-calls", type=int, default=10)
     parser.add_argument("--rounds", type=int, default=2)
     parser.add_argument("--redis-db", type=int, default=14)
+    parser.add_argument(
+        "--modern",
+        action="store_true",
+        help="clients speak MCP 2026-07-28 (the SDK's Client) rather than the 2025 protocol's "
+        "ClientSession, on both doors",
+    )
+    parser.add_argument(
+        "--profile",
+        metavar="FILE",
+        help="run the gateway under cProfile (the CPU time of its event loop's thread), write "
+        "the profile to FILE and print where that time went",
+    )
     parser.add_argument("--serve-upstream", type=int, help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.serve_upstream:
@@ -245,14 +294,17 @@ def main() -> None:
         _, token = runtime_token_create(
             application_name="bench", scopes=["tools:call"], name="", expires_at=None
         )
+        profiler = ["-c", PROFILE, args.profile] if args.profile else []
         gateway = subprocess.Popen(
-            [sys.executable, "manage.py", "mcp_gateway", "--bind", "127.0.0.1:0"],
+            [sys.executable, *profiler, "manage.py", "mcp_gateway", "--bind", "127.0.0.1:0"],
             cwd=ROOT,
-            # The many sessions' calls at once: past the default concurrency of one application.
+            # The many sessions' calls at once: past the default concurrency of one application;
+            # and past the default calls per minute, counted all the same.
             env={
                 **os.environ,
                 "PYTHONUNBUFFERED": "1",
                 "MCP_GATEWAY_APPLICATION_CONCURRENCY": str(max(args.many, args.sessions) * 2),
+                "MCP_GATEWAY_CALLS_PER_MINUTE": str(10**9),
             },
             stdout=subprocess.PIPE,
             text=True,
@@ -277,11 +329,11 @@ def main() -> None:
                 args.calls,
             ),
         ):
-            figures = measure(doors, pids, sessions, calls, args.rounds)
+            figures = measure(doors, pids, sessions, calls, args.rounds, args.modern)
             report(f"{title}, {args.rounds} rounds", figures)
             total += len(figures["gateway"].latencies)
         before = rss_mb(gateway.pid)
-        figures = measure(doors, pids, args.many, args.many_calls, args.rounds)
+        figures = measure(doors, pids, args.many, args.many_calls, args.rounds, args.modern)
         after = rss_mb(gateway.pid)
         report(
             f"{args.many} concurrent sessions x {args.many_calls} calls, {args.rounds} rounds",
@@ -302,11 +354,17 @@ def main() -> None:
     finally:
         for process in (gateway, upstream):
             if process is not None:
-                process.terminate()
+                # SIGINT: the gateway's command returns, so a profiler around it writes its file.
+                process.send_signal(signal.SIGINT)
                 try:
                     process.wait(15)
                 except subprocess.TimeoutExpired:
                     process.kill()
+    if args.profile and Path(args.profile).exists():
+        import pstats
+
+        print(f"\nthe gateway's event loop, by own time (cProfile, {args.profile}):")
+        pstats.Stats(args.profile).sort_stats("tottime").print_stats(30)
 
 
 if __name__ == "__main__":

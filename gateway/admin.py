@@ -20,5 +20,5 @@ class RefusalAdmin(admin.ModelAdmin[Refusal]):
 
 @admin.register(ApplicationSetting)
 class ApplicationSettingAdmin(admin.ModelAdmin[ApplicationSetting]):
-    list_display = ["application", "requires"]
+    list_display = ["application", "requires", "calls_per_minute"]
     list_select_related = ["application"]

@@ -55,6 +55,13 @@ class ApplicationSetting(models.Model):
         help_text="A call whose contract requires a variable no earlier call of its session "
         "produced.",
     )
+    calls_per_minute = models.PositiveIntegerField(
+        null=True,
+        blank=True,
+        help_text="Calls a minute this application may make through the gateway, every gateway "
+        "process together; past it a call is refused with the time to wait. Empty: "
+        "MCP_GATEWAY_CALLS_PER_MINUTE; 0: no limit.",
+    )
 
     class Meta:
         verbose_name = "gateway setting"

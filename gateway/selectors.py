@@ -58,6 +58,7 @@ class Catalog:
     application_name: str
     revision: int
     requires_mode: str
+    calls_per_minute: int  # 0: no limit
     tools: dict[str, GatewayTool] = field(default_factory=dict)
 
 
@@ -185,6 +186,11 @@ def _catalog_build(application_id: int, revision: int) -> Catalog:
         application_name=application.name,
         revision=revision,
         requires_mode=setting.requires if setting is not None else REQUIRES_WARN,
+        calls_per_minute=(
+            setting.calls_per_minute
+            if setting is not None and setting.calls_per_minute is not None
+            else settings.MCP_GATEWAY_CALLS_PER_MINUTE
+        ),
         tools=tools,
     )
 

@@ -28,7 +28,7 @@ import logging
 import re
 import time
 import uuid
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator, Callable, Sequence
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -41,8 +41,12 @@ from django.conf import settings
 from mcp.server.context import ServerRequestContext
 from mcp.server.lowlevel import Server
 from mcp.server.request_state import RequestStateBoundary, RequestStateSecurity
-from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
+from mcp.server.streamable_http_manager import (
+    DEFAULT_MAX_REQUEST_BODY_SIZE,
+    StreamableHTTPSessionManager,
+)
 from mcp.server.subscriptions import InMemorySubscriptionBus, ListenHandler, ToolsListChanged
+from mcp.shared.dispatcher import ProgressFnT
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 from starlette.applications import Starlette
 from starlette.requests import Request
@@ -56,9 +60,10 @@ from registry.revision import revision_current
 
 from . import selectors, services
 from .checks import Checked, call_check
+from .limits import rate_retry_after, rate_window
 from .recording import Recorder
 from .services import REFUSED, CallRecord
-from .sessions import RedisSessions, SessionState, SessionStoreDown
+from .sessions import Begun, RedisSessions, SessionStoreDown
 from .upstreams import UpstreamFailed, UpstreamPool
 
 logger = logging.getLogger(__name__)
@@ -82,11 +87,21 @@ class Gateway:
     pool: UpstreamPool | None = None
     calls: dict[str, int] = field(default_factory=dict)
     in_flight: dict[int, int] = field(default_factory=dict)  # forwarded calls per application
+    # The calls this process is forwarding, by ``running_key``: what a cancellation stops.
+    running: dict[str, anyio.CancelScope] = field(default_factory=dict)
     revision: int = 0
     revision_until: float = 0.0
 
     def count(self, outcome: str) -> None:
         self.calls[outcome] = self.calls.get(outcome, 0) + 1
+
+    def cancel_here(self, call: str) -> bool:
+        """Cancel a call this process is forwarding; whether it was one."""
+        scope = self.running.get(call)
+        if scope is None:
+            return False
+        scope.cancel()
+        return True
 
     async def current_revision(self) -> int:
         """The registry revision, read again (in a thread: it may wait for the cache) once this
@@ -112,8 +127,10 @@ class Gateway:
 class CacheSessions:
     """The session store without Redis (the embedded default): the Django cache, in a thread."""
 
-    async def begin(self, session: str) -> tuple[int, SessionState]:
-        return await sync_to_async(services.session_begin, thread_sensitive=False)(session)
+    async def begin(self, session: str, *, counter: str = "", window: int = 0) -> Begun:
+        return await sync_to_async(services.session_begin, thread_sensitive=False)(
+            session, counter=counter, window=window
+        )
 
     async def add(
         self, session: str, *, tool: str, args: dict[str, Any], produces: Sequence[str]
@@ -122,8 +139,19 @@ class CacheSessions:
             session, tool=tool, args=args, produces=produces
         )
 
+    async def cancel_publish(self, call: str) -> None:
+        return None  # without Redis one process serves the sessions: it has looked already
+
+    async def cancel_listen(self, on_cancel: Callable[[str], object]) -> None:
+        await anyio.sleep_forever()
+
     async def close(self) -> None:
         return None
+
+
+def running_key(session_key: str, request_id: Any) -> str:
+    """A call in flight: its session (application included) and its JSON-RPC request id."""
+    return json.dumps([session_key, request_id])
 
 
 @dataclass(frozen=True)
@@ -172,17 +200,19 @@ def build_app() -> Starlette:
                 await events.publish(ToolsListChanged())
 
     @asynccontextmanager
-    async def lifespan(server: Server[Any]) -> AsyncIterator[dict[str, Any]]:
+    async def running() -> AsyncIterator[None]:
+        """The process's upstream sessions, recorder and watchers, around both transports."""
         gateway.recorder.start()
         async with anyio.create_task_group() as tasks:
             tasks.start_soon(watch_revision)
+            tasks.start_soon(gateway.sessions.cancel_listen, gateway.cancel_here)
             gateway.pool = UpstreamPool(
                 tasks,
                 size=settings.MCP_GATEWAY_POOL_SIZE,
                 verify_seconds=settings.MCP_GATEWAY_VERIFY_SECONDS,
             )
             try:
-                yield {}
+                yield
             finally:
                 gateway.pool.close()
                 tasks.cancel_scope.cancel()
@@ -200,13 +230,23 @@ def build_app() -> Starlette:
     async def call_tool(
         ctx: ServerRequestContext[Any], params: types.CallToolRequestParams
     ) -> types.CallToolResult | types.InputRequiredResult:
-        return await _call(gateway, _caller(ctx), params, asker=_Asker(ctx, params))
+        report = None
+        if (params.meta or {}).get("progress_token") is not None:
+            # The client asked for progress: the upstream's is passed on as this call's.
+            report = ctx.session.report_progress
+        return await _call(
+            gateway,
+            _caller(ctx),
+            params,
+            asker=_Asker(ctx, params),
+            request_id=ctx.request_id,
+            report=report,
+        )
 
     server: Server[Any] = Server(
         "tool-contract-registry",
         instructions="The tools reviewers approved for this application; every call is checked "
         "against its contract and recorded.",
-        lifespan=lifespan,
         on_list_tools=list_tools,
         on_call_tool=call_tool,
         on_subscriptions_listen=ListenHandler(events),
@@ -227,7 +267,11 @@ def build_app() -> Starlette:
             default_audience="tool-contract-registry/gateway",
         )
     )
-    manager = StreamableHTTPSessionManager(app=server, stateless=True, json_response=True)
+    # Two doors onto the same server: answers as single JSON documents (the fast path), and as
+    # event streams for the calls whose client asked for progress, which can only reach it on
+    # a stream. Neither holds anything of its own between requests.
+    answers = StreamableHTTPSessionManager(app=server, stateless=True, json_response=True)
+    streams = StreamableHTTPSessionManager(app=server, stateless=True, json_response=False)
 
     async def mcp_endpoint(scope: Scope, receive: Receive, send: Send) -> None:
         request = Request(scope)
@@ -260,7 +304,8 @@ def build_app() -> Starlette:
         elif not SESSION_ID.match(session_id):
             await JSONResponse({"error": "malformed Mcp-Session-Id"}, 400)(scope, receive, send)
             return
-        scope[SCOPE_KEY] = Caller(application_id=check.application_id, session_id=session_id)
+        caller = Caller(application_id=check.application_id, session_id=session_id)
+        scope[SCOPE_KEY] = caller
 
         async def send_with_session(message: Message) -> None:
             if minted and message["type"] == "http.response.start":
@@ -269,7 +314,31 @@ def build_app() -> Starlette:
                 message = {**message, "headers": headers}
             await send(message)
 
-        await manager.handle_request(scope, receive, send_with_session)
+        body = await _body(receive)
+        if body is None:
+            await Response("Request body too large", 413)(scope, receive, send)
+            return
+        if b"notifications/cancelled" in body:
+            # A client of the 2025 protocol cancels with a notification of its own, which may
+            # reach another process than the call did: each process hears of it.
+            call = _cancelled_call(body, caller.session_key)
+            if call is not None and not gateway.cancel_here(call):
+                try:
+                    await gateway.sessions.cancel_publish(call)
+                except SessionStoreDown as exc:
+                    logger.warning("gateway: a cancellation not passed on: %s", exc)
+        replayed = _Replayed(body, receive, send_with_session)
+        if b'"tools/call"' not in body:
+            await answers.handle_request(scope, replayed.receive, send_with_session)
+            return
+        # A call: a client that goes away before the answer (MCP 2026-07-28's way to cancel,
+        # and any client's dropped request) cancels it, on its way to the upstream too.
+        manager = streams if b"progressToken" in body else answers
+        replayed.watched = True  # from now on the watcher alone reads the connection
+        async with anyio.create_task_group() as tasks:
+            tasks.start_soon(replayed.watch, functools.partial(_cancel_dropped, gateway, caller))
+            await manager.handle_request(scope, replayed.receive, replayed.send)
+            tasks.cancel_scope.cancel()
 
     async def metadata(request: Request) -> Response:
         return JSONResponse(
@@ -294,7 +363,7 @@ def build_app() -> Starlette:
 
     @asynccontextmanager
     async def app_lifespan(app: Starlette) -> AsyncIterator[None]:
-        async with manager.run():
+        async with running(), answers.run(), streams.run():
             yield
 
     app = Starlette(
@@ -320,6 +389,90 @@ class _Endpoint:
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         await self.app(scope, receive, send)
+
+
+async def _body(receive: Receive) -> bytes | None:
+    """The request's body, read whole (None past the SDK's limit on one)."""
+    chunks: list[bytes] = []
+    size = 0
+    while True:
+        message = await receive()
+        if message["type"] != "http.request":
+            break
+        chunk = message.get("body", b"")
+        size += len(chunk)
+        if size > DEFAULT_MAX_REQUEST_BODY_SIZE:
+            return None
+        chunks.append(chunk)
+        if not message.get("more_body", False):
+            break
+    return b"".join(chunks)
+
+
+class _Replayed:
+    """A request whose body was read: the transport reads it again, then hears of the client's
+    leaving from ``watch``, the one reader of the connection once it runs."""
+
+    def __init__(self, body: bytes, receive: Receive, send: Send) -> None:
+        self.body = body
+        self.raw = receive
+        self.raw_send = send
+        self.replayed = False
+        self.watched = False
+        self.answered = False
+        self.gone = anyio.Event()
+
+    async def receive(self) -> Message:
+        if not self.replayed:
+            self.replayed = True
+            return {"type": "http.request", "body": self.body, "more_body": False}
+        if not self.watched:
+            return await self.raw()
+        await self.gone.wait()
+        return {"type": "http.disconnect"}
+
+    async def send(self, message: Message) -> None:
+        await self.raw_send(message)
+        if message["type"] == "http.response.body" and not message.get("more_body", False):
+            self.answered = True
+
+    async def watch(self, on_gone: Any) -> None:
+        """Wait for the client to leave; if it leaves before its answer, ``on_gone(request
+        id)``. (Once answered, the server reports a disconnect at once: not a leaving.)"""
+        while (await self.raw())["type"] != "http.disconnect":
+            pass
+        self.gone.set()
+        if not self.answered:
+            on_gone(_request_id(self.body))
+
+
+def _request_id(body: bytes) -> Any:
+    try:
+        message = json.loads(body)
+    except ValueError:
+        return None
+    return message.get("id") if isinstance(message, dict) else None
+
+
+def _cancelled_call(body: bytes, session_key: str) -> str | None:
+    """The call a ``notifications/cancelled`` names, as ``running_key``; None if it is not
+    one."""
+    try:
+        message = json.loads(body)
+    except ValueError:
+        return None
+    if not isinstance(message, dict) or message.get("method") != "notifications/cancelled":
+        return None
+    params = message.get("params")
+    request_id = params.get("requestId") if isinstance(params, dict) else None
+    if isinstance(request_id, bool) or not isinstance(request_id, int | str):
+        return None
+    return running_key(session_key, request_id)
+
+
+def _cancel_dropped(gateway: Gateway, caller: Caller, request_id: Any) -> None:
+    if isinstance(request_id, int | str) and not isinstance(request_id, bool):
+        gateway.cancel_here(running_key(caller.session_key, request_id))
 
 
 def _bearer(request: Request) -> str | None:
@@ -439,13 +592,20 @@ async def _call(
     params: types.CallToolRequestParams,
     *,
     asker: _Asker,
+    request_id: Any = None,
+    report: ProgressFnT | None = None,
 ) -> types.CallToolResult | types.InputRequiredResult:
     name, arguments = params.name, params.arguments
     started = time.monotonic()
     occurred_at = _now()
     catalog = await gateway.catalog(caller.application_id)
+    window, elapsed = rate_window(time.time())
     try:
-        step, state = await gateway.sessions.begin(caller.session_key)
+        begun = await gateway.sessions.begin(
+            caller.session_key,
+            counter=str(caller.application_id) if catalog.calls_per_minute else "",
+            window=window,
+        )
     except SessionStoreDown as exc:
         gateway.count("unavailable")
         logger.warning("gateway: the session store did not answer: %s", exc)
@@ -459,6 +619,7 @@ async def _call(
             ],
             is_error=True,
         )
+    step, state = begun.step, begun.state
     args = dict(arguments or {})
     # The registry revision the call was judged at: stateless, the gateway sends no
     # notifications/tools/list_changed, so a client that sees it move lists the tools again.
@@ -499,6 +660,22 @@ async def _call(
             _meta={META_KEY: meta},
         )
 
+    retry_after = rate_retry_after(
+        limit=catalog.calls_per_minute,
+        current=begun.calls_this_minute,
+        previous=begun.calls_last_minute,
+        elapsed=elapsed,
+    )
+    if retry_after is not None:
+        meta["retryAfter"] = retry_after
+        return refuse(
+            "rate_limit",
+            "",
+            f"this application may make {catalog.calls_per_minute} calls a minute through the "
+            f"gateway (its gateway setting calls_per_minute, or MCP_GATEWAY_CALLS_PER_MINUTE), "
+            f"and it made more in the last minute; call again in {retry_after} s.",
+            args,
+        )
     tool = catalog.tools.get(name)
     if tool is None:
         return refuse(
@@ -588,17 +765,37 @@ async def _call(
             checked.args,
         )
     gateway.in_flight[caller.application_id] = gateway.in_flight.get(caller.application_id, 0) + 1
-    try:
-        result, size = await upstream.call(
-            tool.local_name,
+    call = running_key(caller.session_key, request_id)
+    outcome: tuple[types.CallToolResult, int] | UpstreamFailed | None = None
+    with anyio.CancelScope() as running:
+        gateway.running[call] = running
+        try:
+            outcome = await upstream.call(
+                tool.local_name,
+                checked.args,
+                timeout_ms=tool.timeout_ms,
+                max_output_bytes=tool.max_output_bytes,
+                progress=report,
+            )
+        except UpstreamFailed as exc:
+            outcome = exc
+        finally:
+            gateway.in_flight[caller.application_id] -= 1
+            if gateway.running.get(call) is running:
+                del gateway.running[call]
+    if outcome is None:
+        # The client cancelled (or left): the upstream was told to stop by the SDK's client,
+        # which sends notifications/cancelled for a request it abandons. Not the tool's
+        # behaviour, so not a trace: a refusal, beside them.
+        return refuse(
+            "cancelled",
+            "",
+            f"the client cancelled this call of {name}; {tool.upstream.name} was told to stop.",
             checked.args,
-            timeout_ms=tool.timeout_ms,
-            max_output_bytes=tool.max_output_bytes,
         )
-    except UpstreamFailed as exc:
-        return failed(str(exc), checked.args)
-    finally:
-        gateway.in_flight[caller.application_id] -= 1
+    if isinstance(outcome, UpstreamFailed):
+        return failed(str(outcome), checked.args)
+    result, size = outcome
     output = _output(result)
     output_schema = tool.document.get("output_schema")
     if output_schema and result.structured_content is not None and not result.is_error:

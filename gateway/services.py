@@ -27,8 +27,9 @@ from reviews.models import ReviewTicket
 from sources.models import DeclaredTool
 from sources.tasks import mcp_server_sync
 
+from .limits import WINDOW_SECONDS
 from .models import Refusal
-from .sessions import SESSION_CALLS_KEPT, SESSION_SECONDS, SessionState
+from .sessions import SESSION_CALLS_KEPT, SESSION_SECONDS, Begun, SessionState, rate_key
 
 logger = logging.getLogger(__name__)
 
@@ -54,11 +55,22 @@ class CallRecord:
     output_bytes: int = 0  # the size of the upstream's answer
 
 
-def session_begin(session_id: str) -> tuple[int, SessionState]:
+def session_begin(session_id: str, *, counter: str = "", window: int = 0) -> Begun:
     """A call of the session starts: its step number (0, 1, 2... across every gateway process)
     and what the session's earlier calls left, read together so a call waits for the cache
-    once."""
-    return session_step(session_id), session_state(session_id)
+    once; with a ``counter`` (an application), the call is counted in its minute ``window``
+    (``gateway/limits.py``), as ``RedisSessions.begin`` does."""
+    begun = Begun(step=session_step(session_id), state=session_state(session_id))
+    if counter:
+        key = rate_key(counter, window)
+        try:
+            begun.calls_this_minute = int(cache.incr(key))
+        except ValueError:  # the minute's first call
+            begun.calls_this_minute = (
+                1 if cache.add(key, 1, 2 * WINDOW_SECONDS) else int(cache.incr(key))
+            )
+        begun.calls_last_minute = int(cache.get(rate_key(counter, window - 1)) or 0)
+    return begun
 
 
 def session_step(session_id: str) -> int:

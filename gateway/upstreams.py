@@ -32,6 +32,7 @@ import mcp_types
 from mcp.client.session import ClientSession, IncomingMessage
 from mcp.client.stdio import StdioServerParameters, get_default_environment, stdio_client
 from mcp.client.streamable_http import streamable_http_client
+from mcp.shared.dispatcher import ProgressFnT
 from mcp.shared.exceptions import MCPError
 
 from registry.pins import definition_hash
@@ -43,6 +44,7 @@ STDIO = "stdio"
 HTTP = "http"
 START_TIMEOUT_SECONDS = 30.0
 MAX_LIST_PAGES = 100
+KEEPALIVE_SECONDS = 2.0
 
 
 @dataclass(frozen=True)
@@ -129,7 +131,14 @@ async def _transport(spec: UpstreamSpec) -> AsyncIterator[Any]:
                 yield streams
     elif spec.transport == HTTP:
         async with (
-            httpx2.AsyncClient(headers=dict(spec.headers), timeout=httpx2.Timeout(30.0)) as client,
+            httpx2.AsyncClient(
+                headers=dict(spec.headers),
+                timeout=httpx2.Timeout(30.0),
+                # An idle connection is dropped before the 5 s after which common servers
+                # (uvicorn's default) close it: one reused as the server closes it fails with
+                # a read error that ends the whole session, every call in flight on it too.
+                limits=httpx2.Limits(keepalive_expiry=KEEPALIVE_SECONDS),
+            ) as client,
             streamable_http_client(spec.url, http_client=client) as streams,
         ):
             yield streams
@@ -219,13 +228,22 @@ class Upstream:
             return self.pins
 
     async def call(
-        self, name: str, arguments: dict[str, Any], *, timeout_ms: int, max_output_bytes: int
+        self,
+        name: str,
+        arguments: dict[str, Any],
+        *,
+        timeout_ms: int,
+        max_output_bytes: int,
+        progress: ProgressFnT | None = None,
     ) -> tuple[mcp_types.CallToolResult, int]:
-        """The upstream's result and its size in bytes, or ``UpstreamFailed`` saying why."""
+        """The upstream's result and its size in bytes, or ``UpstreamFailed`` saying why; the
+        upstream's progress notifications go to ``progress``. Cancelled, the SDK's client tells
+        the upstream (``notifications/cancelled``, or on HTTP of 2026-07-28 the request's POST
+        closed)."""
         session = await self._session()
         try:
             with anyio.fail_after(timeout_ms / 1000):
-                result = await session.call_tool(name, arguments)
+                result = await session.call_tool(name, arguments, progress_callback=progress)
         except TimeoutError:
             raise UpstreamFailed(
                 f"{self.spec.name} did not answer within {timeout_ms} ms (the contract's "

@@ -515,9 +515,16 @@ MCP_GATEWAY_POOL_SIZE = env_value("MCP_GATEWAY_POOL_SIZE", env.int, 2)
 MCP_GATEWAY_TIMEOUT_MS = env_value("MCP_GATEWAY_TIMEOUT_MS", env.int, 60_000)
 MCP_GATEWAY_MAX_OUTPUT_BYTES = env_value("MCP_GATEWAY_MAX_OUTPUT_BYTES", env.int, 4 * 1024 * 1024)
 MCP_GATEWAY_APPLICATION_CONCURRENCY = env_value("MCP_GATEWAY_APPLICATION_CONCURRENCY", env.int, 32)
+# Calls a minute per application, all gateway processes together (0: no limit); an application's
+# gateway setting in the admin overrides it.
+MCP_GATEWAY_CALLS_PER_MINUTE = env_value("MCP_GATEWAY_CALLS_PER_MINUTE", env.int, 600)
+if MCP_GATEWAY_CALLS_PER_MINUTE < 0:
+    raise ImproperlyConfigured("MCP_GATEWAY_CALLS_PER_MINUTE: must be 0 (no limit) or above")
 MCP_GATEWAY_TRACE_QUEUE = env_value("MCP_GATEWAY_TRACE_QUEUE", env.int, 10_000)
 MCP_GATEWAY_TRACE_BATCH = env_value("MCP_GATEWAY_TRACE_BATCH", env.int, 500)
-MCP_GATEWAY_TRACE_FLUSH_SECONDS = env_value("MCP_GATEWAY_TRACE_FLUSH_SECONDS", env.float, 1.0)
+# Every batch reads back the earlier steps of each trace in it (ingest's data flow): a batch every
+# 5 s, not every second, costs a long session's calls a fifth of that.
+MCP_GATEWAY_TRACE_FLUSH_SECONDS = env_value("MCP_GATEWAY_TRACE_FLUSH_SECONDS", env.float, 5.0)
 
 # A tool whose statistics changed is re-inferred this long after the first change (one pending
 # refresh per tool; the hourly sweep catches any the broker lost).

@@ -1,6 +1,7 @@
 """The gateway end to end: a real gateway process, the official SDK's client over streamable
 HTTP, and real upstreams (a stand-in whose tools a test rewrites, mcp-server-time)."""
 
+import functools
 import json
 import os
 import shutil
@@ -19,7 +20,7 @@ from mcp.client.streamable_http import streamable_http_client
 from mcp_types import ElicitResult, InputRequiredResult
 
 from api.services import runtime_token_create
-from gateway.models import Refusal
+from gateway.models import ApplicationSetting, Refusal
 from gateway.server import META_KEY
 from learning.models import Trace
 from registry.models import Application, RiskLevel, Tool
@@ -498,6 +499,55 @@ def test_it_refuses_at_once_a_call_past_the_applications_concurrency(
     assert forwarded == sorted(set(results) - set(refused))
 
 
+def test_it_refuses_a_call_past_the_applications_calls_per_minute_and_no_other_applications(
+    gateway_url, token, tools_file
+):
+    ApplicationSetting.objects.create(
+        application=Application.objects.get(name="assistant"), calls_per_minute=2
+    )
+    Application.objects.create(name="neighbour", all_tools=True, all_permissions=True)
+    _, neighbour = runtime_token_create(
+        application_name="neighbour", scopes=["tools:call"], name="", expires_at=None
+    )
+
+    async def calls(client):
+        return [await client.call_tool("acme.greet", {"who": who}) for who in ("Ada", "Bob", "Cy")]
+
+    limited = session(gateway_url, token, calls)
+    assert [result.is_error for result in limited] == [False, False, True]
+    text = limited[2].content[0].text
+    assert text.startswith("Refused (rate_limit): this application may make 2 calls a minute")
+    retry_after = limited[2].meta[META_KEY]["retryAfter"]
+    assert 1 <= retry_after <= 120
+    assert f"call again in {retry_after} s" in text
+    # The neighbour's calls, after the limited application's, all go through.
+    assert not any(result.is_error for result in session(gateway_url, neighbour, calls))
+    forwarded = [call["arguments"]["who"] for call in calls_of(tools_file)]
+    assert forwarded == ["Ada", "Bob", "Ada", "Bob", "Cy"]
+    refusal = wait_for(lambda: Refusal.objects.filter(rule="rate_limit").first())
+    assert refusal is not None
+    assert (refusal.application.name, refusal.args) == ("assistant", {"who": "Cy"})
+    assert Refusal.objects.count() == 1
+
+
+def test_a_calls_per_minute_changed_in_the_admin_holds_at_the_next_call(
+    gateway_url, token, tools_file
+):
+    async def call(client):
+        return await client.call_tool("acme.greet", {"who": "Ada"})
+
+    assert not session(gateway_url, token, call).is_error  # the catalog is built and kept
+    setting = ApplicationSetting.objects.create(
+        application=Application.objects.get(name="assistant"), calls_per_minute=1
+    )
+    refused = session(gateway_url, token, call)
+    assert refused.is_error and "Refused (rate_limit)" in refused.content[0].text
+    setting.calls_per_minute = 0  # no limit
+    setting.save()
+    assert not session(gateway_url, token, call).is_error
+    assert len(calls_of(tools_file)) == 2
+
+
 def test_it_withholds_a_result_its_approved_output_schema_refuses_and_records_the_call(
     gateway_url, token, tmp_path
 ):
@@ -683,3 +733,179 @@ def test_a_listening_client_hears_that_the_tools_changed_when_the_registry_revis
     event, description = modern_client(gateway_url, token, listen)
     assert isinstance(event, ToolsListChanged)
     assert description.startswith("Say hello to someone by name, politely.")
+
+
+PROGRESS_SERVER = str(ROOT / "gateway/tests/progress_server.py")
+
+
+@pytest.fixture
+def worker(tmp_path):
+    """A server whose one tool, ``worker.work``, takes steps, reports progress and logs how
+    each call ended (``progress_server.py``); the log's path."""
+    log = tmp_path / "work.log"
+    server = mcp_server_add(name="worker", command=[sys.executable, PROGRESS_SERVER, str(log)])
+    assert mcp_server_sync(server=server, approve=True).published == ["worker.work"]
+    return log
+
+
+def work_log(log: Path) -> list[dict]:
+    return [json.loads(line) for line in log.read_text().splitlines()] if log.exists() else []
+
+
+async def started(log: Path, steps: int) -> None:
+    """Wait until the upstream has started the call of ``steps`` steps."""
+    with anyio.fail_after(60):
+        while not any(e.get("started") and e["steps"] == steps for e in work_log(log)):
+            await anyio.sleep(0.05)
+
+
+def test_it_passes_the_upstreams_progress_on_to_a_client_that_asked_for_it(
+    gateway_url, token, worker
+):
+    heard = []
+
+    async def progress(value, total, message):
+        heard.append((value, total, message))
+
+    async def call(client):
+        quiet = await client.call_tool("worker.work", {"steps": 2, "step_ms": 10})
+        told = await client.call_tool(
+            "worker.work", {"steps": 3, "step_ms": 10}, progress_callback=progress
+        )
+        return quiet, told
+
+    for run in (session, modern_client):  # the 2025 protocol's session, and 2026-07-28's
+        heard.clear()
+        quiet, told = run(gateway_url, token, call)
+        assert not quiet.is_error and not told.is_error, (quiet.content, told.content)
+        assert told.structured_content == {"steps": 3}
+        assert heard == [(1, 3, "step 1 of 3"), (2, 3, "step 2 of 3"), (3, 3, "step 3 of 3")]
+
+
+def legacy_headers(token: str, session_id: str) -> dict[str, str]:
+    """A client of the 2025 protocol in a session, as the SDK's ClientSession sends."""
+    return {
+        "Authorization": f"Bearer {token}",
+        "Accept": "application/json, text/event-stream",
+        "MCP-Protocol-Version": "2025-06-18",
+        "Mcp-Session-Id": session_id,
+    }
+
+
+def work_request(request_id: int, steps: int) -> dict:
+    return {
+        "jsonrpc": "2.0",
+        "id": request_id,
+        "method": "tools/call",
+        "params": {"name": "worker.work", "arguments": {"steps": steps, "step_ms": 100}},
+    }
+
+
+def cancelled(params: dict) -> dict:
+    return {"jsonrpc": "2.0", "method": "notifications/cancelled", "params": params}
+
+
+def test_a_clients_cancellation_notification_cancels_the_call_on_its_upstream(
+    gateway_url, token, worker
+):
+    headers = legacy_headers(token, "cancelling-session")
+
+    async def main():
+        async with httpx2.AsyncClient(headers=headers, timeout=60) as http:
+            answers = []
+
+            async def call() -> None:
+                answers.append(await http.post(gateway_url, json=work_request(7, 300)))
+
+            async with anyio.create_task_group() as tasks:
+                tasks.start_soon(call)
+                await started(worker, 300)
+                # Another request id of the session, and the same id in another session: no
+                # call of theirs is running, nothing is cancelled.
+                for other_headers, request_id in ((headers, 8), (legacy_headers(token, "x"), 7)):
+                    note = {"requestId": request_id, "reason": "not that one"}
+                    await http.post(
+                        gateway_url,
+                        json=cancelled(note),
+                        headers=other_headers,
+                    )
+                await anyio.sleep(0.5)
+                assert not any(entry.get("cancelled") for entry in work_log(worker))
+                cancel = await http.post(
+                    gateway_url, json=cancelled({"requestId": 7, "reason": "the user pressed stop"})
+                )
+                assert cancel.status_code == 202
+            return answers[0]
+
+    answer = anyio.run(main)
+    result = answer.json()["result"]
+    assert result["isError"] is True
+    assert result["content"][0]["text"].startswith("Refused (cancelled): the client cancelled")
+    # The upstream hears of the cancellation a moment after the client has its answer.
+    ended = wait_for(lambda: [entry for entry in work_log(worker) if not entry.get("started")])
+    assert len(ended) == 1 and ended[0]["cancelled"] and ended[0]["at"] < 300
+    refusal = wait_for(lambda: Refusal.objects.filter(rule="cancelled").first())
+    assert refusal is not None and refusal.tool == "worker.work"
+    assert not Trace.objects.filter(tool_name="worker.work").exists()
+
+
+def test_a_client_that_drops_its_request_cancels_the_call_on_its_upstream(
+    gateway_url, token, worker
+):
+    async def legacy_drop():
+        headers = legacy_headers(token, "dropping-session")
+        async with httpx2.AsyncClient(headers=headers, timeout=60) as http:
+            async with anyio.create_task_group() as tasks:
+                call = functools.partial(http.post, gateway_url, json=work_request(1, 301))
+                tasks.start_soon(call)
+                await started(worker, 301)
+                tasks.cancel_scope.cancel()  # the connection closes, no notification sent
+
+    async def modern_abandon(client):
+        # MCP 2026-07-28 over HTTP: the SDK's client cancels by closing the request's POST.
+        async with anyio.create_task_group() as tasks:
+            tasks.start_soon(client.call_tool, "worker.work", {"steps": 302, "step_ms": 100})
+            await started(worker, 302)
+            tasks.cancel_scope.cancel()
+        return await client.call_tool("worker.work", {"steps": 1, "step_ms": 0})
+
+    anyio.run(legacy_drop)
+    after = modern_client(gateway_url, token, modern_abandon)
+    assert not after.is_error
+
+    def finished():
+        entries = {e["steps"]: e for e in work_log(worker) if not e.get("started")}
+        return entries if len(entries) == 3 else None
+
+    ended = wait_for(finished)
+    assert ended is not None, work_log(worker)
+    assert ended[301]["cancelled"] and ended[301]["at"] < 301
+    assert ended[302]["cancelled"] and ended[302]["at"] < 302
+    assert ended[1]["done"]
+    assert wait_for(lambda: Refusal.objects.filter(rule="cancelled").count() == 2)
+
+
+@pytest.mark.skipif(
+    shutil.which("node") is None or not EVERYTHING.exists(),
+    reason="node or @modelcontextprotocol/server-everything is missing: run make mcp-servers",
+)
+def test_server_everythings_progress_reaches_the_client_through_the_gateway(gateway_url, token):
+    server = mcp_server_add(name="everything", command=["node", str(EVERYTHING), "stdio"])
+    report = mcp_server_sync(server=server, approve=True)
+    assert "everything.trigger-long-running-operation" in report.published, report
+    heard = []
+
+    async def progress(value, total, message):
+        heard.append((value, total))
+
+    async def call(client):
+        return await client.call_tool(
+            "everything.trigger-long-running-operation",
+            {"duration": 0.3, "steps": 3},
+            progress_callback=progress,
+        )
+
+    result = session(gateway_url, token, call)
+    assert not result.is_error, result.content
+    assert "Steps: 3" in result.content[0].text
+    assert heard == [(1, 3), (2, 3), (3, 3)]

@@ -20,6 +20,7 @@ from mcp.client.session import ClientSession
 from mcp.client.streamable_http import streamable_http_client
 
 from api.services import runtime_token_create
+from gateway.models import ApplicationSetting
 from learning.models import Trace
 from registry.models import Application
 from sources.services import mcp_server_add, mcp_server_sync
@@ -222,3 +223,64 @@ def test_two_gateway_processes_serve_one_session(two_gateways, tmp_path):
     assert [(t.trace_id, t.step, t.args["who"]) for t in traces] == [
         (metas[0]["traceId"], step, w) for step, w in enumerate("abcd")
     ]
+
+
+def test_a_cancellation_sent_to_the_other_process_cancels_the_call(two_gateways, tmp_path):
+    token = approved_greet(tmp_path)
+    first, second = (f"http://127.0.0.1:{port}/mcp/" for port in two_gateways)
+    headers = {
+        "Authorization": f"Bearer {token}",
+        "Accept": "application/json, text/event-stream",
+        "MCP-Protocol-Version": "2025-06-18",
+        "Mcp-Session-Id": "one-session",
+    }
+    slow = {
+        "jsonrpc": "2.0",
+        "id": 3,
+        "method": "tools/call",
+        "params": {"name": "acme.greet", "arguments": {"who": "Ada", "sleep_ms": 30000}},
+    }
+    calls = tools_calls(tmp_path)
+
+    async def main():
+        async with httpx2.AsyncClient(headers=headers, timeout=60) as http:
+            answers = []
+
+            async def call() -> None:
+                answers.append(await http.post(first, json=slow))
+
+            async with anyio.create_task_group() as tasks:
+                tasks.start_soon(call)
+                with anyio.fail_after(30):
+                    while not calls():  # the stand-in has the call
+                        await anyio.sleep(0.05)
+                cancel = {"requestId": 3, "reason": "stop"}
+                await http.post(
+                    second,
+                    json={"jsonrpc": "2.0", "method": "notifications/cancelled", "params": cancel},
+                )
+                started = time.monotonic()
+            return answers[0], time.monotonic() - started
+
+    answer, waited = anyio.run(main)
+    text = answer.json()["result"]["content"][0]["text"]
+    assert text.startswith("Refused (cancelled): the client cancelled this call of acme.greet")
+    assert waited < 20  # not the 30 s the stand-in would have slept
+
+
+def test_an_applications_calls_per_minute_are_counted_across_processes(two_gateways, tmp_path):
+    token = approved_greet(tmp_path)
+    ApplicationSetting.objects.create(
+        application=Application.objects.get(name="assistant"), calls_per_minute=3
+    )
+    url = f"http://127.0.0.1:{two_gateways[0]}/mcp/"
+    _, results = session_through(url, token, transport=Alternating(two_gateways))
+    assert [result.is_error for result in results] == [False, False, False, True]
+    assert "Refused (rate_limit)" in results[3].content[0].text
+    assert len(tools_calls(tmp_path)()) == 3
+
+
+def tools_calls(tmp_path):
+    """The calls the stand-in of ``approved_greet`` took, read when called."""
+    log = tmp_path / "tools.calls"
+    return lambda: log.read_text().splitlines() if log.exists() else []

@@ -16,11 +16,17 @@ trace's steps in order and finds where each argument value came from:
   (``reservations[]``, ``flights[].flight_number``) names the variable for every value at that
   path in the trace: the producer's effect is the variable, and the path a candidate alias. An
   output field already named as a known variable (the vocabulary, or a name that flowed in this
-  trace) holds values of it too;
+  trace) holds values of it too, where a name alone can say so (``_field_variable``): not an
+  object's key, a number outside an id-named field, text beside a flag or below the output's
+  top, nor, by the vocabulary alone, a field of a report (an output repeating the call's
+  arguments). So a declared vocabulary names what an empty one would find, and adds little;
 - a variable holds every value known so far in the trace (a set). A step *produces* a variable
   when its output brings a value of it that the trace did not know (so a second search that
   finds new flights produces ``flight_number`` again, merge ``append``); an output repeating the
-  call's own argument values (an echo) brings nothing.
+  call's own argument values (an echo) brings nothing. A state the runtime sent brings a
+  variable absent before the call and present after it, unless it holds the call's own
+  arguments, and one holding a value the trace did not know; a variable the state after sets to
+  the output's field of that name (what the OTLP receiver assembles) is judged as that field.
 
 Values too common to mean anything are never matched (``trivial``): null, booleans, empty
 values, numbers of fewer than ``MIN_DIGITS`` digits, strings shorter than ``MIN_LENGTH``, and a
@@ -231,6 +237,8 @@ class _Leaf:
     path: str
     name: str  # the field holding it ("" at the root)
     listed: bool  # an item of a list under ``name``
+    keyed: bool = False  # an object's key (``USR002`` in ``messages{}``), not a value of ``name``
+    flag: bool = False  # an everyday value that is a boolean
 
 
 class _Budget:
@@ -266,6 +274,8 @@ def _leaves(value: Any, root: str, budget: _Budget, *, text: bool) -> Iterator[_
                 if isinstance(key, str) and DATA_KEY.search(key):  # ids as keys: values too
                     child_path, child_name, child_listed = keyed_path, name, True
                     more = _scalar(key, child_path, name, True, budget, text, found)
+                    for leaf in found:
+                        leaf.keyed = True
                     yield from found
                     found.clear()
                     if not more:
@@ -307,9 +317,17 @@ def _scalar(
     if trivial(key, declared=budget.declared or listed):
         # Never matched; an output's flag or everyday word may still have a named field (once
         # per path: a list of 25,000 zeros is one field).
-        if not budget.declared and name and item is not None and path not in budget.everyday_paths:
+        # A number is not kept: by its field's name alone it is a measurement (see
+        # ``_field_variable``).
+        if (
+            not budget.declared
+            and name
+            and item is not None
+            and not (key and _numeric(key))
+            and path not in budget.everyday_paths
+        ):
             budget.everyday_paths.add(path)
-            found.append(_Leaf("", path, name, listed))
+            found.append(_Leaf("", path, name, listed, flag=type(item) is bool))
         return True
     assert key is not None
     found.append(_Leaf(key, path, name, listed))
@@ -412,8 +430,11 @@ class _Reader:
         self.flows_by_step: list[list[tuple[str, str, str]]] = []
         self.arguments_by_step: list[set[str]] = []
         self.outputs_by_step: list[list[_Leaf]] = []
+        self.reports: set[int] = set()  # steps whose output repeats one of their arguments
+        self.statuses: set[int] = set()  # steps whose output holds a flag at its top
         self.vocabulary_effects: list[tuple[int, str, str]] = []  # (step, variable, path)
-        self.declared: list[tuple[int, str, bool]] = []  # (step, variable, a value was added)
+        # (step, variable, a value was added, only if the variable flowed in the trace)
+        self.declared: list[tuple[int, str, bool, bool]] = []
         self.tools: list[str] = []
         self.flowing: set[str] = set()
         self.stated: set[str] = set()
@@ -446,7 +467,14 @@ class _Reader:
         if step.get("status") == "success" and step.get("output") is not None:
             outputs = self.read_output(number, tool, step["output"], argument_keys, arguments)
         self.outputs_by_step.append(outputs)
-        self.read_state(step.get("state_after") or {}, number + 1, before)
+        output = step.get("output")
+        shown = (
+            {variable_name(name, listed=False, aliases=self.aliases): (name, value)
+             for name, value in islice(output.items(), MAX_VARIABLES) if isinstance(name, str)}
+            if step.get("status") == "success" and isinstance(output, dict)
+            else {}
+        )  # fmt: skip
+        self.read_state(step.get("state_after") or {}, number + 1, before, shown, argument_keys)
 
     def read_user(self, number: int, texts: Iterable[str]) -> None:
         """The user's words, phrases and quotes, known from this step on."""
@@ -470,18 +498,33 @@ class _Reader:
                 self.quoted.add(phrase)
 
     def read_state(
-        self, state: dict[str, Any], number: int, previous: dict[str, Any] | None
+        self,
+        state: dict[str, Any],
+        number: int,
+        previous: dict[str, Any] | None,
+        shown: dict[str, tuple[str, Any]] | None = None,
+        arguments: Collection[str] = (),
     ) -> None:
-        """A state the runtime sent: its values are known under its variables' names."""
+        """A state the runtime sent: its values are known under its variables' names.
+
+        ``shown``: the call's output's top-level fields (name, value) by variable name. A
+        variable the state after sets to the very value the output holds in the field of that
+        name (what the OTLP receiver assembles from the vocabulary, or a runtime copying its
+        results) says no more than that field's name: it is brought only where the name alone
+        could say so (``_named_alone``)."""
+        number_of_step = number - 1
         for variable, value in state.items():
             if previous is not None and variable in previous and previous[variable] == value:
                 continue
+            field_name, field_value = (shown or {}).get(variable, ("", None))
+            repeated = bool(field_name) and field_value == value
             if variable not in self.stated:
                 if len(self.stated) >= MAX_VARIABLES:  # none past it could be named
                     self.budget.capped.add("variables")
                     continue
                 self.stated.add(variable)
-            brought = previous is not None and variable not in previous
+            added = previous is not None and variable not in previous
+            echoed = valued = brought = False
             keys: Iterable[str]
             if isinstance(value, dict | list):
                 keys = (leaf.key for leaf in _leaves(value, "", self.budget, text=False))
@@ -493,9 +536,29 @@ class _Reader:
                     continue
                 if key in self.declared_as or len(self.declared_as) < MAX_VALUES:
                     self.declared_as.setdefault(key, variable)
-                brought = brought or (previous is not None and key not in self.index)
+                valued = True
+                if previous is not None and not brought:
+                    # New: unknown, or first held by this very call's output (not its
+                    # arguments: an echo; not an earlier step: known already).
+                    known = self.index.get(key)
+                    brought = known is None or (known[0] == number and known[2][:6] == "output")
+                    echoed = echoed or key in arguments
                 self.remember(key, origin)
-            self.declared.append((number, variable, brought))
+            # Absent before and present after: brought, unless its values are the call's own
+            # arguments (an echo) or, repeating the output, are judged as the output's are: by
+            # a value the trace did not know.
+            brought = brought or (added and not ((echoed or repeated) and valued))
+            needs_flow = False
+            if brought and repeated:
+                flag = type(value) is bool
+                brought = variable not in self.arguments_by_step[number_of_step] and _named_alone(
+                    value_key(value) or "" if not isinstance(value, dict | list) else "",
+                    field_name,
+                    f"output.{field_name}",
+                    status=number_of_step in self.statuses,
+                )
+                needs_flow = number_of_step in self.reports and not flag
+            self.declared.append((number, variable, brought, needs_flow))
 
     def read_arguments(self, number: int, tool: str, args: Any) -> set[str]:
         """Where each argument value came from (its flows); returns the values' keys."""
@@ -562,22 +625,33 @@ class _Reader:
         budget = self.budget
         budget.declared, budget.everyday_paths = False, set()
         # Read as it is walked: the budget judges values by outputs' rule meanwhile.
+        everyday: list[_Leaf] = []
         for leaf in _leaves(output, "output", budget, text=True):
             if leaf.key and leaf.key in argument_keys:
+                if "(in text)" not in leaf.path:
+                    self.reports.add(number)
                 continue  # an echo of the call's own arguments
             if leaf.listed and not trivial(leaf.key, declared=True):
                 self.listed_words.add(leaf.key)  # an item of a listing names something
             elif trivial(leaf.key):
-                # An everyday value says nothing by itself, but a field the vocabulary
-                # names (``event_updated: true``) is that variable's effect.
+                if leaf.flag and leaf.path == f"output.{leaf.name}":
+                    self.statuses.add(number)
                 if self.vocabulary and leaf.name and "(in text)" not in leaf.path:
-                    named = _field_variable(leaf, self.aliases, self.vocabulary, frozenset())
-                    if named and named not in arguments:
-                        self.vocabulary_effects.append((number, named, leaf.path))
+                    everyday.append(leaf)
                 continue
             outputs.append(leaf)
             self.remember(leaf.key, (number + 1, tool, leaf.path))
         budget.declared = True
+        # An everyday value says nothing by itself, but a field the vocabulary names
+        # (``event_updated: true``) is that variable's effect; judged once the whole output is
+        # read, as an echo anywhere in it makes it a report.
+        report = number in self.reports
+        for leaf in everyday:
+            named = _field_variable(
+                leaf, self.aliases, self.vocabulary, (), report=report, status=False
+            )
+            if named and named not in arguments:
+                self.vocabulary_effects.append((number, named, leaf.path))
         return outputs
 
     # ------------------------------------------------- naming the variables and their effects
@@ -596,7 +670,10 @@ class _Reader:
             first_known[variable] = step
             return True
 
-        for known_at, variable, brought in self.declared:
+        flowed = {variable for variables in self.key_variables.values() for variable in variables}
+        for known_at, variable, brought, needs_flow in self.declared:
+            if needs_flow and variable not in flowed:
+                brought = False
             if name(variable, known_at) and brought and known_at >= 1:
                 effects_by_step[known_at - 1].setdefault(variable, f"state.{variable}")
         for key, fed in self.key_variables.items():
@@ -635,15 +712,13 @@ class _Reader:
             for leaf in outputs:
                 variables = set(self.key_variables.get(leaf.key, ()))
                 variables |= self.path_variables.get((tool, leaf.path), set())
-                # By its field's name alone, a sentence is not a value of a variable that
-                # merely flowed in this trace (a status ``message`` is not the ``message`` a
-                # user asked to send); a variable of the vocabulary is named by people, and may
-                # hold text.
                 field_name = _field_variable(
                     leaf,
                     self.aliases,
                     self.vocabulary,
-                    flowed if " " not in leaf.key else frozenset(),
+                    flowed,
+                    report=number in self.reports,
+                    status=number in self.statuses,
                 )
                 if field_name in self.arguments_by_step[number]:
                     # Named as one of the call's own arguments: a report on it (an order placed
@@ -674,14 +749,37 @@ class _Reader:
 
 
 def _field_variable(
-    leaf: _Leaf, aliases: dict[str, str], vocabulary: frozenset[str], flowed: Collection[str]
+    leaf: _Leaf,
+    aliases: dict[str, str],
+    vocabulary: frozenset[str],
+    flowed: Collection[str],
+    *,
+    report: bool,
+    status: bool,
 ) -> str | None:
-    """The known variable an output field's name says it holds: its own name, at any depth,
-    when that is a variable (the vocabulary's, or one that flowed in the trace); an alias only
-    for a field at the top of the output (``summary`` inside ``forecast`` is not the
-    vocabulary's ``summary_text``)."""
-    if not leaf.name or "(in text)" in leaf.path:
+    """The known variable an output field's name alone says it holds (no value of it flowed):
+    its own name, at any depth, when that is a variable (the vocabulary's, or one that flowed in
+    the trace); an alias only for a field at the top of the output (``summary`` inside
+    ``forecast`` is not the vocabulary's ``summary_text``). A name says less than a flow, so:
+
+    - an object's key is an entry's identifier, not a value of the field it is under;
+    - an output that repeats one of the call's own argument values is a report on them (an
+      order read by its id, a message deleted for its receiver, a greeting naming who logged
+      in): its fields hold values only by flowing, except a flag (``event_updated: true``);
+    - a number is a measurement (a price read back, a converted quantity), except in a field
+      named as an identifier;
+    - text (a value with spaces) only in a field at the top of the output, whose answer it is,
+      and of a variable of the vocabulary: a variable that merely flowed in the trace is not
+      one a status ``message`` holds.
+    """
+    if not leaf.name or leaf.keyed or "(in text)" in leaf.path:
         return None
+    if not _named_alone(leaf.key, leaf.name, leaf.path, status=status):
+        return None
+    if report and not leaf.flag:
+        vocabulary = frozenset()
+    if " " in leaf.key:
+        flowed = ()
     plain = _snake(leaf.name, leaf.listed)
     if plain in vocabulary or plain in flowed:
         return plain
@@ -689,6 +787,20 @@ def _field_variable(
     if named in vocabulary and leaf.path.count(".") <= 1:
         return named
     return None
+
+
+def _named_alone(key: str, name: str, path: str, *, status: bool) -> bool:
+    """Whether an output field's name alone may say its value (``key``; "" for an everyday
+    value or a container) is a variable's: not a number but in an id-named field, text only
+    at the top of an output that is no status (``_field_variable``)."""
+    if key and _numeric(key) and not _id_name(name):
+        return False
+    return " " not in key or (path == f"output.{name}" and not status)
+
+
+def _numeric(key: str) -> bool:
+    """Whether a value's key is a number's (``12446``, ``-3.5``, ``"980.0"``)."""
+    return bool(key) and key[0] in NUMBER_START and key.lstrip("-").replace(".", "", 1).isdigit()
 
 
 def vocabulary_names(aliases: dict[str, str]) -> frozenset[str]:

@@ -247,6 +247,43 @@ def differences(gold: dict[str, dict], inferred: dict[str, dict], tools: list[st
     return lines
 
 
+def contracts_in_process(
+    conversations: list[dict], tools: list[dict], gold: dict[str, dict], *, declared: bool
+) -> dict[str, dict]:
+    """Each tool's inferred ``requires`` and ``produces`` from the native traces without state,
+    read by the pure modules ingest and refresh run (``learning.traces``, ``learning.dataflow``,
+    ``learning.aggregates``, ``learning.inference``) with no database: a quick check of the
+    data flow rules, equal to the native door's figures when each conversation is one batch."""
+    from learning.aggregates import aggregate_add, new_aggregate
+    from learning.dataflow import trace_reconstruct
+    from learning.inference import infer_contract
+    from learning.traces import trace_parse
+
+    aliases = {}
+    for variable in vocabulary(tools, gold) if declared else []:
+        aliases[variable["name"]] = variable["name"]
+        aliases.update(dict.fromkeys(variable.get("aliases", []), variable["name"]))
+    runs: dict[str, list[dict]] = {}
+    for item in native_traces(conversations):
+        trace, errors = trace_parse(item, aliases=aliases)
+        assert trace is not None, errors
+        runs.setdefault(trace["trace_id"], []).append(trace)
+    aggregates: dict[str, Any] = {}
+    for steps in runs.values():
+        for trace, flow in zip(steps, trace_reconstruct(steps, aliases=aliases).steps, strict=True):
+            aggregate = aggregates.setdefault(trace["tool"], new_aggregate())
+            aggregate_add(aggregate, {**trace, "dataflow": flow})
+    documents = {tool["name"]: tool for tool in tools}
+    inferred = {}
+    for name, aggregate in aggregates.items():
+        document = infer_contract(
+            name=name, description=documents[name]["description"],
+            input_schema=documents[name]["input_schema"], aggregate=aggregate,
+        )  # fmt: skip
+        inferred[name] = {key: list(document[key]) for key in ("requires", "produces")}
+    return inferred
+
+
 # ----------------------------------------------------------------- the doors (Django set up)
 def messages_supported() -> bool:
     """Whether this registry's native trace format reads ``messages``."""

@@ -32,9 +32,10 @@ Values too common to mean anything are never matched (``trivial``): null, boolea
 values, numbers of fewer than ``MIN_DIGITS`` digits, strings shorter than ``MIN_LENGTH``, and a
 single word of at most ``COMMON_WORD_LENGTH`` letters that an English dictionary (WordNet's
 lemmas, regular endings stripped) or the short list of English function words knows. Values
-of a state the runtime sent, words the user put in quotes (``'temp'``) and the items of an
-output's listing (``["document", "temp"]``) are matched by the looser rule inference always had
-(three characters, four digits): the runtime, the user or the listing named them. An
+of a state the runtime sent, words the user put in quotes (``'temp'``) or capitalised inside a
+sentence (a name: ``Michael``) and the items of an output's listing (``["document", "temp"]``)
+are matched by the looser rule inference always had (three characters, four digits): the
+runtime, the user or the listing named them. An
 identifier is never too common: a small whole number in a field named as an id (``id``,
 ``ticket_id``, ``tweetId``) matches the same number in another id-named field only.
 
@@ -84,6 +85,7 @@ DATA_KEY = re.compile(r"[0-9]{3}")
 QUOTED = re.compile(
     r"(?<!\w)'([^'\n]{1,200})'(?!\w)|\"([^\"\n]{1,200})\"|`([^`\n]{1,200})`|“([^”\n]{1,200})”"
 )
+OPENING = " \t\"'([“‘-"  # what may stand between a sentence's end and its first word
 ID_KEY = "id#"  # a small number in an id-named field: its key, which no other value can take
 CAMEL = re.compile(r"(?<=[a-z0-9])(?=[A-Z])|(?<=[A-Z])(?=[A-Z][a-z])")
 USER = "user message"
@@ -347,12 +349,30 @@ def _id_name(name: str) -> bool:
 
 
 def _quoted(text: str) -> Iterator[str]:
-    """What the user put between quotes (``'temp'``, "Q3 plan", `main`), casefolded."""
-    for match in QUOTED.finditer(text[: MAX_STRING * 4]):
+    """What the user put between quotes (``'temp'``, "Q3 plan", `main`), casefolded; and the
+    names the user wrote as names: a capitalised word inside a sentence (``Michael``,
+    ``Thompson``)."""
+    text = text[: MAX_STRING * 4]
+    for match in QUOTED.finditer(text):
         quoted = next(group for group in match.groups() if group is not None)
         key = quoted.strip().casefold()
         if key:
             yield key
+    for match in WORD.finditer(text):
+        word = match.group()
+        if len(word) < MIN_LENGTH or not (word[0].isupper() and word[1:].islower()):
+            continue  # a word in capitals is as often a setting (``START``) as a code
+        if not _sentence_start(text, match.start()):
+            yield word.casefold()
+
+
+def _sentence_start(text: str, start: int) -> bool:
+    """Whether only spaces and opening punctuation lie between the text's beginning or a
+    sentence's end and ``start`` (a few characters looked back: bounded work per word)."""
+    head = text[max(0, start - 8) : start].rstrip(OPENING)
+    if head:
+        return head[-1] in ".!?:;\n"
+    return start <= 8
 
 
 def _identifier_like(token: str) -> bool:

@@ -192,14 +192,14 @@ def test_contracts_learnt_from_real_conversations_hold_todays_figures(
     result = whole_set(door, vocabulary, live_server.url)
     requires, produces = result["requires"], result["produces"]
     figures = f"requires {requires}, produces {produces}"
-    assert requires["f1"] >= 0.83 and requires["precision"] >= 0.95, figures
+    assert requires["f1"] >= 0.85 and requires["precision"] >= 0.95, figures
     assert produces["f1"] >= 0.76 and produces["precision"] >= 0.92, figures
 
 
 @pytest.mark.slow
 @pytest.mark.xfail(
     strict=True,
-    reason="the targets are not met yet: requires F1 0.84, produces F1 0.79-0.82 "
+    reason="the targets are not met yet: requires F1 0.87, produces F1 0.79-0.82 "
     "(docs/benchmarks.md, Real conversations); strict, so meeting them fails this mark",
 )
 @pytest.mark.django_db(transaction=True, serialized_rollback=True)

@@ -314,6 +314,29 @@ def test_an_everyday_word_the_user_quoted_flows_and_an_unquoted_one_does_not():
     assert flows(kelly, 0) == []
 
 
+def test_a_name_the_user_capitalised_inside_a_sentence_flows_however_everyday():
+    said = ["Please verify me, my first name is Michael and my last name Thompson. Fly soon."]
+    found = trace_reconstruct(
+        [
+            call("verify", {"first_name": "Michael", "last_name": "Thompson"}, user_texts=said),
+            call("pick", {"first": "Please", "mode": "START", "day": "fly"}, user_texts=said),
+        ]
+    )
+    assert flows(found, 0) == [
+        ("first_name", "first_name", "user message"),
+        ("last_name", "last_name", "user message"),
+    ]
+    # A capital that starts a sentence says nothing; nor do capitals (a setting as often as a
+    # code) or a lowercase word.
+    assert flows(found, 1) == []
+    assert (
+        trace_reconstruct(
+            [call("pick", {"mode": "START"}, user_texts=["Start it in START mode"])]
+        ).steps[0]["flows"]
+        == []
+    )
+
+
 def test_a_sentence_is_not_a_value_of_a_variable_that_only_flowed_by_its_fields_name():
     found = trace_reconstruct(
         [

@@ -22,6 +22,7 @@ Scores are micro-averaged over the (tool, variable) pairs of the tools called at
 requirements a reader of values could find at all (``literal_flows``).
 
     .venv/bin/python -m benchmarks.real_conversations [--limit N] [--verbose]
+    .venv/bin/python -m benchmarks.real_conversations --cpu   # the data flow's CPU speed only
 
 Each run uses its own PostgreSQL database (``registry_bench_real_<door>_<vocabulary>``,
 recreated) on DATABASE_URL's host, like the other benchmarks.
@@ -31,6 +32,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import os
 import re
 import subprocess
@@ -492,12 +494,41 @@ def print_table(rows: list[dict], *, verbose: bool, limit: int | None = None) ->
     )
 
 
+def reconstruction_speed(conversations: list[dict], *, rounds: int = 5) -> float:
+    """Calls a second, of CPU, that ``learning.dataflow.trace_reconstruct`` reads the native
+    traces at (each conversation a trace, with the user's turns; best of ``rounds``)."""
+    import time
+
+    from learning.dataflow import trace_reconstruct
+    from learning.traces import trace_parse
+
+    runs: dict[str, list[dict]] = {}
+    for item in native_traces(conversations):
+        trace, errors = trace_parse(item, aliases={})
+        assert trace is not None, errors
+        runs.setdefault(trace["trace_id"], []).append(trace)
+    calls = sum(len(steps) for steps in runs.values())
+    best = math.inf
+    for _ in range(rounds):
+        started = time.process_time()
+        for steps in runs.values():
+            trace_reconstruct(steps)
+        best = min(best, time.process_time() - started)
+    return calls / best
+
+
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--limit", type=int, help="only the first N conversations")
     parser.add_argument("--verbose", action="store_true", help="each tool's misses")
+    parser.add_argument("--cpu", action="store_true", help="only the reconstruction's speed")
     parser.add_argument("--one", help=argparse.SUPPRESS)  # DOOR:VOCABULARY, in a child process
     args = parser.parse_args()
+    if args.cpu:
+        conversations = load()[0][: args.limit] if args.limit else load()[0]
+        speed = reconstruction_speed(conversations)
+        print(f"data flow of the conversations' calls: {speed:,.0f} calls/s of CPU (best of 5)")
+        return
     if args.one:
         door, setting = args.one.split(":")
         print(json.dumps(one(door, setting, args.limit)))

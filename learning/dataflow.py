@@ -78,6 +78,8 @@ FUNCTION_WORDS = frozenset(
 )
 IDENTIFIER = re.compile(r"#?[A-Za-z0-9][A-Za-z0-9_.@#:/+-]*[A-Za-z0-9]")
 WORD = re.compile(r"[^\W_]+(?:[-'.@_][^\W_]+)*")
+# A word that may begin with a capital (not a digit nor a-z): the few a name can be.
+CAPITALISED = re.compile(r"(?<![\w'.@-])[^\W\d_a-z][^\W_]*(?:[-'.@_][^\W_]+)*")
 # An object key holding a run of three digits is data (``credit_card_4421``), not a field name:
 # it is a value too, and its path is written ``{}``, like a list's ``[]``.
 DATA_KEY = re.compile(r"[0-9]{3}")
@@ -358,7 +360,7 @@ def _quoted(text: str) -> Iterator[str]:
         key = quoted.strip().casefold()
         if key:
             yield key
-    for match in WORD.finditer(text):
+    for match in CAPITALISED.finditer(text):
         word = match.group()
         if len(word) < MIN_LENGTH or not (word[0].isupper() and word[1:].islower()):
             continue  # a word in capitals is as often a setting (``START``) as a code

@@ -35,7 +35,9 @@ lemmas, regular endings stripped) or the short list of English function words kn
 of a state the runtime sent, words the user put in quotes (``'temp'``) or capitalised inside a
 sentence (a name: ``Michael``) and the items of an output's listing (``["document", "temp"]``)
 are matched by the looser rule inference always had (three characters, four digits): the
-runtime, the user or the listing named them. An
+runtime, the user or the listing named them. A whole number of two or three digits an argument
+takes matches a number the user wrote (``30 gallons``), never an output's or another call's:
+the user said it. An
 identifier is never too common: a small whole number in a field named as an id (``id``,
 ``ticket_id``, ``tweetId``) matches the same number in another id-named field only.
 
@@ -89,6 +91,7 @@ QUOTED = re.compile(
 )
 OPENING = " \t\"'([“‘-"  # what may stand between a sentence's end and its first word
 ID_KEY = "id#"  # a small number in an id-named field: its key, which no other value can take
+SAID_KEY = "said#"  # a small number in an argument: matched only by a number the user wrote
 CAMEL = re.compile(r"(?<=[a-z0-9])(?=[A-Z])|(?<=[A-Z])(?=[A-Z][a-z])")
 USER = "user message"
 
@@ -253,6 +256,7 @@ class _Budget:
         # (``declared``: values are judged by the state's looser rule, for arguments and states)
         self.declared = True
         self.everyday_paths: set[str] = set()
+        self.arguments = False  # reading a call's arguments
 
 
 def _leaves(value: Any, root: str, budget: _Budget, *, text: bool) -> Iterator[_Leaf]:
@@ -318,6 +322,8 @@ def _scalar(
     key = item[:MAX_STRING].strip().casefold() or None if type(item) is str else value_key(item)
     if key and key.isdigit() and len(key) < MIN_DIGITS and type(item) is not str and _id_name(name):
         key = ID_KEY + key  # a small identifier, matched between id-named fields only
+    elif budget.arguments and key and _small_number(key) and type(item) is not str:
+        key = SAID_KEY + key
     if trivial(key, declared=budget.declared or listed):
         # Never matched; an output's flag or everyday word may still have a named field (once
         # per path: a list of 25,000 zeros is one field).
@@ -506,7 +512,9 @@ class _Reader:
                 continue
             self.seen_texts.add(digest)
             for phrase in _phrases(text):
-                if phrase in self.said or _trivial_phrase(phrase):
+                if _small_number(phrase):
+                    phrase = SAID_KEY + phrase  # matches a small number an argument took
+                elif phrase in self.said or _trivial_phrase(phrase):
                     continue
                 if len(self.said) >= MAX_PHRASES:
                     self.budget.capped.add("phrases")
@@ -589,11 +597,12 @@ class _Reader:
         # (variable, argument path, origin) once each: a list of 10,000 values that came from
         # one place is one route.
         flows: dict[tuple[str, str, str], None] = {}
+        self.budget.arguments = True
         for leaf in _leaves(args, "", self.budget, text=False):
             if len(argument_keys) < MAX_VALUES:  # echoes are looked for among the first ones
                 argument_keys.add(leaf.key)
             origin = self.index.get(leaf.key)
-            if not trivial(leaf.key):
+            if not trivial(leaf.key) and not leaf.key.startswith(SAID_KEY):
                 # Known from the next step on (``origin[0] > number`` below reads it so); one
                 # origin per argument path, shared by its values.
                 if leaf.path not in argument_origins:
@@ -629,6 +638,7 @@ class _Reader:
             if origin[1] and origin[2].startswith("output"):
                 self.path_variables.setdefault((origin[1], origin[2]), set()).add(variable)
             flows[(variable, leaf.path.lstrip("."), _origin_text(origin))] = None
+        self.budget.arguments = False
         self.flows_by_step.append(list(flows))
         return argument_keys
 
@@ -818,6 +828,11 @@ def _named_alone(key: str, name: str, path: str, *, status: bool) -> bool:
     if key and _numeric(key) and not _id_name(name):
         return False
     return " " not in key or (path == f"output.{name}" and not status)
+
+
+def _small_number(key: str) -> bool:
+    """A whole number of two or three digits (``30``, ``567``)."""
+    return 2 <= len(key) < MIN_DIGITS and key.isdigit()
 
 
 def _numeric(key: str) -> bool:

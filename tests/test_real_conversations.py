@@ -192,23 +192,31 @@ def test_contracts_learnt_from_real_conversations_hold_todays_figures(
     result = whole_set(door, vocabulary, live_server.url)
     requires, produces = result["requires"], result["produces"]
     figures = f"requires {requires}, produces {produces}"
-    assert requires["f1"] >= 0.85 and requires["precision"] >= 0.95, figures
+    assert requires["f1"] >= 0.88 and requires["precision"] >= 0.95, figures
     assert produces["f1"] >= 0.76 and produces["precision"] >= 0.92, figures
+
+
+@pytest.mark.slow
+@pytest.mark.django_db(transaction=True, serialized_rollback=True)
+@pytest.mark.parametrize(("door", "vocabulary"), SETTINGS)
+def test_requirements_learnt_from_real_conversations_meet_the_targets(
+    live_server, door, vocabulary
+):
+    """The targets on real conversations with no state sent, declared vocabulary or none."""
+    requires = whole_set(door, vocabulary, live_server.url)["requires"]
+    assert requires["f1"] >= 0.9 and requires["precision"] >= 0.95, requires
 
 
 @pytest.mark.slow
 @pytest.mark.xfail(
     strict=True,
-    reason="the targets are not met yet: requires F1 0.87, produces F1 0.79-0.82 "
-    "(docs/benchmarks.md, Real conversations); strict, so meeting them fails this mark",
+    reason="not met yet: produces precision 0.944-0.947 (18 of 19 with the vocabulary declared), "
+    "F1 0.79-0.82 (docs/benchmarks.md, Real conversations); strict, so meeting them fails this "
+    "mark",
 )
 @pytest.mark.django_db(transaction=True, serialized_rollback=True)
 @pytest.mark.parametrize(("door", "vocabulary"), SETTINGS)
-def test_contracts_learnt_from_real_conversations_meet_the_targets(live_server, door, vocabulary):
+def test_effects_learnt_from_real_conversations_meet_the_targets(live_server, door, vocabulary):
     """The targets on real conversations with no state sent, declared vocabulary or none."""
-    result = whole_set(door, vocabulary, live_server.url)
-    requires, produces = result["requires"], result["produces"]
-    figures = f"requires {requires}, produces {produces}"
-    assert requires["f1"] >= 0.9, figures
-    assert produces["f1"] >= 0.8, figures
-    assert requires["precision"] >= 0.95 and produces["precision"] >= 0.95, figures
+    produces = whole_set(door, vocabulary, live_server.url)["produces"]
+    assert produces["f1"] >= 0.8 and produces["precision"] >= 0.95, produces

@@ -337,6 +337,24 @@ def test_a_name_the_user_capitalised_inside_a_sentence_flows_however_everyday():
     )
 
 
+def test_a_small_number_flows_only_from_the_users_words():
+    said = ["Convert 30 gallons to liters, then buy 150 shares at priority 5."]
+    found = trace_reconstruct(
+        [
+            call("gallon_to_liter", {"gallon": 30.0}, {"liter": 113.56}, user_texts=said),
+            call("place_order", {"amount": 150, "priority": 5, "price": 113}, user_texts=said),
+            call("fill", {"fuel_amount": 30}, {"level": 150}),
+        ]
+    )
+    assert flows(found, 0) == [("gallon", "gallon", "user message")]
+    # One digit says nothing; a number an output showed, or another call took, flows nowhere.
+    assert flows(found, 1) == [("amount", "amount", "user message")]
+    assert flows(found, 2) == [("fuel_amount", "fuel_amount", "user message")]
+    assert effects(found, 0) == [] and effects(found, 2) == []
+    unsaid = trace_reconstruct([call("get", {}, {"count": 30}), call("fill", {"fuel_amount": 30})])
+    assert flows(unsaid, 1) == []
+
+
 def test_a_sentence_is_not_a_value_of_a_variable_that_only_flowed_by_its_fields_name():
     found = trace_reconstruct(
         [

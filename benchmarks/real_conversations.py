@@ -22,6 +22,7 @@ Scores are micro-averaged over the (tool, variable) pairs of the tools called at
 requirements a reader of values could find at all (``literal_flows``).
 
     .venv/bin/python -m benchmarks.real_conversations [--limit N] [--verbose]
+    .venv/bin/python -m benchmarks.real_conversations --cpu   # the data flow's CPU speed only
 
 Each run uses its own PostgreSQL database (``registry_bench_real_<door>_<vocabulary>``,
 recreated) on DATABASE_URL's host, like the other benchmarks.
@@ -31,6 +32,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import os
 import re
 import subprocess
@@ -247,6 +249,43 @@ def differences(gold: dict[str, dict], inferred: dict[str, dict], tools: list[st
     return lines
 
 
+def contracts_in_process(
+    conversations: list[dict], tools: list[dict], gold: dict[str, dict], *, declared: bool
+) -> dict[str, dict]:
+    """Each tool's inferred ``requires`` and ``produces`` from the native traces without state,
+    read by the pure modules ingest and refresh run (``learning.traces``, ``learning.dataflow``,
+    ``learning.aggregates``, ``learning.inference``) with no database: a quick check of the
+    data flow rules, equal to the native door's figures when each conversation is one batch."""
+    from learning.aggregates import aggregate_add, new_aggregate
+    from learning.dataflow import trace_reconstruct
+    from learning.inference import infer_contract
+    from learning.traces import trace_parse
+
+    aliases = {}
+    for variable in vocabulary(tools, gold) if declared else []:
+        aliases[variable["name"]] = variable["name"]
+        aliases.update(dict.fromkeys(variable.get("aliases", []), variable["name"]))
+    runs: dict[str, list[dict]] = {}
+    for item in native_traces(conversations):
+        trace, errors = trace_parse(item, aliases=aliases)
+        assert trace is not None, errors
+        runs.setdefault(trace["trace_id"], []).append(trace)
+    aggregates: dict[str, Any] = {}
+    for steps in runs.values():
+        for trace, flow in zip(steps, trace_reconstruct(steps, aliases=aliases).steps, strict=True):
+            aggregate = aggregates.setdefault(trace["tool"], new_aggregate())
+            aggregate_add(aggregate, {**trace, "dataflow": flow})
+    documents = {tool["name"]: tool for tool in tools}
+    inferred = {}
+    for name, aggregate in aggregates.items():
+        document = infer_contract(
+            name=name, description=documents[name]["description"],
+            input_schema=documents[name]["input_schema"], aggregate=aggregate,
+        )  # fmt: skip
+        inferred[name] = {key: list(document[key]) for key in ("requires", "produces")}
+    return inferred
+
+
 # ----------------------------------------------------------------- the doors (Django set up)
 def messages_supported() -> bool:
     """Whether this registry's native trace format reads ``messages``."""
@@ -455,12 +494,41 @@ def print_table(rows: list[dict], *, verbose: bool, limit: int | None = None) ->
     )
 
 
+def reconstruction_speed(conversations: list[dict], *, rounds: int = 5) -> float:
+    """Calls a second, of CPU, that ``learning.dataflow.trace_reconstruct`` reads the native
+    traces at (each conversation a trace, with the user's turns; best of ``rounds``)."""
+    import time
+
+    from learning.dataflow import trace_reconstruct
+    from learning.traces import trace_parse
+
+    runs: dict[str, list[dict]] = {}
+    for item in native_traces(conversations):
+        trace, errors = trace_parse(item, aliases={})
+        assert trace is not None, errors
+        runs.setdefault(trace["trace_id"], []).append(trace)
+    calls = sum(len(steps) for steps in runs.values())
+    best = math.inf
+    for _ in range(rounds):
+        started = time.process_time()
+        for steps in runs.values():
+            trace_reconstruct(steps)
+        best = min(best, time.process_time() - started)
+    return calls / best
+
+
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--limit", type=int, help="only the first N conversations")
     parser.add_argument("--verbose", action="store_true", help="each tool's misses")
+    parser.add_argument("--cpu", action="store_true", help="only the reconstruction's speed")
     parser.add_argument("--one", help=argparse.SUPPRESS)  # DOOR:VOCABULARY, in a child process
     args = parser.parse_args()
+    if args.cpu:
+        conversations = load()[0][: args.limit] if args.limit else load()[0]
+        speed = reconstruction_speed(conversations)
+        print(f"data flow of the conversations' calls: {speed:,.0f} calls/s of CPU (best of 5)")
+        return
     if args.one:
         door, setting = args.one.split(":")
         print(json.dumps(one(door, setting, args.limit)))

@@ -16,19 +16,28 @@ trace's steps in order and finds where each argument value came from:
   (``reservations[]``, ``flights[].flight_number``) names the variable for every value at that
   path in the trace: the producer's effect is the variable, and the path a candidate alias. An
   output field already named as a known variable (the vocabulary, or a name that flowed in this
-  trace) holds values of it too;
+  trace) holds values of it too, where a name alone can say so (``_field_variable``): not an
+  object's key, a number outside an id-named field, text beside a flag or below the output's
+  top, nor, by the vocabulary alone, a field of a report (an output repeating the call's
+  arguments). So a declared vocabulary names what an empty one would find, and adds little;
 - a variable holds every value known so far in the trace (a set). A step *produces* a variable
   when its output brings a value of it that the trace did not know (so a second search that
   finds new flights produces ``flight_number`` again, merge ``append``); an output repeating the
-  call's own argument values (an echo) brings nothing.
+  call's own argument values (an echo) brings nothing. A state the runtime sent brings a
+  variable absent before the call and present after it, unless it holds the call's own
+  arguments, and one holding a value the trace did not know; a variable the state after sets to
+  the output's field of that name (what the OTLP receiver assembles) is judged as that field.
 
 Values too common to mean anything are never matched (``trivial``): null, booleans, empty
 values, numbers of fewer than ``MIN_DIGITS`` digits, strings shorter than ``MIN_LENGTH``, and a
 single word of at most ``COMMON_WORD_LENGTH`` letters that an English dictionary (WordNet's
 lemmas, regular endings stripped) or the short list of English function words knows. Values
-of a state the runtime sent, words the user put in quotes (``'temp'``) and the items of an
-output's listing (``["document", "temp"]``) are matched by the looser rule inference always had
-(three characters, four digits): the runtime, the user or the listing named them. An
+of a state the runtime sent, words the user put in quotes (``'temp'``) or capitalised inside a
+sentence (a name: ``Michael``) and the items of an output's listing (``["document", "temp"]``)
+are matched by the looser rule inference always had (three characters, four digits): the
+runtime, the user or the listing named them. A whole number of two or three digits an argument
+takes matches a number the user wrote (``30 gallons``), never an output's or another call's:
+the user said it. An
 identifier is never too common: a small whole number in a field named as an id (``id``,
 ``ticket_id``, ``tweetId``) matches the same number in another id-named field only.
 
@@ -71,6 +80,8 @@ FUNCTION_WORDS = frozenset(
 )
 IDENTIFIER = re.compile(r"#?[A-Za-z0-9][A-Za-z0-9_.@#:/+-]*[A-Za-z0-9]")
 WORD = re.compile(r"[^\W_]+(?:[-'.@_][^\W_]+)*")
+# A word that may begin with a capital (not a digit nor a-z): the few a name can be.
+CAPITALISED = re.compile(r"(?<![\w'.@-])[^\W\d_a-z][^\W_]*(?:[-'.@_][^\W_]+)*")
 # An object key holding a run of three digits is data (``credit_card_4421``), not a field name:
 # it is a value too, and its path is written ``{}``, like a list's ``[]``.
 DATA_KEY = re.compile(r"[0-9]{3}")
@@ -78,7 +89,9 @@ DATA_KEY = re.compile(r"[0-9]{3}")
 QUOTED = re.compile(
     r"(?<!\w)'([^'\n]{1,200})'(?!\w)|\"([^\"\n]{1,200})\"|`([^`\n]{1,200})`|“([^”\n]{1,200})”"
 )
+OPENING = " \t\"'([“‘-"  # what may stand between a sentence's end and its first word
 ID_KEY = "id#"  # a small number in an id-named field: its key, which no other value can take
+SAID_KEY = "said#"  # a small number in an argument: matched only by a number the user wrote
 CAMEL = re.compile(r"(?<=[a-z0-9])(?=[A-Z])|(?<=[A-Z])(?=[A-Z][a-z])")
 USER = "user message"
 
@@ -231,6 +244,8 @@ class _Leaf:
     path: str
     name: str  # the field holding it ("" at the root)
     listed: bool  # an item of a list under ``name``
+    keyed: bool = False  # an object's key (``USR002`` in ``messages{}``), not a value of ``name``
+    flag: bool = False  # an everyday value that is a boolean
 
 
 class _Budget:
@@ -241,6 +256,7 @@ class _Budget:
         # (``declared``: values are judged by the state's looser rule, for arguments and states)
         self.declared = True
         self.everyday_paths: set[str] = set()
+        self.arguments = False  # reading a call's arguments
 
 
 def _leaves(value: Any, root: str, budget: _Budget, *, text: bool) -> Iterator[_Leaf]:
@@ -266,6 +282,8 @@ def _leaves(value: Any, root: str, budget: _Budget, *, text: bool) -> Iterator[_
                 if isinstance(key, str) and DATA_KEY.search(key):  # ids as keys: values too
                     child_path, child_name, child_listed = keyed_path, name, True
                     more = _scalar(key, child_path, name, True, budget, text, found)
+                    for leaf in found:
+                        leaf.keyed = True
                     yield from found
                     found.clear()
                     if not more:
@@ -304,12 +322,22 @@ def _scalar(
     key = item[:MAX_STRING].strip().casefold() or None if type(item) is str else value_key(item)
     if key and key.isdigit() and len(key) < MIN_DIGITS and type(item) is not str and _id_name(name):
         key = ID_KEY + key  # a small identifier, matched between id-named fields only
+    elif budget.arguments and key and _small_number(key) and type(item) is not str:
+        key = SAID_KEY + key
     if trivial(key, declared=budget.declared or listed):
         # Never matched; an output's flag or everyday word may still have a named field (once
         # per path: a list of 25,000 zeros is one field).
-        if not budget.declared and name and item is not None and path not in budget.everyday_paths:
+        # A number is not kept: by its field's name alone it is a measurement (see
+        # ``_field_variable``).
+        if (
+            not budget.declared
+            and name
+            and item is not None
+            and not (key and _numeric(key))
+            and path not in budget.everyday_paths
+        ):
             budget.everyday_paths.add(path)
-            found.append(_Leaf("", path, name, listed))
+            found.append(_Leaf("", path, name, listed, flag=type(item) is bool))
         return True
     assert key is not None
     found.append(_Leaf(key, path, name, listed))
@@ -329,12 +357,30 @@ def _id_name(name: str) -> bool:
 
 
 def _quoted(text: str) -> Iterator[str]:
-    """What the user put between quotes (``'temp'``, "Q3 plan", `main`), casefolded."""
-    for match in QUOTED.finditer(text[: MAX_STRING * 4]):
+    """What the user put between quotes (``'temp'``, "Q3 plan", `main`), casefolded; and the
+    names the user wrote as names: a capitalised word inside a sentence (``Michael``,
+    ``Thompson``)."""
+    text = text[: MAX_STRING * 4]
+    for match in QUOTED.finditer(text):
         quoted = next(group for group in match.groups() if group is not None)
         key = quoted.strip().casefold()
         if key:
             yield key
+    for match in CAPITALISED.finditer(text):
+        word = match.group()
+        if len(word) < MIN_LENGTH or not (word[0].isupper() and word[1:].islower()):
+            continue  # a word in capitals is as often a setting (``START``) as a code
+        if not _sentence_start(text, match.start()):
+            yield word.casefold()
+
+
+def _sentence_start(text: str, start: int) -> bool:
+    """Whether only spaces and opening punctuation lie between the text's beginning or a
+    sentence's end and ``start`` (a few characters looked back: bounded work per word)."""
+    head = text[max(0, start - 8) : start].rstrip(OPENING)
+    if head:
+        return head[-1] in ".!?:;\n"
+    return start <= 8
 
 
 def _identifier_like(token: str) -> bool:
@@ -412,8 +458,11 @@ class _Reader:
         self.flows_by_step: list[list[tuple[str, str, str]]] = []
         self.arguments_by_step: list[set[str]] = []
         self.outputs_by_step: list[list[_Leaf]] = []
+        self.reports: set[int] = set()  # steps whose output repeats one of their arguments
+        self.statuses: set[int] = set()  # steps whose output holds a flag at its top
         self.vocabulary_effects: list[tuple[int, str, str]] = []  # (step, variable, path)
-        self.declared: list[tuple[int, str, bool]] = []  # (step, variable, a value was added)
+        # (step, variable, a value was added, only if the variable flowed in the trace)
+        self.declared: list[tuple[int, str, bool, bool]] = []
         self.tools: list[str] = []
         self.flowing: set[str] = set()
         self.stated: set[str] = set()
@@ -446,7 +495,14 @@ class _Reader:
         if step.get("status") == "success" and step.get("output") is not None:
             outputs = self.read_output(number, tool, step["output"], argument_keys, arguments)
         self.outputs_by_step.append(outputs)
-        self.read_state(step.get("state_after") or {}, number + 1, before)
+        output = step.get("output")
+        shown = (
+            {variable_name(name, listed=False, aliases=self.aliases): (name, value)
+             for name, value in islice(output.items(), MAX_VARIABLES) if isinstance(name, str)}
+            if step.get("status") == "success" and isinstance(output, dict)
+            else {}
+        )  # fmt: skip
+        self.read_state(step.get("state_after") or {}, number + 1, before, shown, argument_keys)
 
     def read_user(self, number: int, texts: Iterable[str]) -> None:
         """The user's words, phrases and quotes, known from this step on."""
@@ -456,7 +512,9 @@ class _Reader:
                 continue
             self.seen_texts.add(digest)
             for phrase in _phrases(text):
-                if phrase in self.said or _trivial_phrase(phrase):
+                if _small_number(phrase):
+                    phrase = SAID_KEY + phrase  # matches a small number an argument took
+                elif phrase in self.said or _trivial_phrase(phrase):
                     continue
                 if len(self.said) >= MAX_PHRASES:
                     self.budget.capped.add("phrases")
@@ -470,18 +528,33 @@ class _Reader:
                 self.quoted.add(phrase)
 
     def read_state(
-        self, state: dict[str, Any], number: int, previous: dict[str, Any] | None
+        self,
+        state: dict[str, Any],
+        number: int,
+        previous: dict[str, Any] | None,
+        shown: dict[str, tuple[str, Any]] | None = None,
+        arguments: Collection[str] = (),
     ) -> None:
-        """A state the runtime sent: its values are known under its variables' names."""
+        """A state the runtime sent: its values are known under its variables' names.
+
+        ``shown``: the call's output's top-level fields (name, value) by variable name. A
+        variable the state after sets to the very value the output holds in the field of that
+        name (what the OTLP receiver assembles from the vocabulary, or a runtime copying its
+        results) says no more than that field's name: it is brought only where the name alone
+        could say so (``_named_alone``)."""
+        number_of_step = number - 1
         for variable, value in state.items():
             if previous is not None and variable in previous and previous[variable] == value:
                 continue
+            field_name, field_value = (shown or {}).get(variable, ("", None))
+            repeated = bool(field_name) and field_value == value
             if variable not in self.stated:
                 if len(self.stated) >= MAX_VARIABLES:  # none past it could be named
                     self.budget.capped.add("variables")
                     continue
                 self.stated.add(variable)
-            brought = previous is not None and variable not in previous
+            added = previous is not None and variable not in previous
+            echoed = valued = brought = False
             keys: Iterable[str]
             if isinstance(value, dict | list):
                 keys = (leaf.key for leaf in _leaves(value, "", self.budget, text=False))
@@ -493,9 +566,29 @@ class _Reader:
                     continue
                 if key in self.declared_as or len(self.declared_as) < MAX_VALUES:
                     self.declared_as.setdefault(key, variable)
-                brought = brought or (previous is not None and key not in self.index)
+                valued = True
+                if previous is not None and not brought:
+                    # New: unknown, or first held by this very call's output (not its
+                    # arguments: an echo; not an earlier step: known already).
+                    known = self.index.get(key)
+                    brought = known is None or (known[0] == number and known[2][:6] == "output")
+                    echoed = echoed or key in arguments
                 self.remember(key, origin)
-            self.declared.append((number, variable, brought))
+            # Absent before and present after: brought, unless its values are the call's own
+            # arguments (an echo) or, repeating the output, are judged as the output's are: by
+            # a value the trace did not know.
+            brought = brought or (added and not ((echoed or repeated) and valued))
+            needs_flow = False
+            if brought and repeated:
+                flag = type(value) is bool
+                brought = variable not in self.arguments_by_step[number_of_step] and _named_alone(
+                    value_key(value) or "" if not isinstance(value, dict | list) else "",
+                    field_name,
+                    f"output.{field_name}",
+                    status=number_of_step in self.statuses,
+                )
+                needs_flow = number_of_step in self.reports and not flag
+            self.declared.append((number, variable, brought, needs_flow))
 
     def read_arguments(self, number: int, tool: str, args: Any) -> set[str]:
         """Where each argument value came from (its flows); returns the values' keys."""
@@ -504,11 +597,12 @@ class _Reader:
         # (variable, argument path, origin) once each: a list of 10,000 values that came from
         # one place is one route.
         flows: dict[tuple[str, str, str], None] = {}
+        self.budget.arguments = True
         for leaf in _leaves(args, "", self.budget, text=False):
             if len(argument_keys) < MAX_VALUES:  # echoes are looked for among the first ones
                 argument_keys.add(leaf.key)
             origin = self.index.get(leaf.key)
-            if not trivial(leaf.key):
+            if not trivial(leaf.key) and not leaf.key.startswith(SAID_KEY):
                 # Known from the next step on (``origin[0] > number`` below reads it so); one
                 # origin per argument path, shared by its values.
                 if leaf.path not in argument_origins:
@@ -544,6 +638,7 @@ class _Reader:
             if origin[1] and origin[2].startswith("output"):
                 self.path_variables.setdefault((origin[1], origin[2]), set()).add(variable)
             flows[(variable, leaf.path.lstrip("."), _origin_text(origin))] = None
+        self.budget.arguments = False
         self.flows_by_step.append(list(flows))
         return argument_keys
 
@@ -562,22 +657,33 @@ class _Reader:
         budget = self.budget
         budget.declared, budget.everyday_paths = False, set()
         # Read as it is walked: the budget judges values by outputs' rule meanwhile.
+        everyday: list[_Leaf] = []
         for leaf in _leaves(output, "output", budget, text=True):
             if leaf.key and leaf.key in argument_keys:
+                if "(in text)" not in leaf.path:
+                    self.reports.add(number)
                 continue  # an echo of the call's own arguments
             if leaf.listed and not trivial(leaf.key, declared=True):
                 self.listed_words.add(leaf.key)  # an item of a listing names something
             elif trivial(leaf.key):
-                # An everyday value says nothing by itself, but a field the vocabulary
-                # names (``event_updated: true``) is that variable's effect.
+                if leaf.flag and leaf.path == f"output.{leaf.name}":
+                    self.statuses.add(number)
                 if self.vocabulary and leaf.name and "(in text)" not in leaf.path:
-                    named = _field_variable(leaf, self.aliases, self.vocabulary, frozenset())
-                    if named and named not in arguments:
-                        self.vocabulary_effects.append((number, named, leaf.path))
+                    everyday.append(leaf)
                 continue
             outputs.append(leaf)
             self.remember(leaf.key, (number + 1, tool, leaf.path))
         budget.declared = True
+        # An everyday value says nothing by itself, but a field the vocabulary names
+        # (``event_updated: true``) is that variable's effect; judged once the whole output is
+        # read, as an echo anywhere in it makes it a report.
+        report = number in self.reports
+        for leaf in everyday:
+            named = _field_variable(
+                leaf, self.aliases, self.vocabulary, (), report=report, status=False
+            )
+            if named and named not in arguments:
+                self.vocabulary_effects.append((number, named, leaf.path))
         return outputs
 
     # ------------------------------------------------- naming the variables and their effects
@@ -596,7 +702,10 @@ class _Reader:
             first_known[variable] = step
             return True
 
-        for known_at, variable, brought in self.declared:
+        flowed = {variable for variables in self.key_variables.values() for variable in variables}
+        for known_at, variable, brought, needs_flow in self.declared:
+            if needs_flow and variable not in flowed:
+                brought = False
             if name(variable, known_at) and brought and known_at >= 1:
                 effects_by_step[known_at - 1].setdefault(variable, f"state.{variable}")
         for key, fed in self.key_variables.items():
@@ -635,15 +744,13 @@ class _Reader:
             for leaf in outputs:
                 variables = set(self.key_variables.get(leaf.key, ()))
                 variables |= self.path_variables.get((tool, leaf.path), set())
-                # By its field's name alone, a sentence is not a value of a variable that
-                # merely flowed in this trace (a status ``message`` is not the ``message`` a
-                # user asked to send); a variable of the vocabulary is named by people, and may
-                # hold text.
                 field_name = _field_variable(
                     leaf,
                     self.aliases,
                     self.vocabulary,
-                    flowed if " " not in leaf.key else frozenset(),
+                    flowed,
+                    report=number in self.reports,
+                    status=number in self.statuses,
                 )
                 if field_name in self.arguments_by_step[number]:
                     # Named as one of the call's own arguments: a report on it (an order placed
@@ -674,14 +781,37 @@ class _Reader:
 
 
 def _field_variable(
-    leaf: _Leaf, aliases: dict[str, str], vocabulary: frozenset[str], flowed: Collection[str]
+    leaf: _Leaf,
+    aliases: dict[str, str],
+    vocabulary: frozenset[str],
+    flowed: Collection[str],
+    *,
+    report: bool,
+    status: bool,
 ) -> str | None:
-    """The known variable an output field's name says it holds: its own name, at any depth,
-    when that is a variable (the vocabulary's, or one that flowed in the trace); an alias only
-    for a field at the top of the output (``summary`` inside ``forecast`` is not the
-    vocabulary's ``summary_text``)."""
-    if not leaf.name or "(in text)" in leaf.path:
+    """The known variable an output field's name alone says it holds (no value of it flowed):
+    its own name, at any depth, when that is a variable (the vocabulary's, or one that flowed in
+    the trace); an alias only for a field at the top of the output (``summary`` inside
+    ``forecast`` is not the vocabulary's ``summary_text``). A name says less than a flow, so:
+
+    - an object's key is an entry's identifier, not a value of the field it is under;
+    - an output that repeats one of the call's own argument values is a report on them (an
+      order read by its id, a message deleted for its receiver, a greeting naming who logged
+      in): its fields hold values only by flowing, except a flag (``event_updated: true``);
+    - a number is a measurement (a price read back, a converted quantity), except in a field
+      named as an identifier;
+    - text (a value with spaces) only in a field at the top of the output, whose answer it is,
+      and of a variable of the vocabulary: a variable that merely flowed in the trace is not
+      one a status ``message`` holds.
+    """
+    if not leaf.name or leaf.keyed or "(in text)" in leaf.path:
         return None
+    if not _named_alone(leaf.key, leaf.name, leaf.path, status=status):
+        return None
+    if report and not leaf.flag:
+        vocabulary = frozenset()
+    if " " in leaf.key:
+        flowed = ()
     plain = _snake(leaf.name, leaf.listed)
     if plain in vocabulary or plain in flowed:
         return plain
@@ -689,6 +819,25 @@ def _field_variable(
     if named in vocabulary and leaf.path.count(".") <= 1:
         return named
     return None
+
+
+def _named_alone(key: str, name: str, path: str, *, status: bool) -> bool:
+    """Whether an output field's name alone may say its value (``key``; "" for an everyday
+    value or a container) is a variable's: not a number but in an id-named field, text only
+    at the top of an output that is no status (``_field_variable``)."""
+    if key and _numeric(key) and not _id_name(name):
+        return False
+    return " " not in key or (path == f"output.{name}" and not status)
+
+
+def _small_number(key: str) -> bool:
+    """A whole number of two or three digits (``30``, ``567``)."""
+    return 2 <= len(key) < MIN_DIGITS and key.isdigit()
+
+
+def _numeric(key: str) -> bool:
+    """Whether a value's key is a number's (``12446``, ``-3.5``, ``"980.0"``)."""
+    return bool(key) and key[0] in NUMBER_START and key.lstrip("-").replace(".", "", 1).isdigit()
 
 
 def vocabulary_names(aliases: dict[str, str]) -> frozenset[str]:

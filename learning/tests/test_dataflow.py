@@ -314,6 +314,47 @@ def test_an_everyday_word_the_user_quoted_flows_and_an_unquoted_one_does_not():
     assert flows(kelly, 0) == []
 
 
+def test_a_name_the_user_capitalised_inside_a_sentence_flows_however_everyday():
+    said = ["Please verify me, my first name is Michael and my last name Thompson. Fly soon."]
+    found = trace_reconstruct(
+        [
+            call("verify", {"first_name": "Michael", "last_name": "Thompson"}, user_texts=said),
+            call("pick", {"first": "Please", "mode": "START", "day": "fly"}, user_texts=said),
+        ]
+    )
+    assert flows(found, 0) == [
+        ("first_name", "first_name", "user message"),
+        ("last_name", "last_name", "user message"),
+    ]
+    # A capital that starts a sentence says nothing; nor do capitals (a setting as often as a
+    # code) or a lowercase word.
+    assert flows(found, 1) == []
+    assert (
+        trace_reconstruct(
+            [call("pick", {"mode": "START"}, user_texts=["Start it in START mode"])]
+        ).steps[0]["flows"]
+        == []
+    )
+
+
+def test_a_small_number_flows_only_from_the_users_words():
+    said = ["Convert 30 gallons to liters, then buy 150 shares at priority 5."]
+    found = trace_reconstruct(
+        [
+            call("gallon_to_liter", {"gallon": 30.0}, {"liter": 113.56}, user_texts=said),
+            call("place_order", {"amount": 150, "priority": 5, "price": 113}, user_texts=said),
+            call("fill", {"fuel_amount": 30}, {"level": 150}),
+        ]
+    )
+    assert flows(found, 0) == [("gallon", "gallon", "user message")]
+    # One digit says nothing; a number an output showed, or another call took, flows nowhere.
+    assert flows(found, 1) == [("amount", "amount", "user message")]
+    assert flows(found, 2) == [("fuel_amount", "fuel_amount", "user message")]
+    assert effects(found, 0) == [] and effects(found, 2) == []
+    unsaid = trace_reconstruct([call("get", {}, {"count": 30}), call("fill", {"fuel_amount": 30})])
+    assert flows(unsaid, 1) == []
+
+
 def test_a_sentence_is_not_a_value_of_a_variable_that_only_flowed_by_its_fields_name():
     found = trace_reconstruct(
         [
@@ -352,3 +393,131 @@ def test_an_everyday_word_listed_in_an_output_names_something():
         [call("get", {}, {"status": "document"}), call("cd", {"folder": "document"})]
     )
     assert flows(status, 1) == []
+
+
+# By its field's name alone (no value of it flowed), an output value is an effect only where a
+# name can say so; a declared vocabulary and an empty one then learn the same.
+def both(steps: list[dict], vocabulary: dict[str, str]) -> tuple:
+    """The reconstruction with the vocabulary declared, and with none."""
+    return trace_reconstruct(steps, aliases=vocabulary), trace_reconstruct(steps)
+
+
+def test_an_objects_keys_are_not_values_of_the_field_it_is_under():
+    vocabulary = {"message": "message", "receiver_id": "receiver_id"}
+    steps = [
+        call("send_message", {"receiver_id": "USR002", "message": "See you at the Q3 review"},
+             user_texts=["Send 'See you at the Q3 review' to USR002"]),
+        call("view_messages_sent", {}, {"messages": {"USR003": ["Please review the document."],
+                                                     "USR004": [["Got the snacks!"]]}}),
+    ]  # fmt: skip
+    for found in both(steps, vocabulary):
+        assert effects(found, 1) == []
+    # A key that a later call uses is still found by its value.
+    used = trace_reconstruct([*steps, call("delete_message", {"receiver_id": "USR003"})])
+    assert effects(used, 1) == [("receiver_id", "output.messages{}")]
+
+
+def test_a_number_is_a_variables_value_by_its_fields_name_only_in_an_id_named_field():
+    vocabulary = {"liter": "liter", "gallon": "gallon", "order_id": "order_id"}
+    steps = [
+        call("gallon_to_liter", {"gallon": 30}, {"liter": 113.5623}),
+        call("liter_to_gallon", {"liter": 20}, {"gallon": 5.28}),
+        call("distance", {"city_a": "94016"}, {"distance": 980.0}),
+        call("place_order", {"symbol": "TSLA"}, {"order_id": 12446}),
+    ]
+    declared, empty = both(steps, vocabulary)
+    assert [effects(declared, n) for n in range(3)] == [[], [], []]
+    assert effects(declared, 3) == [("order_id", "output.order_id")]
+    assert [effects(empty, n) for n in range(4)] == [[], [], [], []]
+    # A number that a later call takes is found by its value whatever its field.
+    flowing = trace_reconstruct([steps[0], call("fill_tank", {"fuel_amount": 113.5623})])
+    assert effects(flowing, 0) == [("fuel_amount", "output.liter")]
+
+
+def test_a_status_message_beside_a_flag_is_no_effect_and_a_text_answer_is():
+    vocabulary = {"message": "message", "email_summary": "email_summary"}
+    steps = [
+        call("message_login", {"user_id": "USR001"},
+             {"login_status": True, "message": "User 'USR001' logged in successfully."}),
+        call("summarize_email", {"email_body": "Invoice 77 is due on Friday, please pay."},
+             {"email_summary": "An invoice due on Friday."}),
+        call("view", {}, {"thread": {"notes": [{"message": "Meeting moved to noon."}]}}),
+    ]  # fmt: skip
+    found = trace_reconstruct(steps, aliases=vocabulary)
+    assert effects(found, 0) == []
+    # Text answering the call, in a field the vocabulary names: the answer is its value.
+    assert effects(found, 1) == [("email_summary", "output.email_summary")]
+    # Text deep in a record is not the answer.
+    assert effects(found, 2) == []
+
+
+def test_a_reports_fields_are_effects_only_for_names_that_flowed_in_the_trace():
+    names = ("username", "flight_number", "reservation_id", "content", "order_updated")
+    vocabulary = {name: name for name in names}
+    post = call(
+        "post_tweet",
+        {"content": "Quarterly numbers are out"},
+        {"id": 2, "content": "Quarterly numbers are out", "username": "tech_guru"},
+    )
+    declared, empty = both([post], vocabulary)
+    # The tweet repeats what it was given: its author is a report, not a new username.
+    assert effects(declared, 0) == effects(empty, 0) == []
+    # A name that flowed in the trace still names a report's field: the flights of a
+    # reservation read by its id are flight numbers.
+    read = [
+        call("get_reservation", {"reservation_id": "NO6JO3"},
+             {"reservation_id": "NO6JO3", "flights": [{"flight_number": "HAT170"}]}),
+        call("search", {"date": "2024-05-20"}, [{"flight_number": "HAT300"}]),
+        call("update", {"reservation_id": "NO6JO3", "flights": [{"flight_number": "HAT300"}]}),
+    ]  # fmt: skip
+    for found in both(read, vocabulary):
+        assert effects(found, 0) == [("flight_number", "output.flights[].flight_number")]
+    # A flag the vocabulary names is a report's outcome.
+    flagged = trace_reconstruct(
+        [call("update_order", {"order_id": "#W2378156"},
+              {"order_id": "#W2378156", "order_updated": True})],
+        aliases=vocabulary,
+    )  # fmt: skip
+    assert effects(flagged, 0) == [("order_updated", "output.order_updated")]
+
+
+def test_a_state_is_judged_by_values_an_echo_brings_nothing_and_a_new_variable_is_brought():
+    found = trace_reconstruct(
+        [
+            call("set_budget_limit", {"budget_limit": 5000.0}, {"budget_limit": 5000.0},
+                 state_before={}, state_after={"budget_limit": 5000.0}),
+            call("remind", {"note": "call Ann"}, None, state_before={},
+                 state_after={"budget_limit": 5000.0}),
+            call("book", {"flight": "HAT170"}, None, state_before={"budget_limit": 5000.0},
+                 state_after={"budget_limit": 5000.0, "booking_id": "BK-3426812"}),
+        ]
+    )  # fmt: skip
+    # The call's own argument, repeated in its state: an echo.
+    assert effects(found, 0) == []
+    # Absent before this call and present after it: the runtime says it brought it.
+    assert effects(found, 1) == [("budget_limit", "state.budget_limit")]
+    assert effects(found, 2) == [("booking_id", "state.booking_id")]
+
+
+def test_a_state_repeating_the_outputs_fields_says_no_more_than_their_names():
+    # What the OTLP receiver assembles from a declared vocabulary: each result field the
+    # vocabulary names is added to the state after.
+    vocabulary = {"message": "message", "username": "username", "liter": "liter",
+                  "event_details": "event_details"}  # fmt: skip
+    outputs = [
+        ("message_login", {"user_id": "USR001"},
+         {"login_status": True, "message": "User 'USR001' logged in successfully."}),
+        ("post_tweet", {"content": "Quarterly numbers are out"},
+         {"content": "Quarterly numbers are out", "username": "tech_guru"}),
+        ("gallon_to_liter", {"gallon": 30}, {"liter": 113.5623}),
+        ("get_event", {"event_id": "evt_9"}, {"event_details": {"title": "Board prep"}}),
+    ]  # fmt: skip
+    steps, state = [], {}
+    for tool, args, output in outputs:
+        after = {**state, **{vocabulary[k]: v for k, v in output.items() if k in vocabulary}}
+        steps.append(call(tool, args, output, state_before=state, state_after=after))
+        state = after
+    found = trace_reconstruct(steps, aliases=vocabulary)
+    assert [effects(found, n) for n in range(3)] == [[], [], []]
+    # What a name can say, the state still says: an object the vocabulary names.
+    assert effects(found, 3) == [("event_details", "state.event_details")]

@@ -63,8 +63,8 @@ from .checks import Checked, call_check
 from .limits import rate_retry_after, rate_window
 from .recording import Recorder
 from .services import REFUSED, CallRecord
-from .sessions import Begun, RedisSessions, SessionStoreDown
-from .upstreams import UpstreamFailed, UpstreamPool
+from .sessions import Begun, RedisSessions, SessionState, SessionStoreDown
+from .upstreams import Upstream, UpstreamFailed, UpstreamPool
 
 logger = logging.getLogger(__name__)
 
@@ -595,126 +595,187 @@ async def _call(
     request_id: Any = None,
     report: ProgressFnT | None = None,
 ) -> types.CallToolResult | types.InputRequiredResult:
-    name, arguments = params.name, params.arguments
-    started = time.monotonic()
-    occurred_at = _now()
-    catalog = await gateway.catalog(caller.application_id)
-    window, elapsed = rate_window(time.time())
-    try:
-        begun = await gateway.sessions.begin(
-            caller.session_key,
-            counter=str(caller.application_id) if catalog.calls_per_minute else "",
-            window=window,
-        )
-    except SessionStoreDown as exc:
-        gateway.count("unavailable")
-        logger.warning("gateway: the session store did not answer: %s", exc)
-        return types.CallToolResult(
-            content=[
-                types.TextContent(
-                    type="text",
-                    text="The gateway cannot read this session's earlier calls now (its store, "
-                    "Redis, did not answer), so it cannot judge the call; call again shortly.",
-                )
-            ],
-            is_error=True,
-        )
-    step, state = begun.step, begun.state
-    args = dict(arguments or {})
-    # The registry revision the call was judged at: stateless, the gateway sends no
-    # notifications/tools/list_changed, so a client that sees it move lists the tools again.
-    meta: dict[str, Any] = {"traceId": caller.trace_id, "step": step, "revision": catalog.revision}
+    """One ``tools/call``, judged in the order of docs/api.md; its answer."""
+    call = _Call(gateway, caller, params, asker=asker, request_id=request_id, report=report)
+    return await call.run()
 
-    def record(status: str, **extra: Any) -> None:
-        gateway.count(status)
-        gateway.recorder.record(
+
+Answer = types.CallToolResult | types.InputRequiredResult
+
+
+class _Call:
+    """A call's phases: its session and rate, the approved tool and its checks, the pin, the
+    user's confirmation, forwarding, and the answer. A phase returns the answer that ends the
+    call (a refusal, a failure, a question), or None to go on; each refusal is recorded."""
+
+    catalog: selectors.Catalog
+    state: SessionState
+    tool: selectors.GatewayTool
+    upstream: Upstream
+
+    def __init__(
+        self,
+        gateway: Gateway,
+        caller: Caller,
+        params: types.CallToolRequestParams,
+        *,
+        asker: _Asker,
+        request_id: Any,
+        report: ProgressFnT | None,
+    ) -> None:
+        self.gateway, self.caller, self.asker = gateway, caller, asker
+        self.request_id, self.report = request_id, report
+        self.name, self.args = params.name, dict(params.arguments or {})
+        self.started, self.occurred_at = time.monotonic(), _now()
+        self.step = 0
+        self.meta: dict[str, Any] = {}
+
+    async def run(self) -> Answer:
+        self.catalog = await self.gateway.catalog(self.caller.application_id)
+        begun = await self.begin()
+        if not isinstance(begun, Begun):
+            return begun
+        self.step, self.state = begun.step, begun.state
+        # The registry revision the call was judged at: a client that sees it move lists the
+        # tools again.
+        self.meta.update(
+            {"traceId": self.caller.trace_id, "step": self.step, "revision": self.catalog.revision}
+        )
+        refused = self.rate_limited(begun) or self.approved() or await self.checked()
+        if refused is not None:
+            return refused
+        ended = await self.pinned() or self.confirmed()
+        if ended is not None:
+            return ended
+        return await self.forwarded()
+
+    def record(self, status: str, **extra: Any) -> None:
+        self.gateway.count(status)
+        self.gateway.recorder.record(
             CallRecord(
-                application_id=caller.application_id,
-                trace_id=caller.trace_id,
-                step=step,
-                tool=name,
+                application_id=self.caller.application_id,
+                trace_id=self.caller.trace_id,
+                step=self.step,
+                tool=self.name,
                 status=status,
-                occurred_at=occurred_at,
-                duration_ms=round((time.monotonic() - started) * 1000),
+                occurred_at=self.occurred_at,
+                duration_ms=round((time.monotonic() - self.started) * 1000),
                 **extra,
             )
         )
 
-    def refuse(
-        rule: str, argument: str, message: str, sent: dict[str, Any]
-    ) -> types.CallToolResult:
-        record(REFUSED, args=sent, rule=rule, field=argument, error=message)
+    def refuse(self, rule: str, argument: str, message: str) -> types.CallToolResult:
+        self.record(REFUSED, args=self.args, rule=rule, field=argument, error=message)
         where = f", argument {argument}" if argument else ""
-        meta["refused"] = {"rule": rule, "field": argument}
+        self.meta["refused"] = {"rule": rule, "field": argument}
         return types.CallToolResult(
             content=[types.TextContent(type="text", text=f"Refused ({rule}{where}): {message}")],
             is_error=True,
-            _meta={META_KEY: meta},
+            _meta={META_KEY: self.meta},
         )
 
-    def failed(message: str, sent: dict[str, Any]) -> types.CallToolResult:
-        record("error", args=sent, error=message)
+    def failed(self, message: str) -> types.CallToolResult:
+        self.record("error", args=self.args, error=message)
         return types.CallToolResult(
             content=[types.TextContent(type="text", text=message)],
             is_error=True,
-            _meta={META_KEY: meta},
+            _meta={META_KEY: self.meta},
         )
 
-    retry_after = rate_retry_after(
-        limit=catalog.calls_per_minute,
-        current=begun.calls_this_minute,
-        previous=begun.calls_last_minute,
-        elapsed=elapsed,
-    )
-    if retry_after is not None:
-        meta["retryAfter"] = retry_after
-        return refuse(
+    async def begin(self) -> Begun | types.CallToolResult:
+        """The session's earlier calls and the application's count this minute, in one read."""
+        self.window, self.elapsed = rate_window(time.time())
+        try:
+            return await self.gateway.sessions.begin(
+                self.caller.session_key,
+                counter=str(self.caller.application_id) if self.catalog.calls_per_minute else "",
+                window=self.window,
+            )
+        except SessionStoreDown as exc:
+            self.gateway.count("unavailable")
+            logger.warning("gateway: the session store did not answer: %s", exc)
+            return types.CallToolResult(
+                content=[
+                    types.TextContent(
+                        type="text",
+                        text="The gateway cannot read this session's earlier calls now (its "
+                        "store, Redis, did not answer), so it cannot judge the call; call again "
+                        "shortly.",
+                    )
+                ],
+                is_error=True,
+            )
+
+    def rate_limited(self, begun: Begun) -> types.CallToolResult | None:
+        retry_after = rate_retry_after(
+            limit=self.catalog.calls_per_minute,
+            current=begun.calls_this_minute,
+            previous=begun.calls_last_minute,
+            elapsed=self.elapsed,
+        )
+        if retry_after is None:
+            return None
+        self.meta["retryAfter"] = retry_after
+        return self.refuse(
             "rate_limit",
             "",
-            f"this application may make {catalog.calls_per_minute} calls a minute through the "
-            f"gateway (its gateway setting calls_per_minute, or MCP_GATEWAY_CALLS_PER_MINUTE), "
+            f"this application may make {self.catalog.calls_per_minute} calls a minute through "
+            "the gateway (its gateway setting calls_per_minute, or MCP_GATEWAY_CALLS_PER_MINUTE), "
             f"and it made more in the last minute; call again in {retry_after} s.",
-            args,
         )
-    tool = catalog.tools.get(name)
-    if tool is None:
-        return refuse(
+
+    def approved(self) -> types.CallToolResult | None:
+        tool = self.catalog.tools.get(self.name)
+        if tool is not None:
+            self.tool = tool
+            return None
+        return self.refuse(
             "approved",
             "name",
-            f"{name!r} is not an approved tool this application may call; list the tools "
+            f"{self.name!r} is not an approved tool this application may call; list the tools "
             "(tools/list) and call one of those.",
-            args,
         )
-    earlier = [call for call in state.calls if call.get("tool") == name]
-    check = functools.partial(
-        call_check,
-        name=name,
-        document=tool.document,
-        args=args,
-        earlier=earlier,
-        produced=state.produced,
-        requires_mode=catalog.requires_mode,
-    )
-    checked = check() if _small(args) else await anyio.to_thread.run_sync(check)
-    if not isinstance(checked, Checked):
-        return refuse(checked.rule, checked.field, checked.message, args)
-    if checked.corrected:
-        meta["corrected"] = checked.corrected
-        meta["arguments"] = checked.args
-    if checked.warnings:
-        meta["warnings"] = checked.warnings
-    if tool.problem:
-        return failed(f"{tool.name} cannot be reached as configured: {tool.problem}", checked.args)
-    assert gateway.pool is not None
-    upstream = gateway.pool.get(tool.upstream)
-    try:
-        pins = await upstream.live_pins()
-    except UpstreamFailed as exc:
-        return failed(str(exc), checked.args)
-    live = pins.get(tool.local_name)
-    if live != tool.pin:
+
+    async def checked(self) -> types.CallToolResult | None:
+        """The approved schema, the invariants (which may correct the arguments), the plan
+        rules and ``requires`` against the session's earlier calls."""
+        check = functools.partial(
+            call_check,
+            name=self.name,
+            document=self.tool.document,
+            args=self.args,
+            earlier=[call for call in self.state.calls if call.get("tool") == self.name],
+            produced=self.state.produced,
+            requires_mode=self.catalog.requires_mode,
+        )
+        checked = check() if _small(self.args) else await anyio.to_thread.run_sync(check)
+        if not isinstance(checked, Checked):
+            return self.refuse(checked.rule, checked.field, checked.message)
+        self.args = checked.args
+        if checked.corrected:
+            self.meta["corrected"] = checked.corrected
+            self.meta["arguments"] = checked.args
+        if checked.warnings:
+            self.meta["warnings"] = checked.warnings
+        if self.tool.problem:
+            return self.failed(
+                f"{self.tool.name} cannot be reached as configured: {self.tool.problem}"
+            )
+        return None
+
+    async def pinned(self) -> types.CallToolResult | None:
+        """The upstream's live definition still hashes to the approved pin."""
+        assert self.gateway.pool is not None
+        self.upstream = self.gateway.pool.get(self.tool.upstream)
+        try:
+            pins = await self.upstream.live_pins()
+        except UpstreamFailed as exc:
+            return self.failed(str(exc))
+        live = pins.get(self.tool.local_name)
+        if live == self.tool.pin:
+            return None
         ticket = await sync_to_async(services.upstream_changed)(
-            server_id=tool.server_id, tool_name=tool.name
+            server_id=self.tool.server_id, tool_name=self.tool.name
         )
         what = "is no longer declared by" if live is None else "changed on"
         review = (
@@ -722,130 +783,142 @@ async def _call(
             if ticket is not None
             else "a sync is queued to open its change ticket"
         )
-        return refuse(
+        return self.refuse(
             "pin",
             "",
-            f"{tool.name} {what} its server since review; {review}. It cannot be called until "
-            "reviewers approve the new definition.",
-            checked.args,
+            f"{self.tool.name} {what} its server since review; {review}. It cannot be called "
+            "until reviewers approve the new definition.",
         )
-    if tool.confirm:
-        answer = asker.answer()
+
+    def confirmed(self) -> Answer | None:
+        """A risk level that asks for each call to be confirmed: the user's answer, or the
+        question to ask it."""
+        if not self.tool.confirm:
+            return None
+        answer = self.asker.answer()
         if answer is None:
-            if not asker.can_ask():
-                return refuse(
+            if not self.asker.can_ask():
+                return self.refuse(
                     "confirmation",
                     "",
-                    f"calls of {tool.name} (risk {tool.risk}) must be confirmed by the user, and "
-                    "this client cannot be asked: the gateway asks through MCP elicitation in "
-                    "protocol 2026-07-28 (input requests), and this client did not declare "
-                    "elicitation or speaks an earlier version. Make the call from a client that "
-                    "can ask its user.",
-                    checked.args,
+                    f"calls of {self.tool.name} (risk {self.tool.risk}) must be confirmed by the "
+                    "user, and this client cannot be asked: the gateway asks through MCP "
+                    "elicitation in protocol 2026-07-28 (input requests), and this client did "
+                    "not declare elicitation or speaks an earlier version. Make the call from a "
+                    "client that can ask its user.",
                 )
-            return asker.question(tool.name, tool.risk, checked.args)
+            return self.asker.question(self.tool.name, self.tool.risk, self.args)
         if answer != "accept":
-            return refuse(
+            return self.refuse(
                 "confirmation",
                 "",
-                f"the user answered {answer} when asked to confirm this call of {tool.name}; "
-                "do not make it again unless the user asks for it.",
-                checked.args,
+                f"the user answered {answer} when asked to confirm this call of "
+                f"{self.tool.name}; do not make it again unless the user asks for it.",
             )
-        meta["confirmed"] = True
-    # Fairness: past its share an application's call is refused at once rather than queued, so
-    # one application's slow upstream or flood never holds another's calls.
-    limit = settings.MCP_GATEWAY_APPLICATION_CONCURRENCY
-    if gateway.in_flight.get(caller.application_id, 0) >= limit:
-        return refuse(
-            "concurrency",
-            "",
-            f"this application already has {limit} calls in flight in this gateway process "
-            "(MCP_GATEWAY_APPLICATION_CONCURRENCY); wait for one to finish and call again.",
-            checked.args,
-        )
-    gateway.in_flight[caller.application_id] = gateway.in_flight.get(caller.application_id, 0) + 1
-    call = running_key(caller.session_key, request_id)
-    outcome: tuple[types.CallToolResult, int] | UpstreamFailed | None = None
-    with anyio.CancelScope() as running:
-        gateway.running[call] = running
-        try:
-            outcome = await upstream.call(
-                tool.local_name,
-                checked.args,
-                timeout_ms=tool.timeout_ms,
-                max_output_bytes=tool.max_output_bytes,
-                progress=report,
+        self.meta["confirmed"] = True
+        return None
+
+    async def forwarded(self) -> types.CallToolResult:
+        """The call on its upstream, within the application's share of this process."""
+        gateway, application_id = self.gateway, self.caller.application_id
+        # Fairness: past its share an application's call is refused at once rather than
+        # queued, so one application's slow upstream or flood never holds another's calls.
+        limit = settings.MCP_GATEWAY_APPLICATION_CONCURRENCY
+        if gateway.in_flight.get(application_id, 0) >= limit:
+            return self.refuse(
+                "concurrency",
+                "",
+                f"this application already has {limit} calls in flight in this gateway process "
+                "(MCP_GATEWAY_APPLICATION_CONCURRENCY); wait for one to finish and call again.",
             )
-        except UpstreamFailed as exc:
-            outcome = exc
-        finally:
-            gateway.in_flight[caller.application_id] -= 1
-            if gateway.running.get(call) is running:
-                del gateway.running[call]
-    if outcome is None:
-        # The client cancelled (or left): the upstream was told to stop by the SDK's client,
-        # which sends notifications/cancelled for a request it abandons. Not the tool's
-        # behaviour, so not a trace: a refusal, beside them.
-        return refuse(
-            "cancelled",
-            "",
-            f"the client cancelled this call of {name}; {tool.upstream.name} was told to stop.",
-            checked.args,
-        )
-    if isinstance(outcome, UpstreamFailed):
-        return failed(str(outcome), checked.args)
-    result, size = outcome
-    output = _output(result)
-    output_schema = tool.document.get("output_schema")
-    if output_schema and result.structured_content is not None and not result.is_error:
-        try:
-            problems = await anyio.to_thread.run_sync(
-                schema_problems, output_schema, result.structured_content
-            )
-        except (WorkBudgetExceeded, SchemaTooCostly):
-            problems = ["output: too costly to check against the approved output schema"]
-        if problems:
-            meta["outputViolations"] = problems
-            logger.info("%s: output violates its approved schema: %s", name, problems[:3])
-    status = "error" if result.is_error else "success"
-    error_text = _text(result) if result.is_error else ""
-    record(status, args=checked.args, output=output, error=error_text, output_bytes=size)
-    produces = tool.document.get("produces") or []
-    if not result.is_error and (tool.counted or produces):
-        # Only what a later call is judged by: the calls a plan invariant counts, the variables
-        # a later call's requires look for.
-        try:
-            await gateway.sessions.add(
-                caller.session_key, tool=name, args=checked.args, produces=produces
-            )
-        except SessionStoreDown as exc:
-            # The call went through; a later one is judged without it.
-            logger.warning("gateway: %s not remembered in its session: %s", name, exc)
-    upstream_meta = dict(result.meta or {})
-    upstream_meta[META_KEY] = meta
-    if meta.get("outputViolations"):
-        # The trace keeps what the tool answered (ingest's output check records the violation
-        # for learning); the client gets no structured content its listed schema refuses, which
-        # an MCP server must never send and the SDKs' clients reject.
-        return types.CallToolResult(
-            content=[
-                types.TextContent(
-                    type="text",
-                    text=f"The result of {name} does not match its approved output schema: "
-                    + "; ".join(meta["outputViolations"][:5])
-                    + ". It is reported to the registry's reviewers; do not rely on it.",
+        gateway.in_flight[application_id] = gateway.in_flight.get(application_id, 0) + 1
+        call = running_key(self.caller.session_key, self.request_id)
+        outcome: tuple[types.CallToolResult, int] | UpstreamFailed | None = None
+        with anyio.CancelScope() as running:
+            gateway.running[call] = running
+            try:
+                outcome = await self.upstream.call(
+                    self.tool.local_name,
+                    self.args,
+                    timeout_ms=self.tool.timeout_ms,
+                    max_output_bytes=self.tool.max_output_bytes,
+                    progress=self.report,
                 )
-            ],
-            is_error=True,
+            except UpstreamFailed as exc:
+                outcome = exc
+            finally:
+                gateway.in_flight[application_id] -= 1
+                if gateway.running.get(call) is running:
+                    del gateway.running[call]
+        if outcome is None:
+            # The client cancelled (or left): the upstream was told to stop by the SDK's
+            # client, which sends notifications/cancelled for a request it abandons. Not the
+            # tool's behaviour, so not a trace: a refusal, beside them.
+            return self.refuse(
+                "cancelled",
+                "",
+                f"the client cancelled this call of {self.name}; {self.tool.upstream.name} was "
+                "told to stop.",
+            )
+        if isinstance(outcome, UpstreamFailed):
+            return self.failed(str(outcome))
+        return await self.answered(*outcome)
+
+    async def answered(self, result: types.CallToolResult, size: int) -> types.CallToolResult:
+        """The upstream's result, checked against the approved output schema, recorded,
+        remembered in the session where a later call is judged by it."""
+        output_schema = self.tool.document.get("output_schema")
+        if output_schema and result.structured_content is not None and not result.is_error:
+            try:
+                problems = await anyio.to_thread.run_sync(
+                    schema_problems, output_schema, result.structured_content
+                )
+            except (WorkBudgetExceeded, SchemaTooCostly):
+                problems = ["output: too costly to check against the approved output schema"]
+            if problems:
+                self.meta["outputViolations"] = problems
+                logger.info("%s: output violates its approved schema: %s", self.name, problems[:3])
+        status = "error" if result.is_error else "success"
+        error_text = _text(result) if result.is_error else ""
+        self.record(
+            status, args=self.args, output=_output(result), error=error_text, output_bytes=size
+        )
+        produces = self.tool.document.get("produces") or []
+        if not result.is_error and (self.tool.counted or produces):
+            # Only what a later call is judged by: the calls a plan invariant counts, the
+            # variables a later call's requires look for.
+            try:
+                await self.gateway.sessions.add(
+                    self.caller.session_key, tool=self.name, args=self.args, produces=produces
+                )
+            except SessionStoreDown as exc:
+                # The call went through; a later one is judged without it.
+                logger.warning("gateway: %s not remembered in its session: %s", self.name, exc)
+        upstream_meta = dict(result.meta or {})
+        upstream_meta[META_KEY] = self.meta
+        if self.meta.get("outputViolations"):
+            # The trace keeps what the tool answered (ingest's output check records the
+            # violation for learning); the client gets no structured content its listed schema
+            # refuses, which an MCP server must never send and the SDKs' clients reject.
+            return types.CallToolResult(
+                content=[
+                    types.TextContent(
+                        type="text",
+                        text=f"The result of {self.name} does not match its approved output "
+                        "schema: "
+                        + "; ".join(self.meta["outputViolations"][:5])
+                        + ". It is reported to the registry's reviewers; do not rely on it.",
+                    )
+                ],
+                is_error=True,
+                _meta=upstream_meta,
+            )
+        return types.CallToolResult(
+            content=result.content,
+            structured_content=result.structured_content,
+            is_error=result.is_error,
             _meta=upstream_meta,
         )
-    return types.CallToolResult(
-        content=result.content,
-        structured_content=result.structured_content,
-        is_error=result.is_error,
-        _meta=upstream_meta,
-    )
 
 
 def _output(result: types.CallToolResult) -> Any:

@@ -15,6 +15,7 @@ from django.contrib.auth.models import Group, User
 from django.core.exceptions import ValidationError
 from django.core.mail import send_mail
 from django.db import IntegrityError, transaction
+from django.db.models import Max
 from django.utils import timezone
 
 from registry.contract import ContractDocument, proposal_of, with_defaults
@@ -91,20 +92,142 @@ def contract_propose(
 WIDENED_HINT_RISK = "high"
 
 
-def ticket_risk(*, base: ContractVersion | None, proposed: ContractVersion) -> RiskLevel:
+def ticket_risk(
+    *,
+    base: ContractVersion | None,
+    proposed: ContractVersion,
+    levels: dict[str, RiskLevel] | None = None,
+) -> RiskLevel:
     """The risk a ticket is judged at, and so the approvals it needs: the higher of the approved
     and the proposed version's, and at least WIDENED_HINT_RISK when the proposal widens what
-    its annotations say the tool may do (``reviews.diff.widened_hints``)."""
+    its annotations say the tool may do (``reviews.diff.widened_hints``). ``levels`` (every
+    risk level by name, read once by a caller judging many tickets) spares a query."""
     candidates = [proposed.risk] if base is None else [proposed.risk, base.risk]
     if base is not None and widened_hints(base.annotations, proposed.annotations):
-        candidates += RiskLevel.objects.filter(name=WIDENED_HINT_RISK)
+        if levels is None:
+            candidates += RiskLevel.objects.filter(name=WIDENED_HINT_RISK)
+        elif WIDENED_HINT_RISK in levels:
+            candidates.append(levels[WIDENED_HINT_RISK])
     return max(candidates, key=lambda risk: (risk.rank, risk.approvals_required))
 
 
-def ticket_approvals_required(*, base: ContractVersion | None, proposed: ContractVersion) -> int:
+def ticket_approvals_required(
+    *,
+    base: ContractVersion | None,
+    proposed: ContractVersion,
+    levels: dict[str, RiskLevel] | None = None,
+) -> int:
     """How many approvals a ticket proposing ``proposed`` over ``base`` needs: those of the
     risk it is judged at (``ticket_risk``)."""
-    return ticket_risk(base=base, proposed=proposed).approvals_required
+    return ticket_risk(base=base, proposed=proposed, levels=levels).approvals_required
+
+
+@dataclass(frozen=True)
+class Proposal:
+    """One proposal of ``contract_proposals_open``: a document checked by ``contract_validate``,
+    for a tool its caller holds locked (``tool_lock``), with the MCP ``definition`` its server
+    declared, if any."""
+
+    tool: Tool
+    document: ContractDocument
+    evidence: TicketEvidence
+    kind: str
+    definition: dict[str, Any] | None = None
+
+
+# Rows a bulk insert sends at once: far below PostgreSQL's 65,535 parameters for the widest row.
+BULK_BATCH = 500
+
+
+@transaction.atomic
+def contract_proposals_open(
+    *, proposals: list[Proposal], author: User | None, source: str
+) -> list[ReviewTicket | None]:
+    """``contract_propose`` (with ``notify=False``) for many tools at once, in a number of
+    queries that does not grow with them: the versions, tickets and audit entries are each
+    written by one bulk insert (per BULK_BATCH rows). Each tool appears once. The ticket of
+    each proposal, in order; None where the document and the definition equal the tool's
+    approved version (nothing to propose)."""
+    if not proposals:
+        return []
+    levels = {level.name: level for level in RiskLevel.objects.all()}
+    tool_ids = [proposal.tool.pk for proposal in proposals]
+    # One aggregate for every tool's last number (the ordering cleared, or it joins the GROUP BY).
+    last_numbers = dict(
+        ContractVersion.objects.filter(tool_id__in=tool_ids)
+        .order_by()
+        .values("tool_id")
+        .annotate(last=Max("number"))
+        .values_list("tool_id", "last")
+    )
+    current_ids = [p.tool.current_version_id for p in proposals if p.tool.current_version_id]
+    bases = ContractVersion.objects.select_related("risk").in_bulk(current_ids)
+    versions: list[ContractVersion] = []
+    written: list[tuple[Proposal, ContractVersion]] = []
+    for proposal in proposals:
+        base = bases.get(proposal.tool.current_version_id or 0)
+        version = _version_of(proposal, base, levels, author, source)
+        version.number = (last_numbers.get(proposal.tool.pk) or 0) + 1
+        if (
+            base is not None
+            and base.content_hash == version.content_hash
+            and base.definition_hash == version.definition_hash
+        ):
+            continue
+        versions.append(version)
+        written.append((proposal, version))
+    ContractVersion.objects.bulk_create(versions, batch_size=BULK_BATCH)
+    tickets = [
+        ReviewTicket(
+            tool=proposal.tool,
+            base=version.based_on,
+            proposed=version,
+            kind=proposal.kind,
+            evidence=proposal.evidence,
+            approvals_required=ticket_approvals_required(
+                base=version.based_on, proposed=version, levels=levels
+            ),
+            proposer=author,
+        )
+        for proposal, version in written
+    ]
+    ReviewTicket.objects.bulk_create(tickets, batch_size=BULK_BATCH)
+    AuditEntry.objects.bulk_create(
+        [
+            _audit_entry(AuditEntry.Action.PROPOSED, actor=author, ticket=ticket, version=version)
+            for ticket, (_proposal, version) in zip(tickets, written, strict=True)
+        ],
+        batch_size=BULK_BATCH,
+    )
+    opened = {
+        id(proposal): ticket for ticket, (proposal, _version) in zip(tickets, written, strict=True)
+    }
+    return [opened.get(id(proposal)) for proposal in proposals]
+
+
+def _version_of(
+    proposal: Proposal,
+    base: ContractVersion | None,
+    levels: dict[str, RiskLevel],
+    author: User | None,
+    source: str,
+) -> ContractVersion:
+    """The unsaved version ``contract_version_create`` would write for ``proposal``."""
+    fields = with_defaults(proposal.document)
+    version = ContractVersion(
+        tool=proposal.tool,
+        status=ContractVersion.Status.PROPOSED,
+        source=source,
+        based_on=base,
+        author=author,
+        risk=levels[proposal.document["risk"]],
+        lifecycle=fields["status"],
+        **{name: fields[name] for name in ContractVersion.CONTRACT_FIELDS},
+    )
+    definition = proposal.definition
+    version.definition = base.definition if definition is None and base is not None else definition
+    version.content_hash = version.compute_hash()
+    return version
 
 
 def _proposal_set(ticket: ReviewTicket, version: ContractVersion) -> None:
@@ -349,10 +472,27 @@ def audit_record(
     before_hash: str | None = None,
     detail: dict[str, Any] | None = None,
 ) -> AuditEntry:
-    """The one writer of audit entries (they are append-only)."""
+    """The one writer of audit entries (they are append-only; ``contract_proposals_open``
+    inserts the entries ``_audit_entry`` makes in bulk)."""
+    entry = _audit_entry(
+        action, actor=actor, ticket=ticket, version=version, before_hash=before_hash, detail=detail
+    )
+    entry.save()
+    return entry
+
+
+def _audit_entry(
+    action: str,
+    *,
+    actor: User | None,
+    ticket: ReviewTicket | None,
+    version: ContractVersion,
+    before_hash: str | None = None,
+    detail: dict[str, Any] | None = None,
+) -> AuditEntry:
     if before_hash is None:
         before_hash = version.based_on.content_hash if version.based_on else ""
-    return AuditEntry.objects.create(
+    return AuditEntry(
         actor=actor,
         action=action,
         tool_id=version.tool_id,

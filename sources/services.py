@@ -18,24 +18,32 @@ from typing import Any, cast
 
 from django.conf import settings
 from django.contrib.auth.models import User
-from django.db import transaction
-from django.db.models import Q
+from django.db import IntegrityError, transaction
+from django.db.models import Exists, OuterRef, Q
 from django.utils import timezone
 from django_celery_beat.models import IntervalSchedule, PeriodicTask
 
 from learning.risk import PreparedLabel, arguments_of, prepare_labels, suggest_risk
 from learning.selectors import risk_labels, risk_lexicon
 from learning.shapes import SyncRecord
-from registry.contract import with_defaults
+from registry.contract import ContractDocument, with_defaults
 from registry.models import Application, ContractVersion, RiskLevel, Tool, contract_hash
 from registry.selectors import registry_context
-from registry.services import contract_version_definition_record, tool_lock, tool_lock_or_create
-from registry.validation import ContractInvalid, RegistryContext
+from registry.services import (
+    contract_validate,
+    contract_version_definition_record,
+    tool_lock,
+    tool_lock_or_create,
+)
+from registry.validation import ContractInvalid, RegistryContext, export_name
 from reviews.diff import contract_diff, widened_hints
 from reviews.models import AuditEntry, ReviewError, ReviewTicket
 from reviews.poisoning import INFORMATION_CODES
 from reviews.services import (
+    BULK_BATCH,
     WIDENED_HINT_RISK,
+    Proposal,
+    contract_proposals_open,
     contract_propose,
     contract_publish,
     reviewers_notify,
@@ -374,14 +382,45 @@ def _apply(
     approve: bool,
     actor: User | None,
 ) -> None:
+    with transaction.atomic():
+        tickets = _changes_write(server, definitions, report, approve=approve, actor=actor)
+    if tickets:
+        # Once the listing's changes are committed: one e-mail per reviewer for all of them.
+        reviewers_notify(ticket_ids=tickets, about=f"MCP server {server.name}")
+
+
+@dataclass
+class _Judged:
+    """What the sync read and judged once for a whole listing."""
+
+    risks: set[str]
+    labelled: list[PreparedLabel] | None = None
+    context: RegistryContext | None = None  # read once: declared tools name no dependencies
+
+    def prepared(self) -> tuple[list[PreparedLabel], RegistryContext]:
+        if self.labelled is None:
+            self.labelled = prepare_labels(risk_labels(), risk_lexicon())
+        self.context = self.context or registry_context()
+        return self.labelled, self.context
+
+
+def _changes_write(
+    server: McpServer,
+    definitions: list[dict[str, Any]],
+    report: SyncReport,
+    *,
+    approve: bool,
+    actor: User | None,
+) -> list[int]:
+    """Every change of one listing, in the caller's transaction: new tools in bulk
+    (``_new_tools_write``), each change of a tool already declared in a savepoint of its own.
+    The ids of the tickets opened, for the digest."""
     report.declared = len(definitions)
     rows = {row.name: row for row in server.declared_tools.select_related("ticket")}
     seen: set[str] = set()
-    labelled: list[PreparedLabel] | None = None
-    risks = set(RiskLevel.objects.values_list("name", flat=True))
-    context: RegistryContext | None = None  # read once: declared tools name no dependencies
-    new_tools = 0
-    tickets: list[int] = []  # reviewers hear of them in one digest, after the writes
+    judged = _Judged(risks=set(RiskLevel.objects.values_list("name", flat=True)))
+    new: list[Declared] = []
+    tickets: list[int] = []  # reviewers hear of them in one digest, after the commit
     for definition in definitions:
         name = definition.get("name")
         if isinstance(name, str) and name in seen:
@@ -406,37 +445,178 @@ def _apply(
             report.unchanged += 1  # what the registry last saw: nothing to write
             continue
         if row is None:
-            if new_tools >= settings.MCP_MAX_NEW_TOOLS_PER_SYNC:
+            if len(new) >= settings.MCP_MAX_NEW_TOOLS_PER_SYNC:
                 report.deferred.append(declared.name)
-                continue
-            new_tools += 1
-        if labelled is None:
-            labelled = prepare_labels(risk_labels(), risk_lexicon())
-        context = context or registry_context()
-        try:
-            with transaction.atomic():
-                opened = _declared_apply(
-                    server,
-                    declared,
-                    row,
-                    report,
-                    labelled or [],
-                    risks,
-                    context,
-                    approve=approve,
-                    actor=actor,
-                )
-        except (ContractInvalid, Refused, ReviewError) as exc:
-            report.refused[declared.local_name] = _refusal(exc)
-        else:
-            tickets += [opened] if opened is not None else []
+            else:
+                new.append(declared)
+            continue
+        tickets += _declared_apply_one(server, declared, row, report, judged, approve, actor)
+    tickets += _new_tools_write(server, new, report, judged, approve=approve, actor=actor)
     for name, row in rows.items():
         if name not in seen and not row.gone:
             with transaction.atomic():
                 opened = _declared_gone(row, report)
             tickets += [opened] if opened is not None else []
-    if tickets:
-        reviewers_notify(ticket_ids=tickets, about=f"MCP server {server.name}")
+    return tickets
+
+
+def _declared_apply_one(
+    server: McpServer,
+    declared: Declared,
+    row: DeclaredTool | None,
+    report: SyncReport,
+    judged: _Judged,
+    approve: bool,
+    actor: User | None,
+) -> list[int]:
+    """One declared tool through ``_declared_apply``, in a savepoint: a refusal undoes its own
+    writes only. The id of the ticket it opened, if any."""
+    labelled, context = judged.prepared()
+    try:
+        with transaction.atomic():
+            opened = _declared_apply(
+                server,
+                declared,
+                row,
+                report,
+                labelled,
+                judged.risks,
+                context,
+                approve=approve,
+                actor=actor,
+            )
+    except (ContractInvalid, Refused, ReviewError) as exc:
+        report.refused[declared.local_name] = _refusal(exc)
+        return []
+    return [opened] if opened is not None else []
+
+
+@dataclass
+class _NewTool:
+    declared: Declared
+    tool: Tool | None  # None: created by the sync
+    document: ContractDocument
+    evidence: TicketEvidence
+
+
+def _new_tools_write(
+    server: McpServer,
+    new: list[Declared],
+    report: SyncReport,
+    judged: _Judged,
+    *,
+    approve: bool,
+    actor: User | None,
+) -> list[int]:
+    """Tools the server declares for the first time, judged one by one as ``_declared_apply``
+    judges them (names, risk, poisoning, validation), then written together: their tools,
+    versions, tickets, audit entries, applications and declarations, each by one bulk query, so
+    a first sync of a thousand tools costs the queries of one. A tool another transaction
+    creates meanwhile makes the bulk insert fail: then each tool goes the per-tool way, which
+    waits on the other's lock and refuses or proposes it as ever. The ids of the tickets
+    opened."""
+    if not new:
+        return []
+    labelled, context = judged.prepared()
+    existing = {
+        tool.name: tool
+        for tool in Tool.objects.select_for_update(no_key=True)
+        .filter(name__in=[declared.name for declared in new])
+        .annotate(
+            owned=Exists(DeclaredTool.objects.filter(tool=OuterRef("pk")))
+            | Exists(ContractVersion.objects.filter(tool=OuterRef("pk")))
+        )
+    }
+    planned: list[_NewTool] = []
+    for declared in new:
+        tool = existing.get(declared.name)
+        if tool is not None and tool.owned:
+            report.refused[declared.local_name] = (
+                f"the registry already has {declared.name} from another source"
+            )
+            continue
+        risk_evidence: dict[str, Any] = {}
+        risk = _suggested(declared, labelled, judged.risks, risk_evidence)
+        document = declared_document(declared, approved=None, risk=risk)
+        evidence = _evidence(server, report.server_info, declared, None, document, risk_evidence)
+        try:
+            normalised = contract_validate(document=document, context=context)
+        except ContractInvalid as exc:
+            report.refused[declared.local_name] = _refusal(exc)
+            continue
+        # A later name exporting as this one is refused, as the tool's unique export name would.
+        context.tools.add(declared.name)
+        planned.append(_NewTool(declared, tool, normalised, evidence))
+    try:
+        with transaction.atomic():
+            tickets = _new_tools_insert(server, planned)
+    except IntegrityError:
+        opened: list[int] = []
+        for item in planned:
+            opened += _declared_apply_one(
+                server, item.declared, None, report, judged, approve, actor
+            )
+        return opened
+    opened = []
+    for item, ticket in zip(planned, tickets, strict=True):
+        alarms = [
+            flag for flag in item.evidence["poisoning"] if flag["code"] not in INFORMATION_CODES
+        ]
+        if approve and not alarms:
+            contract_publish(ticket=ticket, actor=actor, action=AuditEntry.Action.TRUSTED)
+            report.published.append(item.declared.name)
+        elif approve:
+            # Trust on first use covers what nobody flagged; a flagged tool waits for a person.
+            report.flagged[item.declared.name] = ", ".join(
+                sorted({str(flag["code"]) for flag in alarms})
+            )
+        else:
+            report.proposed.append(item.declared.name)
+        if ticket.status == ReviewTicket.Status.OPEN:
+            opened.append(ticket.pk)
+    return opened
+
+
+def _new_tools_insert(server: McpServer, planned: list[_NewTool]) -> list[ReviewTicket | None]:
+    """The rows of ``_new_tools_write``; one ticket per planned tool, in order."""
+    created = [
+        Tool(name=item.declared.name, export_name=export_name(item.declared.name))
+        for item in planned
+        if item.tool is None
+    ]
+    Tool.objects.bulk_create(created, batch_size=BULK_BATCH)
+    made = iter(created)
+    tools = [item.tool or next(made) for item in planned]
+    proposals = [
+        Proposal(
+            tool=tool,
+            document=item.document,
+            evidence=item.evidence,
+            kind=ReviewTicket.Kind.NEW_TOOL,
+            definition=item.declared.definition,
+        )
+        for item, tool in zip(planned, tools, strict=True)
+    ]
+    tickets = contract_proposals_open(
+        proposals=proposals, author=None, source=ContractVersion.Source.IMPORT
+    )
+    for application in server.applications.filter(all_tools=False):
+        application.enabled_tools.add(*tools)
+    DeclaredTool.objects.bulk_create(
+        [
+            DeclaredTool(
+                server=server,
+                name=item.declared.local_name,
+                tool=tool,
+                definition_hash=item.declared.pin,
+                declared_hash=_declared_hash(item.declared),
+                ticket=ticket,
+            )
+            for item, tool, ticket in zip(planned, tools, tickets, strict=True)
+        ],
+        batch_size=BULK_BATCH,
+    )
+    return tickets
 
 
 def _texts_check(definition: dict[str, Any]) -> None:

@@ -15,12 +15,13 @@ from django.contrib.auth.models import Group, User
 from django.core.exceptions import ValidationError
 from django.core.mail import send_mail
 from django.db import IntegrityError, transaction
-from django.db.models import Max
+from django.db.models import Max, OuterRef, Subquery
 from django.utils import timezone
 
 from registry.contract import ContractDocument, proposal_of, with_defaults
 from registry.models import ContractVersion, RiskLevel, Tool, contract_hash
 from registry.pins import definition_hash
+from registry.revision import revision_bump
 from registry.services import (
     PublishError,
     applications_save,
@@ -35,6 +36,7 @@ from registry.services import (
     tool_lock_or_create,
     vocabulary_save,
 )
+from registry.signals import contract_published
 from registry.validation import ContractInvalid, RegistryContext
 
 from .diff import ContractDiff, contract_diff, needs_person, widened_hints
@@ -394,6 +396,101 @@ def contract_publish(
 
 
 @transaction.atomic
+def contract_proposals_publish(
+    *,
+    tickets: list[ReviewTicket],
+    actor: User | None,
+    action: str = AuditEntry.Action.PUBLISHED,
+) -> None:
+    """``contract_publish`` for many tickets of distinct tools at once, all or nothing, in a
+    number of queries that does not grow with them: each ticket is claimed while it still
+    proposes the version its caller read, each proposal must still be based on its tool's
+    current version, and the revision moves once. Publications are announced after the commit
+    (``contract_published``), one per version, as ever; ``tickets`` are updated in place."""
+    if not tickets:
+        return
+    tool_ids = [ticket.tool_id for ticket in tickets]
+    tools = {
+        tool.pk: tool
+        for tool in Tool.objects.select_for_update(no_key=True, of=("self",))
+        .select_related("current_version")
+        .filter(pk__in=tool_ids)
+    }
+    claimable = set(
+        ReviewTicket.objects.select_for_update()
+        .filter(
+            pk__in=[ticket.pk for ticket in tickets],
+            status=ReviewTicket.Status.OPEN,
+            needs_rebase=False,
+        )
+        .values_list("pk", "proposed_id")
+    )
+    for ticket in tickets:
+        if (ticket.pk, ticket.proposed_id) not in claimable:
+            raise ReviewError(f"Ticket #{ticket.pk} can no longer be published.")
+        if ticket.base_id != tools[ticket.tool_id].current_version_id:
+            raise ReviewError(
+                f"Ticket #{ticket.pk} cannot be published: it is based on a superseded version: "
+                "rebase it first."
+            )
+    now = timezone.now()
+    ticket_ids = [ticket.pk for ticket in tickets]
+    version_ids = [ticket.proposed_id for ticket in tickets]
+    ReviewTicket.objects.filter(pk__in=ticket_ids).update(
+        status=ReviewTicket.Status.APPROVED, decided_by=actor, decided_at=now
+    )
+    ContractVersion.objects.filter(
+        tool_id__in=tool_ids, status=ContractVersion.Status.APPROVED
+    ).update(status=ContractVersion.Status.SUPERSEDED)
+    published = ContractVersion.objects.filter(
+        pk__in=version_ids, status=ContractVersion.Status.PROPOSED
+    ).update(status=ContractVersion.Status.APPROVED, approved_at=now)
+    if published != len(version_ids):
+        raise ReviewError("A proposal to publish is no longer a proposal.")
+    # Each tool takes its one approved version (the partial unique index finds it) and its
+    # lifecycle, in one statement rather than a CASE per row.
+    approved = ContractVersion.objects.filter(
+        tool=OuterRef("pk"), status=ContractVersion.Status.APPROVED
+    )
+    Tool.objects.filter(pk__in=tool_ids).update(
+        current_version=Subquery(approved.values("pk")[:1]),
+        lifecycle=Subquery(approved.values("lifecycle")[:1]),
+    )
+    revision_bump()
+    # Proposals written against the versions just superseded must be rebased before approval.
+    ReviewTicket.objects.filter(tool_id__in=tool_ids, status=ReviewTicket.Status.OPEN).exclude(
+        pk__in=ticket_ids
+    ).update(needs_rebase=True)
+    entries = []
+    for ticket in tickets:
+        previous = tools[ticket.tool_id].current_version
+        ticket.proposed.status = ContractVersion.Status.APPROVED
+        ticket.proposed.approved_at = now
+        entries.append(
+            _audit_entry(
+                action,
+                actor=actor,
+                ticket=ticket,
+                version=ticket.proposed,
+                before_hash=previous.content_hash if previous else "",
+            )
+        )
+        ticket.status, ticket.decided_by, ticket.decided_at = (
+            ReviewTicket.Status.APPROVED,
+            actor,
+            now,
+        )
+    AuditEntry.objects.bulk_create(entries, batch_size=BULK_BATCH)
+
+    def announce() -> None:
+        for version_id in version_ids:
+            contract_published.send(sender=ContractVersion, version_id=version_id)
+        _notify_proposers(ticket_ids)
+
+    transaction.on_commit(announce)
+
+
+@transaction.atomic
 def review_reject(
     *, ticket: ReviewTicket, reviewer: User, reason: str, seen: ProposalSeen
 ) -> ReviewTicket:
@@ -595,8 +692,19 @@ def _proposal_closed(
     )
 
 
+def _notify_proposers(ticket_ids: list[int]) -> None:
+    """``_notify_proposer`` for many tickets, read in one query."""
+    for ticket in ReviewTicket.objects.select_related("tool", "proposer", "decided_by").filter(
+        pk__in=ticket_ids, proposer__isnull=False
+    ):
+        _proposer_tell(ticket)
+
+
 def _notify_proposer(ticket_id: int) -> None:
-    ticket = ReviewTicket.objects.select_related("tool", "proposer").get(pk=ticket_id)
+    _proposer_tell(ReviewTicket.objects.select_related("tool", "proposer").get(pk=ticket_id))
+
+
+def _proposer_tell(ticket: ReviewTicket) -> None:
     if ticket.proposer and ticket.proposer.email:
         reason = f"\nReason: {ticket.reason}" if ticket.reason else ""
         _send(

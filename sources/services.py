@@ -35,7 +35,7 @@ from registry.services import (
     tool_lock,
     tool_lock_or_create,
 )
-from registry.validation import ContractInvalid, RegistryContext, export_name
+from registry.validation import ContractInvalid, RegistryContext, export_clash, export_name
 from reviews.diff import contract_diff, widened_hints
 from reviews.models import AuditEntry, ReviewError, ReviewTicket
 from reviews.poisoning import INFORMATION_CODES
@@ -44,6 +44,7 @@ from reviews.services import (
     WIDENED_HINT_RISK,
     Proposal,
     contract_proposals_open,
+    contract_proposals_publish,
     contract_propose,
     contract_publish,
     reviewers_notify,
@@ -528,6 +529,7 @@ def _new_tools_write(
         )
     }
     planned: list[_NewTool] = []
+    exports: dict[str, str] = {}
     for declared in new:
         tool = existing.get(declared.name)
         if tool is not None and tool.owned:
@@ -541,38 +543,52 @@ def _new_tools_write(
         evidence = _evidence(server, report.server_info, declared, None, document, risk_evidence)
         try:
             normalised = contract_validate(document=document, context=context)
+            # Two new names exporting as one: the later is refused, as the tool's unique
+            # export name would refuse it, in the same words.
+            if other := exports.get(export_name(declared.name)):
+                raise ContractInvalid(declared.name, {"name": [export_clash(declared.name, other)]})
         except ContractInvalid as exc:
             report.refused[declared.local_name] = _refusal(exc)
             continue
-        # A later name exporting as this one is refused, as the tool's unique export name would.
-        context.tools.add(declared.name)
+        exports[export_name(declared.name)] = declared.name
         planned.append(_NewTool(declared, tool, normalised, evidence))
+    alarms = {
+        item.declared.name: sorted(
+            {str(flag["code"]) for flag in item.evidence["poisoning"]} - set(INFORMATION_CODES)
+        )
+        for item in planned
+    }
     try:
         with transaction.atomic():
             tickets = _new_tools_insert(server, planned)
+            # Trust on first use covers what nobody flagged; a flagged tool waits for a person.
+            trusted = [
+                ticket
+                for item, ticket in zip(planned, tickets, strict=True)
+                if approve and ticket is not None and not alarms[item.declared.name]
+            ]
+            contract_proposals_publish(
+                tickets=trusted, actor=actor, action=AuditEntry.Action.TRUSTED
+            )
     except IntegrityError:
-        opened: list[int] = []
+        retried: list[int] = []
         for item in planned:
-            opened += _declared_apply_one(
+            retried += _declared_apply_one(
                 server, item.declared, None, report, judged, approve, actor
             )
-        return opened
-    opened = []
+        return retried
+    opened: list[int] = []
     for item, ticket in zip(planned, tickets, strict=True):
-        alarms = [
-            flag for flag in item.evidence["poisoning"] if flag["code"] not in INFORMATION_CODES
-        ]
-        if approve and not alarms:
-            contract_publish(ticket=ticket, actor=actor, action=AuditEntry.Action.TRUSTED)
-            report.published.append(item.declared.name)
+        name = item.declared.name
+        if ticket is None:  # cannot happen: a new tool has no approved version to equal
+            report.refused[item.declared.local_name] = "nothing to propose"
+        elif ticket.status == ReviewTicket.Status.APPROVED:
+            report.published.append(name)
         elif approve:
-            # Trust on first use covers what nobody flagged; a flagged tool waits for a person.
-            report.flagged[item.declared.name] = ", ".join(
-                sorted({str(flag["code"]) for flag in alarms})
-            )
+            report.flagged[name] = ", ".join(alarms[name])
         else:
-            report.proposed.append(item.declared.name)
-        if ticket.status == ReviewTicket.Status.OPEN:
+            report.proposed.append(name)
+        if ticket is not None and ticket.status == ReviewTicket.Status.OPEN:
             opened.append(ticket.pk)
     return opened
 

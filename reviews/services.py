@@ -627,20 +627,23 @@ def reviewers_notify(*, ticket_ids: list[int], about: str) -> int:
     """One e-mail per reviewer listing the open tickets among ``ticket_ids`` that they review
     (``about`` says where they came from), instead of one e-mail per ticket. Call it after the
     tickets are committed. Returns the number of e-mails sent."""
-    tickets = ReviewTicket.objects.filter(
-        pk__in=ticket_ids, status=ReviewTicket.Status.OPEN
-    ).select_related("tool", "proposed__risk")
+    # Only what the lines say: a sync's thousand tickets carry evidence and contracts not read.
+    tickets = (
+        ReviewTicket.objects.filter(pk__in=ticket_ids, status=ReviewTicket.Status.OPEN)
+        .order_by("pk")
+        .values_list("pk", "kind", "approvals_required", "tool__name", "proposed__risk_id")
+    )
+    levels: dict[int, RiskLevel] = {}
     lines: dict[str, list[str]] = {}
     recipients_of: dict[int, list[str]] = {}
-    for ticket in tickets.order_by("pk"):
-        risk = ticket.proposed.risk
-        if risk.pk not in recipients_of:
-            recipients_of[risk.pk] = _reviewers_of(risk)
-        for recipient in recipients_of[risk.pk]:
+    for pk, kind, approvals_required, tool_name, risk_id in tickets:
+        if risk_id not in recipients_of:
+            levels[risk_id] = RiskLevel.objects.get(pk=risk_id)
+            recipients_of[risk_id] = _reviewers_of(levels[risk_id])
+        for recipient in recipients_of[risk_id]:
             lines.setdefault(recipient, []).append(
-                f"- {ticket.get_kind_display()} of {ticket.tool.name} ({risk.name} risk, "
-                f"{ticket.approvals_required} approval(s)): "
-                f"/admin/reviews/reviewticket/{ticket.pk}/change/"
+                f"- {ReviewTicket.Kind(kind).label} of {tool_name} ({levels[risk_id].name} risk, "
+                f"{approvals_required} approval(s)): /admin/reviews/reviewticket/{pk}/change/"
             )
     for recipient, listed in lines.items():
         _send(

@@ -8,7 +8,9 @@ host. The server is the tests' stand-in (``sources/tests/standin_server.py``) ov
 declaring generated tools; the figures are wall time (listing included), SQL queries, and with
 ``--memory`` the peak of Python memory allocated during the sync (tracemalloc, which slows
 Python down: times of that run are not comparable), for the first sync (every tool a
-new_tool proposal) and an unchanged resync (no write but the server's record).
+new_tool proposal), an unchanged resync (no write but the server's record) and, on a server
+whose tools were all approved, a resync where each changed its description (every tool a
+change proposal).
 
 The bulk floor is what the database needs for the first sync's rows alone: copies of the tools,
 versions, tickets, audit entries and declarations it wrote (under other names), inserted with
@@ -20,6 +22,7 @@ medians of the rounds, so the ratio holds on a busy machine.
 from __future__ import annotations
 
 import argparse
+import functools
 import json
 import statistics
 import sys
@@ -51,6 +54,13 @@ def measured(run: Callable[[], Any], *, memory: bool) -> tuple[float, int, float
     peak = tracemalloc.get_traced_memory()[1] / 2**20 if memory else float("nan")
     tracemalloc.stop()
     return elapsed, len(queries), peak, result
+
+
+def checked(run: Callable[[], Any], *, memory: bool) -> tuple[float, int, float]:
+    """``measured``, and the sync it measured (if any) went through."""
+    elapsed, queries, peak, report = measured(run, memory=memory)
+    assert report is None or report.outcome == "ok", report.error
+    return elapsed, queries, peak
 
 
 def floor_rows(server: Any, name: str) -> Callable[[], None]:
@@ -119,6 +129,18 @@ def floor_rows(server: Any, name: str) -> Callable[[], None]:
     return insert
 
 
+def definitions(count: int, words: str) -> list[dict[str, Any]]:
+    """The stand-in's generated tools, their descriptions ending in ``words``."""
+    return [
+        {
+            "name": f"tool_{index}",
+            "description": f"Look up record {index} {words}.",
+            "inputSchema": {"type": "object", "properties": {"id": {"type": "string"}}},
+        }
+        for index in range(count)
+    ]
+
+
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--tools", type=int, default=1000)
@@ -137,28 +159,35 @@ def main() -> None:
     from reviews.models import ReviewTicket
     from sources.services import mcp_server_add, mcp_server_sync
 
-    runs = ("first sync", "unchanged resync", "bulk floor")
+    runs = ("first sync", "unchanged resync", "bulk floor", "changed resync")
     figures: dict[str, list[tuple[float, int, float]]] = {run: [] for run in runs}
     with tempfile.TemporaryDirectory() as tmp:
-        spec = Path(tmp) / "tools.json"
-        spec.write_text(json.dumps({"tools": args.tools}))
         standin = ROOT / "sources/tests/standin_server.py"
         # Each round a server of its own (its tools all new), then the floor of its rows, back
-        # to back, so both meet the same load on a shared machine.
+        # to back, so both meet the same load on a shared machine; then every tool changed.
         for round_ in range(args.rounds):
+            spec = Path(tmp) / f"tools{round_}.json"
+            spec.write_text(json.dumps(definitions(args.tools, "by its id")))
             server = mcp_server_add(
                 name=f"bench{round_}", command=[sys.executable, str(standin), str(spec)]
             )
-            for run in runs[:2]:
-                elapsed, queries, peak, report = measured(
-                    lambda server=server: mcp_server_sync(server=server), memory=args.memory
-                )
-                assert report.outcome == "ok", report.error
-                figures[run].append((elapsed, queries, peak))
-            elapsed, queries, peak, _ = measured(
-                floor_rows(server, f"floor{round_}"), memory=args.memory
+            for run in runs[:3]:
+                if run == "bulk floor":
+                    measure = floor_rows(server, f"floor{round_}")
+                else:
+                    measure = functools.partial(mcp_server_sync, server=server)
+                figures[run].append(checked(measure, memory=args.memory))
+            # The same tools approved on another server (trust on first use, not measured),
+            # then each changed: every tool a change proposal.
+            spec = Path(tmp) / f"approved{round_}.json"
+            spec.write_text(json.dumps(definitions(args.tools, "by its id")))
+            approved = mcp_server_add(
+                name=f"approved{round_}", command=[sys.executable, str(standin), str(spec)]
             )
-            figures["bulk floor"].append((elapsed, queries, peak))
+            mcp_server_sync(server=approved, approve=True)
+            spec.write_text(json.dumps(definitions(args.tools, "by its id, newest first")))
+            measure = functools.partial(mcp_server_sync, server=approved)
+            figures["changed resync"].append(checked(measure, memory=args.memory))
         tickets = ReviewTicket.objects.count()
     print(
         f"MCP server with {args.tools:,} tools over stdio (PostgreSQL), "
@@ -170,7 +199,7 @@ def main() -> None:
         queries = max(row[1] for row in figures[run])
         peak = max(row[2] for row in figures[run])
         print(f"{run:<18} {median[run]:>8.2f} {queries:>8,} {peak:>8.1f}")
-    first, resync, floor = (median[run] for run in runs)
+    first, resync, floor, _changed = (median[run] for run in runs)
     print(f"first sync / bulk floor: {first / floor:.1f}x (target: within 5x)")
     # The resync is the listing and the server's record: what the first sync spends on
     # judging and writing is the difference.

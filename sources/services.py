@@ -413,14 +413,15 @@ def _changes_write(
     approve: bool,
     actor: User | None,
 ) -> list[int]:
-    """Every change of one listing, in the caller's transaction: new tools in bulk
-    (``_new_tools_write``), each change of a tool already declared in a savepoint of its own.
-    The ids of the tickets opened, for the digest."""
+    """Every change of one listing, in the caller's transaction: changes of tools already
+    declared (``_changes_of_declared_write``), then new tools (``_new_tools_write``), then
+    retirements. The ids of the tickets opened, for the digest."""
     report.declared = len(definitions)
     rows = {row.name: row for row in server.declared_tools.select_related("ticket")}
     seen: set[str] = set()
     judged = _Judged(risks=set(RiskLevel.objects.values_list("name", flat=True)))
     new: list[Declared] = []
+    changed: list[tuple[Declared, DeclaredTool]] = []
     tickets: list[int] = []  # reviewers hear of them in one digest, after the commit
     for definition in definitions:
         name = definition.get("name")
@@ -451,7 +452,8 @@ def _changes_write(
             else:
                 new.append(declared)
             continue
-        tickets += _declared_apply_one(server, declared, row, report, judged, approve, actor)
+        changed.append((declared, row))
+    tickets += _changes_of_declared_write(server, changed, report, judged, approve, actor)
     tickets += _new_tools_write(server, new, report, judged, approve=approve, actor=actor)
     for name, row in rows.items():
         if name not in seen and not row.gone:
@@ -459,6 +461,89 @@ def _changes_write(
                 opened = _declared_gone(row, report)
             tickets += [opened] if opened is not None else []
     return tickets
+
+
+def _changes_of_declared_write(
+    server: McpServer,
+    changed: list[tuple[Declared, DeclaredTool]],
+    report: SyncReport,
+    judged: _Judged,
+    approve: bool,
+    actor: User | None,
+) -> list[int]:
+    """Declarations that changed since the last sync. The common case, a change of a tool with
+    an approved version that keeps its server's definition and has no open ticket, is judged
+    one by one as ``_declared_apply`` judges it, then proposed in bulk
+    (``contract_proposals_open``), its declarations updated by one query. The rest (an open
+    ticket's proposal replaced, a tool never approved, a version stored before definitions were
+    kept) goes ``_declared_apply``'s way, each in a savepoint. The ids of the tickets opened."""
+    if not changed:
+        return []
+    labelled, context = judged.prepared()
+    tools = {
+        tool.pk: tool
+        for tool in Tool.objects.select_for_update(no_key=True, of=("self",))
+        .select_related("current_version__risk")
+        .filter(pk__in=[row.tool_id for _declared, row in changed])
+    }
+    ranks = dict(RiskLevel.objects.values_list("name", "rank"))
+    opened: list[int] = []
+    bulk: list[tuple[Declared, DeclaredTool, Proposal]] = []
+    for declared, row in changed:
+        tool = tools[row.tool_id]
+        approved = tool.current_version
+        ticket = row.ticket
+        open_ticket = (
+            ticket is not None
+            and ticket.tool_id == tool.pk
+            and ticket.status == ReviewTicket.Status.OPEN
+        )
+        if approved is None or approved.definition is None or open_ticket:
+            opened += _declared_apply_one(server, declared, row, report, judged, approve, actor)
+            continue
+        approved.tool = tool  # its document names it
+        declared = replace(declared, name=tool.name)
+        base = approved.document()
+        risk_evidence: dict[str, Any] = {}
+        risk = _changed_risk(approved, declared, labelled, judged.risks, risk_evidence, ranks)
+        document = declared_document(declared, approved=base, risk=risk)
+        evidence = _evidence(server, report.server_info, declared, base, document, risk_evidence)
+        try:
+            normalised = contract_validate(document=document, context=context)
+        except ContractInvalid as exc:
+            report.refused[declared.local_name] = _refusal(exc)
+            continue
+        proposal = Proposal(
+            tool=tool,
+            document=normalised,
+            evidence=evidence,
+            kind=ReviewTicket.Kind.CHANGE,
+            definition=declared.definition,
+        )
+        bulk.append((declared, row, proposal))
+    tickets = contract_proposals_open(
+        proposals=[proposal for _declared, _row, proposal in bulk],
+        author=None,
+        source=ContractVersion.Source.IMPORT,
+    )
+    now = timezone.now()
+    for (declared, row, _proposal), ticket in zip(bulk, tickets, strict=True):
+        if ticket is None:
+            report.unchanged += 1  # the approved contract and definition, declared again
+        else:
+            report.changed.append(declared.name)
+            opened.append(ticket.pk)
+        row.definition_hash = declared.pin
+        row.declared_hash = _declared_hash(declared)
+        row.gone = False
+        row.ticket = ticket
+        row.changed_at = now  # auto_now, which a bulk update does not set
+    DeclaredTool.objects.bulk_update(
+        [row for _declared, row, _proposal in bulk],
+        ["definition_hash", "declared_hash", "gone", "ticket", "changed_at"],
+        batch_size=BULK_BATCH,
+    )
+    return opened
 
 
 def _declared_apply_one(
@@ -874,12 +959,14 @@ def _changed_risk(
     labelled: list[PreparedLabel],
     risks: set[str],
     out: dict[str, Any],
+    ranks: dict[str, int] | None = None,
 ) -> str:
     """The risk a declared change is proposed at: the approved one, raised to what the words
     and hints of the new definition suggest when that is more than the approved definition's
     suggest (the change itself moved toward danger), and to at least WIDENED_HINT_RISK when a
     hint widens what the tool may do. Never lower: a reviewer lowers a risk, a server does not."""
-    ranks = dict(RiskLevel.objects.values_list("name", "rank"))
+    if ranks is None:
+        ranks = dict(RiskLevel.objects.values_list("name", "rank"))
     chosen = approved.risk.name
     widened = widened_hints(approved.annotations, declared.declared["annotations"])
     if widened and WIDENED_HINT_RISK in risks and ranks[WIDENED_HINT_RISK] > ranks[chosen]:

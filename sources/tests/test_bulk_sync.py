@@ -36,17 +36,28 @@ def many(db, settings, tmp_path, reviewer, second_reviewer):
 
 
 def batches(rows: int, *more: type) -> int:
-    """The bulk inserts of ``rows`` new tools (and ``more`` rows of these tables each): one per
-    table on PostgreSQL; on SQLite, which takes 999 parameters a statement, one per batch of as
-    many rows as fit."""
+    """The bulk inserts of ``rows`` new tools (and ``more`` rows of these tables each)."""
     tables = (Tool, ContractVersion, ReviewTicket, AuditEntry, DeclaredTool)
-    through = Application.enabled_tools.through
+    return batches_of(rows, (*tables, Application.enabled_tools.through, *more))
+
+
+def batches_of(rows: int, tables: tuple) -> int:
+    """Bulk inserts of ``rows`` rows in each of ``tables``: one per table on PostgreSQL; on
+    SQLite, which takes 999 parameters a statement, one per batch of as many rows as fit."""
     total = 0
-    for model in (*tables, through, *more):
+    for model in tables:
         fields = [field for field in model._meta.concrete_fields if not field.primary_key]
         size = min(BULK_BATCH, connection.ops.bulk_batch_size(fields, range(rows)))
         total += math.ceil(rows / size)
     return total
+
+
+def updates(rows: int) -> int:
+    """Statements updating ``rows`` declarations' five fields by ``bulk_update`` (with their
+    primary keys, as Django counts them)."""
+    fields = ["pk", "pk"] + ["field"] * 5
+    size = min(BULK_BATCH, connection.ops.bulk_batch_size(fields, range(rows)))
+    return math.ceil(rows / size)
 
 
 def synced(server: McpServer, **kwargs) -> tuple[services.SyncReport, int]:
@@ -149,3 +160,46 @@ def test_two_new_names_exporting_as_one_leave_the_second_refused(db, tools_file)
     assert list(report.refused) == ["aa._y"]
     assert "acme.aa_.y" in report.refused["aa._y"]
     assert ReviewTicket.objects.count() == 1
+
+
+def test_a_resync_changing_50_tools_or_200_costs_the_same_queries(many, tmp_path, tools_file):
+    servers = {}
+    for name, count in (("small", 50), ("large", 200)):
+        path = tmp_path / f"{name}-tools.json"
+        path.write_text(
+            json.dumps(
+                [
+                    {**GREET, "name": f"t{i}", "description": f"Greet guest {i}."}
+                    for i in range(count)
+                ]
+            )
+        )
+        servers[name] = mcp_server_add(name=name, command=[sys.executable, STANDIN, str(path)])
+        synced(servers[name], approve=True)
+        path.write_text(
+            json.dumps(
+                [
+                    {**GREET, "name": f"t{i}", "description": f"Greet visitor {i} warmly."}
+                    for i in range(count)
+                ]
+            )
+        )
+
+    small, small_queries = synced(servers["small"])
+    large, large_queries = synced(servers["large"])
+
+    assert (len(small.changed), len(large.changed)) == (50, 200)
+    # Each change: a version, a ticket and its audit entry; the declarations updated in one
+    # statement a batch.
+    tables = (ContractVersion, ReviewTicket, AuditEntry)
+    grown = batches_of(200, tables) - batches_of(50, tables)
+    assert large_queries - small_queries == grown + updates(200) - updates(50)
+    tickets = ReviewTicket.objects.filter(kind=ReviewTicket.Kind.CHANGE)
+    assert tickets.filter(status=ReviewTicket.Status.OPEN).count() == 250
+    ticket = tickets.select_related("proposed", "base").get(tool__name="large.t7")
+    assert ticket.proposed.number == 2 and ticket.base.number == 1
+    assert ticket.proposed.description == "Greet visitor 7 warmly."
+    assert ticket.evidence["compatibility"]
+    row = DeclaredTool.objects.get(server=servers["large"], name="t7")
+    assert row.ticket == ticket and row.definition_hash == ticket.proposed.definition_hash
+    assert mcp_server_sync(server=servers["large"]).unchanged == 200  # recorded as seen

@@ -1,10 +1,13 @@
 """Writes for MCP servers: adding one, its beat schedule, and syncing what it declares.
 
 A sync lists the server's tools first (``sources.client``, outside any transaction: a slow
-server holds no lock), then writes tool by tool, each in a savepoint, through the review
+server holds no lock), then writes the listing's changes in one transaction through the review
 services, so every proposal meets the same validation, poisoning checks and approvals as any
-other. A tool declared as the registry last saw it costs no write at all; a server that
-cannot be listed changes nothing but its own record.
+other: each tool is judged alone (a refused tool loses no other), then new tools and changes of
+approved tools are written in bulk, in a number of queries that does not grow with them, and
+the rarer cases tool by tool, each in a savepoint. A tool declared as the registry last saw it
+costs no write at all; a server that cannot be listed changes nothing but its own record.
+Reviewers get one e-mail a sync, once it has committed.
 """
 
 import hashlib
@@ -473,18 +476,21 @@ def _changes_of_declared_write(
 ) -> list[int]:
     """Declarations that changed since the last sync. The common case, a change of a tool with
     an approved version that keeps its server's definition and has no open ticket, is judged
-    one by one as ``_declared_apply`` judges it, then proposed in bulk
-    (``contract_proposals_open``), its declarations updated by one query. The rest (an open
-    ticket's proposal replaced, a tool never approved, a version stored before definitions were
-    kept) goes ``_declared_apply``'s way, each in a savepoint. The ids of the tickets opened."""
+    one by one as ``_declared_apply`` judges it (before its tool is locked), then proposed in
+    bulk (``contract_proposals_open``), its declarations updated by one query. The rest (an
+    open ticket's proposal replaced, a tool never approved, a version stored before definitions
+    were kept) goes ``_declared_apply``'s way, each in a savepoint. The ids of the tickets
+    opened."""
     if not changed:
         return []
     labelled, context = judged.prepared()
+    # Read without a lock: the judging takes milliseconds a tool, and other writers (reviewers,
+    # ingest) must not wait on a whole listing's tools meanwhile. Locked once judged, below.
     tools = {
         tool.pk: tool
-        for tool in Tool.objects.select_for_update(no_key=True, of=("self",))
-        .select_related("current_version__risk")
-        .filter(pk__in=[row.tool_id for _declared, row in changed])
+        for tool in Tool.objects.select_related("current_version__risk").filter(
+            pk__in=[row.tool_id for _declared, row in changed]
+        )
     }
     ranks = dict(RiskLevel.objects.values_list("name", "rank"))
     opened: list[int] = []
@@ -521,6 +527,20 @@ def _changes_of_declared_write(
             definition=declared.definition,
         )
         bulk.append((declared, row, proposal))
+    # A tool published meanwhile was judged against a version no longer current: it is judged
+    # again, alone, under its lock.
+    current = dict(
+        Tool.objects.select_for_update(no_key=True)
+        .filter(pk__in=[proposal.tool.pk for _declared, _row, proposal in bulk])
+        .values_list("pk", "current_version_id")
+    )
+    kept = []
+    for declared, row, proposal in bulk:
+        if current[proposal.tool.pk] == proposal.tool.current_version_id:
+            kept.append((declared, row, proposal))
+        else:
+            opened += _declared_apply_one(server, declared, row, report, judged, approve, actor)
+    bulk = kept
     tickets = contract_proposals_open(
         proposals=[proposal for _declared, _row, proposal in bulk],
         author=None,

@@ -11,7 +11,7 @@ from django.test.utils import CaptureQueriesContext
 
 from registry.models import Application, ContractVersion, RiskLevel, Tool
 from reviews.models import AuditEntry, ReviewTicket
-from reviews.services import BULK_BATCH
+from reviews.services import BULK_BATCH, contract_propose, contract_publish
 from sources import services
 from sources.models import DeclaredTool, McpServer
 from sources.services import mcp_server_add, mcp_server_sync
@@ -243,3 +243,34 @@ def test_a_change_in_bulk_writes_what_a_change_alone_writes(db, tmp_path, monkey
     greet = written("qqa.greet", change)
     assert greet["version"][3] == "high"  # readOnlyHint dropped: the hint widened
     assert greet["ticket"][3] == RiskLevel.objects.get(name="high").approvals_required
+
+
+def test_a_tool_published_while_the_sync_judged_it_is_judged_again_on_its_new_version(
+    db, tools_file, monkeypatch
+):
+    path = tools_file([GREET])
+    server = mcp_server_add(name="acme", command=[sys.executable, STANDIN, str(path)])
+    mcp_server_sync(server=server, approve=True)
+    tools_file([{**GREET, "description": "Say hello to someone by their name."}])
+    judging = services._evidence
+
+    def publishing_meanwhile(*args, **kwargs):
+        # A reviewer publishes another version of the tool while the sync judges it.
+        if not ContractVersion.objects.filter(number=2).exists():
+            approved = Tool.objects.get(name="acme.greet").current_version
+            ticket = contract_propose(
+                document={**approved.document(), "description": "Say hi."}, author=None
+            )
+            contract_publish(ticket=ticket, actor=None)
+        return judging(*args, **kwargs)
+
+    monkeypatch.setattr(services, "_evidence", publishing_meanwhile)
+    report = mcp_server_sync(server=server)
+
+    assert report.changed == ["acme.greet"]
+    ticket = ReviewTicket.objects.select_related("base", "proposed").get(
+        kind=ReviewTicket.Kind.CHANGE, status=ReviewTicket.Status.OPEN
+    )
+    assert (ticket.base.number, ticket.proposed.number) == (2, 3)
+    assert ticket.proposed.description == "Say hello to someone by their name."
+    assert not ticket.needs_rebase

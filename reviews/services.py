@@ -15,11 +15,13 @@ from django.contrib.auth.models import Group, User
 from django.core.exceptions import ValidationError
 from django.core.mail import send_mail
 from django.db import IntegrityError, transaction
+from django.db.models import Max, OuterRef, Subquery
 from django.utils import timezone
 
 from registry.contract import ContractDocument, proposal_of, with_defaults
 from registry.models import ContractVersion, RiskLevel, Tool, contract_hash
 from registry.pins import definition_hash
+from registry.revision import revision_bump
 from registry.services import (
     PublishError,
     applications_save,
@@ -34,6 +36,7 @@ from registry.services import (
     tool_lock_or_create,
     vocabulary_save,
 )
+from registry.signals import contract_published
 from registry.validation import ContractInvalid, RegistryContext
 
 from .diff import ContractDiff, contract_diff, needs_person, widened_hints
@@ -91,20 +94,142 @@ def contract_propose(
 WIDENED_HINT_RISK = "high"
 
 
-def ticket_risk(*, base: ContractVersion | None, proposed: ContractVersion) -> RiskLevel:
+def ticket_risk(
+    *,
+    base: ContractVersion | None,
+    proposed: ContractVersion,
+    levels: dict[str, RiskLevel] | None = None,
+) -> RiskLevel:
     """The risk a ticket is judged at, and so the approvals it needs: the higher of the approved
     and the proposed version's, and at least WIDENED_HINT_RISK when the proposal widens what
-    its annotations say the tool may do (``reviews.diff.widened_hints``)."""
+    its annotations say the tool may do (``reviews.diff.widened_hints``). ``levels`` (every
+    risk level by name, read once by a caller judging many tickets) spares a query."""
     candidates = [proposed.risk] if base is None else [proposed.risk, base.risk]
     if base is not None and widened_hints(base.annotations, proposed.annotations):
-        candidates += RiskLevel.objects.filter(name=WIDENED_HINT_RISK)
+        if levels is None:
+            candidates += RiskLevel.objects.filter(name=WIDENED_HINT_RISK)
+        elif WIDENED_HINT_RISK in levels:
+            candidates.append(levels[WIDENED_HINT_RISK])
     return max(candidates, key=lambda risk: (risk.rank, risk.approvals_required))
 
 
-def ticket_approvals_required(*, base: ContractVersion | None, proposed: ContractVersion) -> int:
+def ticket_approvals_required(
+    *,
+    base: ContractVersion | None,
+    proposed: ContractVersion,
+    levels: dict[str, RiskLevel] | None = None,
+) -> int:
     """How many approvals a ticket proposing ``proposed`` over ``base`` needs: those of the
     risk it is judged at (``ticket_risk``)."""
-    return ticket_risk(base=base, proposed=proposed).approvals_required
+    return ticket_risk(base=base, proposed=proposed, levels=levels).approvals_required
+
+
+@dataclass(frozen=True)
+class Proposal:
+    """One proposal of ``contract_proposals_open``: a document checked by ``contract_validate``,
+    for a tool its caller holds locked (``tool_lock``), with the MCP ``definition`` its server
+    declared, if any."""
+
+    tool: Tool
+    document: ContractDocument
+    evidence: TicketEvidence
+    kind: str
+    definition: dict[str, Any] | None = None
+
+
+# Rows a bulk insert sends at once: far below PostgreSQL's 65,535 parameters for the widest row.
+BULK_BATCH = 500
+
+
+@transaction.atomic
+def contract_proposals_open(
+    *, proposals: list[Proposal], author: User | None, source: str
+) -> list[ReviewTicket | None]:
+    """``contract_propose`` (with ``notify=False``) for many tools at once, in a number of
+    queries that does not grow with them: the versions, tickets and audit entries are each
+    written by one bulk insert (per BULK_BATCH rows). Each tool appears once. The ticket of
+    each proposal, in order; None where the document and the definition equal the tool's
+    approved version (nothing to propose)."""
+    if not proposals:
+        return []
+    levels = {level.name: level for level in RiskLevel.objects.all()}
+    tool_ids = [proposal.tool.pk for proposal in proposals]
+    # One aggregate for every tool's last number (the ordering cleared, or it joins the GROUP BY).
+    last_numbers = dict(
+        ContractVersion.objects.filter(tool_id__in=tool_ids)
+        .order_by()
+        .values("tool_id")
+        .annotate(last=Max("number"))
+        .values_list("tool_id", "last")
+    )
+    current_ids = [p.tool.current_version_id for p in proposals if p.tool.current_version_id]
+    bases = ContractVersion.objects.select_related("risk").in_bulk(current_ids)
+    versions: list[ContractVersion] = []
+    written: list[tuple[Proposal, ContractVersion]] = []
+    for proposal in proposals:
+        base = bases.get(proposal.tool.current_version_id or 0)
+        version = _version_of(proposal, base, levels, author, source)
+        version.number = (last_numbers.get(proposal.tool.pk) or 0) + 1
+        if (
+            base is not None
+            and base.content_hash == version.content_hash
+            and base.definition_hash == version.definition_hash
+        ):
+            continue
+        versions.append(version)
+        written.append((proposal, version))
+    ContractVersion.objects.bulk_create(versions, batch_size=BULK_BATCH)
+    tickets = [
+        ReviewTicket(
+            tool=proposal.tool,
+            base=version.based_on,
+            proposed=version,
+            kind=proposal.kind,
+            evidence=proposal.evidence,
+            approvals_required=ticket_approvals_required(
+                base=version.based_on, proposed=version, levels=levels
+            ),
+            proposer=author,
+        )
+        for proposal, version in written
+    ]
+    ReviewTicket.objects.bulk_create(tickets, batch_size=BULK_BATCH)
+    AuditEntry.objects.bulk_create(
+        [
+            _audit_entry(AuditEntry.Action.PROPOSED, actor=author, ticket=ticket, version=version)
+            for ticket, (_proposal, version) in zip(tickets, written, strict=True)
+        ],
+        batch_size=BULK_BATCH,
+    )
+    opened = {
+        id(proposal): ticket for ticket, (proposal, _version) in zip(tickets, written, strict=True)
+    }
+    return [opened.get(id(proposal)) for proposal in proposals]
+
+
+def _version_of(
+    proposal: Proposal,
+    base: ContractVersion | None,
+    levels: dict[str, RiskLevel],
+    author: User | None,
+    source: str,
+) -> ContractVersion:
+    """The unsaved version ``contract_version_create`` would write for ``proposal``."""
+    fields = with_defaults(proposal.document)
+    version = ContractVersion(
+        tool=proposal.tool,
+        status=ContractVersion.Status.PROPOSED,
+        source=source,
+        based_on=base,
+        author=author,
+        risk=levels[proposal.document["risk"]],
+        lifecycle=fields["status"],
+        **{name: fields[name] for name in ContractVersion.CONTRACT_FIELDS},
+    )
+    definition = proposal.definition
+    version.definition = base.definition if definition is None and base is not None else definition
+    version.content_hash = version.compute_hash()
+    return version
 
 
 def _proposal_set(ticket: ReviewTicket, version: ContractVersion) -> None:
@@ -271,6 +396,101 @@ def contract_publish(
 
 
 @transaction.atomic
+def contract_proposals_publish(
+    *,
+    tickets: list[ReviewTicket],
+    actor: User | None,
+    action: str = AuditEntry.Action.PUBLISHED,
+) -> None:
+    """``contract_publish`` for many tickets of distinct tools at once, all or nothing, in a
+    number of queries that does not grow with them: each ticket is claimed while it still
+    proposes the version its caller read, each proposal must still be based on its tool's
+    current version, and the revision moves once. Publications are announced after the commit
+    (``contract_published``), one per version, as ever; ``tickets`` are updated in place."""
+    if not tickets:
+        return
+    tool_ids = [ticket.tool_id for ticket in tickets]
+    tools = {
+        tool.pk: tool
+        for tool in Tool.objects.select_for_update(no_key=True, of=("self",))
+        .select_related("current_version")
+        .filter(pk__in=tool_ids)
+    }
+    claimable = set(
+        ReviewTicket.objects.select_for_update()
+        .filter(
+            pk__in=[ticket.pk for ticket in tickets],
+            status=ReviewTicket.Status.OPEN,
+            needs_rebase=False,
+        )
+        .values_list("pk", "proposed_id")
+    )
+    for ticket in tickets:
+        if (ticket.pk, ticket.proposed_id) not in claimable:
+            raise ReviewError(f"Ticket #{ticket.pk} can no longer be published.")
+        if ticket.base_id != tools[ticket.tool_id].current_version_id:
+            raise ReviewError(
+                f"Ticket #{ticket.pk} cannot be published: it is based on a superseded version: "
+                "rebase it first."
+            )
+    now = timezone.now()
+    ticket_ids = [ticket.pk for ticket in tickets]
+    version_ids = [ticket.proposed_id for ticket in tickets]
+    ReviewTicket.objects.filter(pk__in=ticket_ids).update(
+        status=ReviewTicket.Status.APPROVED, decided_by=actor, decided_at=now
+    )
+    ContractVersion.objects.filter(
+        tool_id__in=tool_ids, status=ContractVersion.Status.APPROVED
+    ).update(status=ContractVersion.Status.SUPERSEDED)
+    published = ContractVersion.objects.filter(
+        pk__in=version_ids, status=ContractVersion.Status.PROPOSED
+    ).update(status=ContractVersion.Status.APPROVED, approved_at=now)
+    if published != len(version_ids):
+        raise ReviewError("A proposal to publish is no longer a proposal.")
+    # Each tool takes its one approved version (the partial unique index finds it) and its
+    # lifecycle, in one statement rather than a CASE per row.
+    approved = ContractVersion.objects.filter(
+        tool=OuterRef("pk"), status=ContractVersion.Status.APPROVED
+    )
+    Tool.objects.filter(pk__in=tool_ids).update(
+        current_version=Subquery(approved.values("pk")[:1]),
+        lifecycle=Subquery(approved.values("lifecycle")[:1]),
+    )
+    revision_bump()
+    # Proposals written against the versions just superseded must be rebased before approval.
+    ReviewTicket.objects.filter(tool_id__in=tool_ids, status=ReviewTicket.Status.OPEN).exclude(
+        pk__in=ticket_ids
+    ).update(needs_rebase=True)
+    entries = []
+    for ticket in tickets:
+        previous = tools[ticket.tool_id].current_version
+        ticket.proposed.status = ContractVersion.Status.APPROVED
+        ticket.proposed.approved_at = now
+        entries.append(
+            _audit_entry(
+                action,
+                actor=actor,
+                ticket=ticket,
+                version=ticket.proposed,
+                before_hash=previous.content_hash if previous else "",
+            )
+        )
+        ticket.status, ticket.decided_by, ticket.decided_at = (
+            ReviewTicket.Status.APPROVED,
+            actor,
+            now,
+        )
+    AuditEntry.objects.bulk_create(entries, batch_size=BULK_BATCH)
+
+    def announce() -> None:
+        for version_id in version_ids:
+            contract_published.send(sender=ContractVersion, version_id=version_id)
+        _notify_proposers(ticket_ids)
+
+    transaction.on_commit(announce)
+
+
+@transaction.atomic
 def review_reject(
     *, ticket: ReviewTicket, reviewer: User, reason: str, seen: ProposalSeen
 ) -> ReviewTicket:
@@ -349,10 +569,27 @@ def audit_record(
     before_hash: str | None = None,
     detail: dict[str, Any] | None = None,
 ) -> AuditEntry:
-    """The one writer of audit entries (they are append-only)."""
+    """The one writer of audit entries (they are append-only; ``contract_proposals_open``
+    inserts the entries ``_audit_entry`` makes in bulk)."""
+    entry = _audit_entry(
+        action, actor=actor, ticket=ticket, version=version, before_hash=before_hash, detail=detail
+    )
+    entry.save()
+    return entry
+
+
+def _audit_entry(
+    action: str,
+    *,
+    actor: User | None,
+    ticket: ReviewTicket | None,
+    version: ContractVersion,
+    before_hash: str | None = None,
+    detail: dict[str, Any] | None = None,
+) -> AuditEntry:
     if before_hash is None:
         before_hash = version.based_on.content_hash if version.based_on else ""
-    return AuditEntry.objects.create(
+    return AuditEntry(
         actor=actor,
         action=action,
         tool_id=version.tool_id,
@@ -390,20 +627,23 @@ def reviewers_notify(*, ticket_ids: list[int], about: str) -> int:
     """One e-mail per reviewer listing the open tickets among ``ticket_ids`` that they review
     (``about`` says where they came from), instead of one e-mail per ticket. Call it after the
     tickets are committed. Returns the number of e-mails sent."""
-    tickets = ReviewTicket.objects.filter(
-        pk__in=ticket_ids, status=ReviewTicket.Status.OPEN
-    ).select_related("tool", "proposed__risk")
+    # Only what the lines say: a sync's thousand tickets carry evidence and contracts not read.
+    tickets = (
+        ReviewTicket.objects.filter(pk__in=ticket_ids, status=ReviewTicket.Status.OPEN)
+        .order_by("pk")
+        .values_list("pk", "kind", "approvals_required", "tool__name", "proposed__risk_id")
+    )
+    levels: dict[int, RiskLevel] = {}
     lines: dict[str, list[str]] = {}
     recipients_of: dict[int, list[str]] = {}
-    for ticket in tickets.order_by("pk"):
-        risk = ticket.proposed.risk
-        if risk.pk not in recipients_of:
-            recipients_of[risk.pk] = _reviewers_of(risk)
-        for recipient in recipients_of[risk.pk]:
+    for pk, kind, approvals_required, tool_name, risk_id in tickets:
+        if risk_id not in recipients_of:
+            levels[risk_id] = RiskLevel.objects.get(pk=risk_id)
+            recipients_of[risk_id] = _reviewers_of(levels[risk_id])
+        for recipient in recipients_of[risk_id]:
             lines.setdefault(recipient, []).append(
-                f"- {ticket.get_kind_display()} of {ticket.tool.name} ({risk.name} risk, "
-                f"{ticket.approvals_required} approval(s)): "
-                f"/admin/reviews/reviewticket/{ticket.pk}/change/"
+                f"- {ReviewTicket.Kind(kind).label} of {tool_name} ({levels[risk_id].name} risk, "
+                f"{approvals_required} approval(s)): /admin/reviews/reviewticket/{pk}/change/"
             )
     for recipient, listed in lines.items():
         _send(
@@ -455,8 +695,19 @@ def _proposal_closed(
     )
 
 
+def _notify_proposers(ticket_ids: list[int]) -> None:
+    """``_notify_proposer`` for many tickets, read in one query."""
+    for ticket in ReviewTicket.objects.select_related("tool", "proposer", "decided_by").filter(
+        pk__in=ticket_ids, proposer__isnull=False
+    ):
+        _proposer_tell(ticket)
+
+
 def _notify_proposer(ticket_id: int) -> None:
-    ticket = ReviewTicket.objects.select_related("tool", "proposer").get(pk=ticket_id)
+    _proposer_tell(ReviewTicket.objects.select_related("tool", "proposer").get(pk=ticket_id))
+
+
+def _proposer_tell(ticket: ReviewTicket) -> None:
     if ticket.proposer and ticket.proposer.email:
         reason = f"\nReason: {ticket.reason}" if ticket.reason else ""
         _send(

@@ -1,10 +1,13 @@
 """Writes for MCP servers: adding one, its beat schedule, and syncing what it declares.
 
 A sync lists the server's tools first (``sources.client``, outside any transaction: a slow
-server holds no lock), then writes tool by tool, each in a savepoint, through the review
+server holds no lock), then writes the listing's changes in one transaction through the review
 services, so every proposal meets the same validation, poisoning checks and approvals as any
-other. A tool declared as the registry last saw it costs no write at all; a server that
-cannot be listed changes nothing but its own record.
+other: each tool is judged alone (a refused tool loses no other), then new tools and changes of
+approved tools are written in bulk, in a number of queries that does not grow with them, and
+the rarer cases tool by tool, each in a savepoint. A tool declared as the registry last saw it
+costs no write at all; a server that cannot be listed changes nothing but its own record.
+Reviewers get one e-mail a sync, once it has committed.
 """
 
 import hashlib
@@ -18,24 +21,33 @@ from typing import Any, cast
 
 from django.conf import settings
 from django.contrib.auth.models import User
-from django.db import transaction
-from django.db.models import Q
+from django.db import IntegrityError, transaction
+from django.db.models import Exists, OuterRef, Q
 from django.utils import timezone
 from django_celery_beat.models import IntervalSchedule, PeriodicTask
 
 from learning.risk import PreparedLabel, arguments_of, prepare_labels, suggest_risk
 from learning.selectors import risk_labels, risk_lexicon
 from learning.shapes import SyncRecord
-from registry.contract import with_defaults
+from registry.contract import ContractDocument, with_defaults
 from registry.models import Application, ContractVersion, RiskLevel, Tool, contract_hash
 from registry.selectors import registry_context
-from registry.services import contract_version_definition_record, tool_lock, tool_lock_or_create
-from registry.validation import ContractInvalid, RegistryContext
+from registry.services import (
+    contract_validate,
+    contract_version_definition_record,
+    tool_lock,
+    tool_lock_or_create,
+)
+from registry.validation import ContractInvalid, RegistryContext, export_clash, export_name
 from reviews.diff import contract_diff, widened_hints
 from reviews.models import AuditEntry, ReviewError, ReviewTicket
 from reviews.poisoning import INFORMATION_CODES
 from reviews.services import (
+    BULK_BATCH,
     WIDENED_HINT_RISK,
+    Proposal,
+    contract_proposals_open,
+    contract_proposals_publish,
     contract_propose,
     contract_publish,
     reviewers_notify,
@@ -374,14 +386,46 @@ def _apply(
     approve: bool,
     actor: User | None,
 ) -> None:
+    with transaction.atomic():
+        tickets = _changes_write(server, definitions, report, approve=approve, actor=actor)
+    if tickets:
+        # Once the listing's changes are committed: one e-mail per reviewer for all of them.
+        reviewers_notify(ticket_ids=tickets, about=f"MCP server {server.name}")
+
+
+@dataclass
+class _Judged:
+    """What the sync read and judged once for a whole listing."""
+
+    risks: set[str]
+    labelled: list[PreparedLabel] | None = None
+    context: RegistryContext | None = None  # read once: declared tools name no dependencies
+
+    def prepared(self) -> tuple[list[PreparedLabel], RegistryContext]:
+        if self.labelled is None:
+            self.labelled = prepare_labels(risk_labels(), risk_lexicon())
+        self.context = self.context or registry_context()
+        return self.labelled, self.context
+
+
+def _changes_write(
+    server: McpServer,
+    definitions: list[dict[str, Any]],
+    report: SyncReport,
+    *,
+    approve: bool,
+    actor: User | None,
+) -> list[int]:
+    """Every change of one listing, in the caller's transaction: changes of tools already
+    declared (``_changes_of_declared_write``), then new tools (``_new_tools_write``), then
+    retirements. The ids of the tickets opened, for the digest."""
     report.declared = len(definitions)
     rows = {row.name: row for row in server.declared_tools.select_related("ticket")}
     seen: set[str] = set()
-    labelled: list[PreparedLabel] | None = None
-    risks = set(RiskLevel.objects.values_list("name", flat=True))
-    context: RegistryContext | None = None  # read once: declared tools name no dependencies
-    new_tools = 0
-    tickets: list[int] = []  # reviewers hear of them in one digest, after the writes
+    judged = _Judged(risks=set(RiskLevel.objects.values_list("name", flat=True)))
+    new: list[Declared] = []
+    changed: list[tuple[Declared, DeclaredTool]] = []
+    tickets: list[int] = []  # reviewers hear of them in one digest, after the commit
     for definition in definitions:
         name = definition.get("name")
         if isinstance(name, str) and name in seen:
@@ -406,37 +450,294 @@ def _apply(
             report.unchanged += 1  # what the registry last saw: nothing to write
             continue
         if row is None:
-            if new_tools >= settings.MCP_MAX_NEW_TOOLS_PER_SYNC:
+            if len(new) >= settings.MCP_MAX_NEW_TOOLS_PER_SYNC:
                 report.deferred.append(declared.name)
-                continue
-            new_tools += 1
-        if labelled is None:
-            labelled = prepare_labels(risk_labels(), risk_lexicon())
-        context = context or registry_context()
-        try:
-            with transaction.atomic():
-                opened = _declared_apply(
-                    server,
-                    declared,
-                    row,
-                    report,
-                    labelled or [],
-                    risks,
-                    context,
-                    approve=approve,
-                    actor=actor,
-                )
-        except (ContractInvalid, Refused, ReviewError) as exc:
-            report.refused[declared.local_name] = _refusal(exc)
-        else:
-            tickets += [opened] if opened is not None else []
+            else:
+                new.append(declared)
+            continue
+        changed.append((declared, row))
+    tickets += _changes_of_declared_write(server, changed, report, judged, approve, actor)
+    tickets += _new_tools_write(server, new, report, judged, approve=approve, actor=actor)
     for name, row in rows.items():
         if name not in seen and not row.gone:
             with transaction.atomic():
                 opened = _declared_gone(row, report)
             tickets += [opened] if opened is not None else []
-    if tickets:
-        reviewers_notify(ticket_ids=tickets, about=f"MCP server {server.name}")
+    return tickets
+
+
+def _changes_of_declared_write(
+    server: McpServer,
+    changed: list[tuple[Declared, DeclaredTool]],
+    report: SyncReport,
+    judged: _Judged,
+    approve: bool,
+    actor: User | None,
+) -> list[int]:
+    """Declarations that changed since the last sync. The common case, a change of a tool with
+    an approved version that keeps its server's definition and has no open ticket, is judged
+    one by one as ``_declared_apply`` judges it (before its tool is locked), then proposed in
+    bulk (``contract_proposals_open``), its declarations updated by one query. The rest (an
+    open ticket's proposal replaced, a tool never approved, a version stored before definitions
+    were kept) goes ``_declared_apply``'s way, each in a savepoint. The ids of the tickets
+    opened."""
+    if not changed:
+        return []
+    labelled, context = judged.prepared()
+    # Read without a lock: the judging takes milliseconds a tool, and other writers (reviewers,
+    # ingest) must not wait on a whole listing's tools meanwhile. Locked once judged, below.
+    tools = {
+        tool.pk: tool
+        for tool in Tool.objects.select_related("current_version__risk").filter(
+            pk__in=[row.tool_id for _declared, row in changed]
+        )
+    }
+    ranks = dict(RiskLevel.objects.values_list("name", "rank"))
+    opened: list[int] = []
+    bulk: list[tuple[Declared, DeclaredTool, Proposal]] = []
+    for declared, row in changed:
+        tool = tools[row.tool_id]
+        approved = tool.current_version
+        ticket = row.ticket
+        open_ticket = (
+            ticket is not None
+            and ticket.tool_id == tool.pk
+            and ticket.status == ReviewTicket.Status.OPEN
+        )
+        if approved is None or approved.definition is None or open_ticket:
+            opened += _declared_apply_one(server, declared, row, report, judged, approve, actor)
+            continue
+        approved.tool = tool  # its document names it
+        declared = replace(declared, name=tool.name)
+        base = approved.document()
+        risk_evidence: dict[str, Any] = {}
+        risk = _changed_risk(approved, declared, labelled, judged.risks, risk_evidence, ranks)
+        document = declared_document(declared, approved=base, risk=risk)
+        evidence = _evidence(server, report.server_info, declared, base, document, risk_evidence)
+        try:
+            normalised = contract_validate(document=document, context=context)
+        except ContractInvalid as exc:
+            report.refused[declared.local_name] = _refusal(exc)
+            continue
+        proposal = Proposal(
+            tool=tool,
+            document=normalised,
+            evidence=evidence,
+            kind=ReviewTicket.Kind.CHANGE,
+            definition=declared.definition,
+        )
+        bulk.append((declared, row, proposal))
+    # A tool published meanwhile was judged against a version no longer current: it is judged
+    # again, alone, under its lock.
+    current = dict(
+        Tool.objects.select_for_update(no_key=True)
+        .filter(pk__in=[proposal.tool.pk for _declared, _row, proposal in bulk])
+        .values_list("pk", "current_version_id")
+    )
+    kept = []
+    for declared, row, proposal in bulk:
+        if current[proposal.tool.pk] == proposal.tool.current_version_id:
+            kept.append((declared, row, proposal))
+        else:
+            opened += _declared_apply_one(server, declared, row, report, judged, approve, actor)
+    bulk = kept
+    tickets = contract_proposals_open(
+        proposals=[proposal for _declared, _row, proposal in bulk],
+        author=None,
+        source=ContractVersion.Source.IMPORT,
+    )
+    now = timezone.now()
+    for (declared, row, _proposal), ticket in zip(bulk, tickets, strict=True):
+        if ticket is None:
+            report.unchanged += 1  # the approved contract and definition, declared again
+        else:
+            report.changed.append(declared.name)
+            opened.append(ticket.pk)
+        row.definition_hash = declared.pin
+        row.declared_hash = _declared_hash(declared)
+        row.gone = False
+        row.ticket = ticket
+        row.changed_at = now  # auto_now, which a bulk update does not set
+    DeclaredTool.objects.bulk_update(
+        [row for _declared, row, _proposal in bulk],
+        ["definition_hash", "declared_hash", "gone", "ticket", "changed_at"],
+        batch_size=BULK_BATCH,
+    )
+    return opened
+
+
+def _declared_apply_one(
+    server: McpServer,
+    declared: Declared,
+    row: DeclaredTool | None,
+    report: SyncReport,
+    judged: _Judged,
+    approve: bool,
+    actor: User | None,
+) -> list[int]:
+    """One declared tool through ``_declared_apply``, in a savepoint: a refusal undoes its own
+    writes only. The id of the ticket it opened, if any."""
+    labelled, context = judged.prepared()
+    try:
+        with transaction.atomic():
+            opened = _declared_apply(
+                server,
+                declared,
+                row,
+                report,
+                labelled,
+                judged.risks,
+                context,
+                approve=approve,
+                actor=actor,
+            )
+    except (ContractInvalid, Refused, ReviewError) as exc:
+        report.refused[declared.local_name] = _refusal(exc)
+        return []
+    return [opened] if opened is not None else []
+
+
+@dataclass
+class _NewTool:
+    declared: Declared
+    tool: Tool | None  # None: created by the sync
+    document: ContractDocument
+    evidence: TicketEvidence
+
+
+def _new_tools_write(
+    server: McpServer,
+    new: list[Declared],
+    report: SyncReport,
+    judged: _Judged,
+    *,
+    approve: bool,
+    actor: User | None,
+) -> list[int]:
+    """Tools the server declares for the first time, judged one by one as ``_declared_apply``
+    judges them (names, risk, poisoning, validation), then written together: their tools,
+    versions, tickets, audit entries, applications and declarations, each by one bulk query, so
+    a first sync of a thousand tools costs the queries of one. A tool another transaction
+    creates meanwhile makes the bulk insert fail: then each tool goes the per-tool way, which
+    waits on the other's lock and refuses or proposes it as ever. The ids of the tickets
+    opened."""
+    if not new:
+        return []
+    labelled, context = judged.prepared()
+    existing = {
+        tool.name: tool
+        for tool in Tool.objects.select_for_update(no_key=True)
+        .filter(name__in=[declared.name for declared in new])
+        .annotate(
+            owned=Exists(DeclaredTool.objects.filter(tool=OuterRef("pk")))
+            | Exists(ContractVersion.objects.filter(tool=OuterRef("pk")))
+        )
+    }
+    planned: list[_NewTool] = []
+    exports: dict[str, str] = {}
+    for declared in new:
+        tool = existing.get(declared.name)
+        if tool is not None and tool.owned:
+            report.refused[declared.local_name] = (
+                f"the registry already has {declared.name} from another source"
+            )
+            continue
+        risk_evidence: dict[str, Any] = {}
+        risk = _suggested(declared, labelled, judged.risks, risk_evidence)
+        document = declared_document(declared, approved=None, risk=risk)
+        evidence = _evidence(server, report.server_info, declared, None, document, risk_evidence)
+        try:
+            normalised = contract_validate(document=document, context=context)
+            # Two new names exporting as one: the later is refused, as the tool's unique
+            # export name would refuse it, in the same words.
+            if other := exports.get(export_name(declared.name)):
+                raise ContractInvalid(declared.name, {"name": [export_clash(declared.name, other)]})
+        except ContractInvalid as exc:
+            report.refused[declared.local_name] = _refusal(exc)
+            continue
+        exports[export_name(declared.name)] = declared.name
+        planned.append(_NewTool(declared, tool, normalised, evidence))
+    alarms = {
+        item.declared.name: sorted(
+            {str(flag["code"]) for flag in item.evidence["poisoning"]} - set(INFORMATION_CODES)
+        )
+        for item in planned
+    }
+    try:
+        with transaction.atomic():
+            tickets = _new_tools_insert(server, planned)
+            # Trust on first use covers what nobody flagged; a flagged tool waits for a person.
+            trusted = [
+                ticket
+                for item, ticket in zip(planned, tickets, strict=True)
+                if approve and ticket is not None and not alarms[item.declared.name]
+            ]
+            contract_proposals_publish(
+                tickets=trusted, actor=actor, action=AuditEntry.Action.TRUSTED
+            )
+    except IntegrityError:
+        retried: list[int] = []
+        for item in planned:
+            retried += _declared_apply_one(
+                server, item.declared, None, report, judged, approve, actor
+            )
+        return retried
+    opened: list[int] = []
+    for item, ticket in zip(planned, tickets, strict=True):
+        name = item.declared.name
+        if ticket is None:  # cannot happen: a new tool has no approved version to equal
+            report.refused[item.declared.local_name] = "nothing to propose"
+        elif ticket.status == ReviewTicket.Status.APPROVED:
+            report.published.append(name)
+        elif approve:
+            report.flagged[name] = ", ".join(alarms[name])
+        else:
+            report.proposed.append(name)
+        if ticket is not None and ticket.status == ReviewTicket.Status.OPEN:
+            opened.append(ticket.pk)
+    return opened
+
+
+def _new_tools_insert(server: McpServer, planned: list[_NewTool]) -> list[ReviewTicket | None]:
+    """The rows of ``_new_tools_write``; one ticket per planned tool, in order."""
+    created = [
+        Tool(name=item.declared.name, export_name=export_name(item.declared.name))
+        for item in planned
+        if item.tool is None
+    ]
+    Tool.objects.bulk_create(created, batch_size=BULK_BATCH)
+    made = iter(created)
+    tools = [item.tool or next(made) for item in planned]
+    proposals = [
+        Proposal(
+            tool=tool,
+            document=item.document,
+            evidence=item.evidence,
+            kind=ReviewTicket.Kind.NEW_TOOL,
+            definition=item.declared.definition,
+        )
+        for item, tool in zip(planned, tools, strict=True)
+    ]
+    tickets = contract_proposals_open(
+        proposals=proposals, author=None, source=ContractVersion.Source.IMPORT
+    )
+    for application in server.applications.filter(all_tools=False):
+        application.enabled_tools.add(*tools)
+    DeclaredTool.objects.bulk_create(
+        [
+            DeclaredTool(
+                server=server,
+                name=item.declared.local_name,
+                tool=tool,
+                definition_hash=item.declared.pin,
+                declared_hash=_declared_hash(item.declared),
+                ticket=ticket,
+            )
+            for item, tool, ticket in zip(planned, tools, tickets, strict=True)
+        ],
+        batch_size=BULK_BATCH,
+    )
+    return tickets
 
 
 def _texts_check(definition: dict[str, Any]) -> None:
@@ -678,12 +979,14 @@ def _changed_risk(
     labelled: list[PreparedLabel],
     risks: set[str],
     out: dict[str, Any],
+    ranks: dict[str, int] | None = None,
 ) -> str:
     """The risk a declared change is proposed at: the approved one, raised to what the words
     and hints of the new definition suggest when that is more than the approved definition's
     suggest (the change itself moved toward danger), and to at least WIDENED_HINT_RISK when a
     hint widens what the tool may do. Never lower: a reviewer lowers a risk, a server does not."""
-    ranks = dict(RiskLevel.objects.values_list("name", "rank"))
+    if ranks is None:
+        ranks = dict(RiskLevel.objects.values_list("name", "rank"))
     chosen = approved.risk.name
     widened = widened_hints(approved.annotations, declared.declared["annotations"])
     if widened and WIDENED_HINT_RISK in risks and ranks[WIDENED_HINT_RISK] > ranks[chosen]:

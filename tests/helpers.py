@@ -1,8 +1,9 @@
 """Helpers the tests share (the fixtures are in the root ``conftest.py``; tests never import
 those by name): a valid contract document, an approved tool and a change ticket, a runtime's
 API client, an admin login, waiting for a worker, a database that fails. Beside this module:
-OpenTelemetry spans (``otel_spans``), test clients of the fast read path (``fast_client``),
-a private Redis server (``redis_server``)."""
+OpenTelemetry spans and the OTLP receiver's answers (``otel_spans``), the MCP servers tests
+run (``mcp``), test clients of the fast read path (``fast_client``), a private Redis server
+(``redis_server``), day partitions of the trace table (``partitions``)."""
 
 import time
 
@@ -19,6 +20,34 @@ from reviews.services import (
     registry_import,
     ticket_proposal_replace,
 )
+
+# RFC 8785, Appendix B: IEEE 754 doubles (hex) and their canonical text.
+APPENDIX_B = [
+    ("0000000000000000", "0"),
+    ("8000000000000000", "0"),
+    ("0000000000000001", "5e-324"),
+    ("8000000000000001", "-5e-324"),
+    ("7fefffffffffffff", "1.7976931348623157e+308"),
+    ("ffefffffffffffff", "-1.7976931348623157e+308"),
+    ("4340000000000000", "9007199254740992"),
+    ("c340000000000000", "-9007199254740992"),
+    ("4430000000000000", "295147905179352830000"),
+    ("44b52d02c7e14af5", "9.999999999999997e+22"),
+    ("44b52d02c7e14af6", "1e+23"),
+    ("44b52d02c7e14af7", "1.0000000000000001e+23"),
+    ("444b1ae4d6e2ef4e", "999999999999999700000"),
+    ("444b1ae4d6e2ef4f", "999999999999999900000"),
+    ("444b1ae4d6e2ef50", "1e+21"),
+    ("3eb0c6f7a0b5ed8c", "9.999999999999997e-7"),
+    ("3eb0c6f7a0b5ed8d", "0.000001"),
+    ("41b3de4355555553", "333333333.3333332"),
+    ("41b3de4355555554", "333333333.33333325"),
+    ("41b3de4355555555", "333333333.3333333"),
+    ("41b3de4355555556", "333333333.3333334"),
+    ("41b3de4355555557", "333333333.33333343"),
+    ("becbf647612f3696", "-0.0000033333333333333333"),
+    ("43143ff3c1cb0959", "1424953923781206.2"),
+]
 
 
 def contract(name: str = "calendar.find_events", **overrides) -> dict:

@@ -1,14 +1,23 @@
-"""Build OTLP spans for tests (protobuf messages, as an SDK would send them)."""
+"""Build OTLP spans for tests (protobuf messages, as an SDK would send them), post them to
+the receiver and read its answers."""
 
 from __future__ import annotations
 
 import json
+from datetime import timedelta
 from typing import Any
 
-from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
+from django.utils import timezone
+from google.rpc import status_pb2
+from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (
+    ExportTraceServiceRequest,
+    ExportTraceServiceResponse,
+)
 from opentelemetry.proto.common.v1.common_pb2 import AnyValue, KeyValue
 from opentelemetry.proto.trace.v1.trace_pb2 import Span, Status
 
+from learning.fold import traces_fold_pending
+from learning.otel_ingest import otel_traces_assemble
 from learning.otel_replay import export_request
 
 TRACE = bytes.fromhex("0af7651916cd43dd8448eb211c80319c")
@@ -92,3 +101,36 @@ def run():
         tool_call(2, "calendar.get_event", args={"event_id": "evt_9"},
                   result={"event_details": {"title": "Team sync"}}),
     ]  # fmt: skip
+
+
+URL = "/api/v1/otlp/v1/traces"
+PROTOBUF = "application/x-protobuf"
+
+
+def send(client, payload: bytes, *, content_type=PROTOBUF, **headers):
+    """POST an OTLP payload to the receiver."""
+    return client.generic("POST", URL, payload, content_type=content_type, **headers)
+
+
+def answer(response) -> ExportTraceServiceResponse:
+    """A successful answer, read."""
+    assert response.status_code == 200, response.content
+    assert response["Content-Type"] == PROTOBUF
+    return ExportTraceServiceResponse.FromString(response.content)
+
+
+def failure(response, status: int) -> status_pb2.Status:
+    """A failed answer of that status, read as the google.rpc.Status it must be."""
+    assert response.status_code == status, response.content
+    if response["Content-Type"] == PROTOBUF:
+        return status_pb2.Status.FromString(response.content)
+    data = json.loads(response.content)
+    return status_pb2.Status(code=data.get("code", 0), message=data.get("message", ""))
+
+
+def assemble():
+    """Assemble the ready traces, then the fold their commit queues (a test's transaction never
+    commits); how many traces were assembled."""
+    assembled = otel_traces_assemble(now=timezone.now() + timedelta(minutes=5))
+    traces_fold_pending()
+    return assembled

@@ -13,8 +13,8 @@ from registry.models import Application, ContractVersion
 from registry.pins import definition_hash
 from sources.mcp_registry import problems
 from sources.services import mcp_server_add, mcp_server_edit, mcp_server_sync
-from sources.tests.test_sync import GREET, STANDIN
 from tests.helpers import client_for
+from tests.mcp import GREET, STANDIN
 
 SEED = json.loads(
     (Path(__file__).parents[2] / "sources/tests/data/mcp_registry/seed.json").read_text()

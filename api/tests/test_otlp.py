@@ -12,44 +12,27 @@ from django.utils import timezone
 from google.rpc import status_pb2
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceResponse
 
-from learning.fold import traces_fold_pending
 from learning.models import CandidateVariable, OtelSpan, OtelTrace, SpanIntake, ToolStats, Trace
 from learning.otel_ingest import otel_traces_assemble
 from learning.otel_replay import request_as_json
 from registry.models import Application
 from tests.helpers import client_for
-from tests.otel_spans import TRACE, body, request, run, span, tool_call
+from tests.otel_spans import (
+    PROTOBUF,
+    TRACE,
+    answer,
+    assemble,
+    body,
+    failure,
+    request,
+    run,
+    send,
+    span,
+    tool_call,
+)
 
 pytestmark = pytest.mark.django_db
-URL = "/api/v1/otlp/v1/traces"
-PROTOBUF = "application/x-protobuf"
 TRACE_HEX = TRACE.hex()
-
-
-def send(client, payload: bytes, *, content_type=PROTOBUF, **headers):
-    return client.generic("POST", URL, payload, content_type=content_type, **headers)
-
-
-def answer(response) -> ExportTraceServiceResponse:
-    assert response.status_code == 200, response.content
-    assert response["Content-Type"] == PROTOBUF
-    return ExportTraceServiceResponse.FromString(response.content)
-
-
-def failure(response, status: int) -> status_pb2.Status:
-    assert response.status_code == status, response.content
-    if response["Content-Type"] == PROTOBUF:
-        return status_pb2.Status.FromString(response.content)
-    data = json.loads(response.content)
-    return status_pb2.Status(code=data.get("code", 0), message=data.get("message", ""))
-
-
-def assemble():
-    """Assemble the ready traces, then the fold their commit queues (a test's transaction never
-    commits); how many traces were assembled."""
-    assembled = otel_traces_assemble(now=timezone.now() + timedelta(minutes=5))
-    traces_fold_pending()
-    return assembled
 
 
 def stored() -> list[tuple]:

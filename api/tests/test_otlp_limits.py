@@ -12,13 +12,24 @@ from django.utils import timezone
 from kombu.exceptions import OperationalError as BrokerError
 
 from api.errors import error_message, exception_handler
-from api.tests.test_otlp import answer, assemble, failure, send
 from learning import otel_ingest
 from learning.models import OtelSpan, OtelTrace, ToolStats, Trace
 from learning.otel import SAME, SET
 from learning.selectors import trace_states_whole
 from learning.tasks import otel_traces_assemble as otel_ingest_task
-from tests.otel_spans import START, TRACE, agent, body, run, span, tool_call
+from tests.otel_spans import (
+    START,
+    TRACE,
+    agent,
+    answer,
+    assemble,
+    body,
+    failure,
+    run,
+    send,
+    span,
+    tool_call,
+)
 
 pytestmark = pytest.mark.django_db
 TRACE_HEX = TRACE.hex()

@@ -27,9 +27,9 @@ from registry.models import Application, RiskLevel, Tool
 from reviews.models import ReviewTicket
 from reviews.services import contract_propose, contract_publish
 from sources.services import mcp_server_add, mcp_server_sync
+from tests.mcp import EVERYTHING, STANDIN
 
 ROOT = Path(__file__).resolve().parents[2]
-STANDIN = str(ROOT / "sources/tests/standin_server.py")
 GREET = {
     "name": "greet",
     "description": "Say hello to someone by name.",
@@ -364,11 +364,6 @@ def test_it_calls_a_real_server_nobody_here_wrote(gateway_url):
     assert "Europe/Oslo" in result.content[0].text
     trace = wait_for(lambda: Trace.objects.filter(tool_name="clock.get_current_time").first())
     assert trace is not None and trace.application.name == "planner"
-
-
-EVERYTHING = (
-    ROOT / "tests/mcp_servers/node_modules/@modelcontextprotocol/server-everything/dist/index.js"
-)
 
 
 @pytest.fixture

@@ -24,11 +24,11 @@ from gateway.models import ApplicationSetting
 from learning.models import Trace
 from registry.models import Application
 from sources.services import mcp_server_add, mcp_server_sync
+from tests.mcp import STANDIN
 from tests.redis_server import free_port, needs_redis_server, redis_server
 
 ROOT = Path(__file__).resolve().parents[2]
 NGINX = shutil.which("nginx") or "/usr/sbin/nginx"
-STANDIN = str(ROOT / "sources/tests/standin_server.py")
 GREET = {
     "name": "greet",
     "description": "Say hello to someone by name.",

@@ -13,8 +13,7 @@ from reviews.services import (
     contract_proposals_publish,
     ticket_approvals_required,
 )
-from reviews.tests.factories import approved_tool, change_ticket
-from tests.helpers import contract
+from tests.helpers import approved_tool, change_ticket, contract
 
 pytestmark = pytest.mark.django_db
 

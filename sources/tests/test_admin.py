@@ -11,8 +11,7 @@ from reviews.models import ReviewTicket
 from sources.models import McpServer
 from sources.services import mcp_server_add
 from tests.helpers import wait_for
-
-from .test_sync import GREET, STANDIN
+from tests.mcp import GREET, STANDIN
 
 
 @pytest.fixture

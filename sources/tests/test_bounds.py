@@ -9,8 +9,7 @@ from reviews.models import AuditEntry, ReviewTicket
 from sources import services
 from sources.models import McpServer
 from sources.services import mcp_server_add, mcp_server_sync
-
-from .test_sync import GREET, STANDIN
+from tests.mcp import GREET, STANDIN
 
 
 @pytest.fixture

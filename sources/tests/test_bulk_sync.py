@@ -15,8 +15,7 @@ from reviews.services import BULK_BATCH, contract_propose, contract_publish
 from sources import services
 from sources.models import DeclaredTool, McpServer
 from sources.services import mcp_server_add, mcp_server_sync
-
-from .test_sync import GREET, STANDIN
+from tests.mcp import GREET, STANDIN
 
 
 @pytest.fixture

@@ -14,8 +14,7 @@ from reviews.models import ReviewTicket
 from reviews.services import ProposalSeen, review_approve
 from sources.models import McpServer
 from sources.services import SyncBusy, mcp_server_sync
-
-from .test_sync import GREET, POISONED, STANDIN
+from tests.mcp import GREET, POISONED, STANDIN
 
 
 def run(*args: str) -> str:

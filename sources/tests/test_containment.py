@@ -11,8 +11,7 @@ import pytest
 from reviews.models import ReviewTicket
 from sources.services import mcp_server_add, mcp_server_sync
 from tests.helpers import wait_for
-
-from .test_sync import STANDIN
+from tests.mcp import STANDIN
 
 
 def alive(pid: int) -> bool:

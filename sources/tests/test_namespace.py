@@ -13,8 +13,7 @@ from reviews.models import ReviewError, ReviewTicket
 from reviews.services import ProposalSeen, review_approve, ticket_proposal_replace
 from sources.models import McpServer
 from sources.services import mcp_server_add, mcp_server_sync
-
-from .test_sync import STANDIN
+from tests.mcp import STANDIN
 
 FIND = {
     "name": "find_events",

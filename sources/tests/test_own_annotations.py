@@ -28,7 +28,7 @@ from registry.pins import definition_hash
 from reviews.models import ReviewTicket
 from reviews.services import ProposalSeen, review_approve, reviewers_group
 from sources.services import mcp_server_add, mcp_server_sync
-from sources.tests.test_pin_recipe import API_MD, MCP1_PYTHON, documented, recipe_pins
+from tests.mcp import API_MD, MCP1_PYTHON, documented, recipe_pins
 
 ROOT = Path(__file__).resolve().parents[2]
 NODE_MODULES = ROOT / "tests" / "mcp_servers"

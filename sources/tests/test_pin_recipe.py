@@ -4,10 +4,8 @@ with the registry's pins on real servers and on one declaring annotation keys of
 import hashlib
 import json
 import os
-import re
 import shutil
 import struct
-import subprocess
 import sys
 from pathlib import Path
 
@@ -15,17 +13,12 @@ import pytest
 
 from registry.models import Tool
 from registry.pins import canonical_json, definition_hash
-from registry.tests.test_pins import APPENDIX_B
 from sources.services import mcp_server_add, mcp_server_sync
+from tests.helpers import APPENDIX_B
+from tests.mcp import EVERYTHING, MCP1_PYTHON, documented, recipe_pins
 
 ROOT = Path(__file__).resolve().parents[2]
-API_MD = ROOT / "docs" / "api.md"
 RAW_SERVER = Path(__file__).with_name("raw_server.py")
-EVERYTHING = (
-    ROOT / "tests/mcp_servers/node_modules/@modelcontextprotocol/server-everything/dist/index.js"
-)
-# A virtualenv holding mcp 1.x only, built by .ci/run.
-MCP1_PYTHON = ROOT / "var" / "mcp1" / "bin" / "python"
 # Extra annotation keys (chrome-devtools' "category", a vendor's own), null, numbers written
 # in forms JCS rewrites, a non-BMP key: what an SDK model or a naive serialiser gets wrong.
 OWN_KEYS = """[
@@ -39,43 +32,6 @@ OWN_KEYS = """[
   "inputSchema": {"type": "object"}, "annotations": {"readOnlyHint": true,
   "category": "Navigation automation"}}
 ]"""
-DRIVER = """
-import anyio, json, sys
-from mcp import ClientSession
-from mcp.client.stdio import StdioServerParameters, stdio_client
-
-
-async def main():
-    command = json.loads(sys.argv[1])
-    server = StdioServerParameters(command=command[0], args=command[1:])
-    async with stdio_client(server) as (read, write), ClientSession(read, write) as session:
-        await session.initialize()
-        print(json.dumps({tool["name"]: pin(tool) for tool in await listed_tools(session)}))
-
-
-anyio.run(main)
-"""
-
-
-def documented(form: str) -> str:
-    blocks = dict(
-        re.findall(r"```python synopsis\n# pin: (.*?)\n(.*?)```", API_MD.read_text(), re.S)
-    )
-    assert form in blocks, f"the pin recipe ({form}) is no longer in docs/api.md"
-    return blocks[form]
-
-
-def recipe_pins(python: str, form: str, command: list[str]) -> dict[str, str]:
-    script = documented("canonical JSON") + documented(form) + DRIVER
-    done = subprocess.run(
-        [python, "-c", script, json.dumps(command)],
-        capture_output=True,
-        text=True,
-        timeout=120,
-        cwd="/",  # nothing of the project on the path: the recipe stands alone
-    )
-    assert done.returncode == 0, done.stderr[-3000:]
-    return json.loads(done.stdout.strip().splitlines()[-1])
 
 
 def test_the_documented_canonical_form_writes_the_rfcs_numbers():

@@ -10,8 +10,7 @@ from django.core.management import call_command
 from registry.models import Tool
 from reviews.models import ReviewTicket
 from sources.services import mcp_server_add, mcp_server_sync
-
-from .test_sync import GREET, POISONED, STANDIN
+from tests.mcp import GREET, POISONED, STANDIN
 
 WAVE = {"name": "wave", "description": POISONED, "inputSchema": {"type": "object"}}
 

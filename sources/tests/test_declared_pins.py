@@ -26,7 +26,8 @@ CLICK = """[{"name": "click", "title": "Click",
 
 
 @pytest.fixture
-def tools_file(tmp_path):
+def raw_tools(tmp_path):
+    """Write the raw server's listing as text (numbers and keys as a server writes them)."""
     path = tmp_path / "tools.json"
 
     def write(text: str) -> Path:
@@ -38,13 +39,13 @@ def tools_file(tmp_path):
 
 
 @pytest.fixture
-def raw(db, tools_file):
+def raw(db, raw_tools):
     from registry.models import Application
 
     Application.objects.create(name="assistant")
     return mcp_server_add(
         name="chromedev",
-        command=[sys.executable, RAW_SERVER, str(tools_file(CLICK))],
+        command=[sys.executable, RAW_SERVER, str(raw_tools(CLICK))],
         applications=["assistant"],
     )
 
@@ -76,9 +77,9 @@ def test_the_pin_is_the_hash_of_the_tool_exactly_as_its_server_sent_it(raw, runt
     assert row["definition_hash"] == expected
 
 
-def test_a_change_outside_the_contract_still_needs_a_review(raw, tools_file):
+def test_a_change_outside_the_contract_still_needs_a_review(raw, raw_tools):
     mcp_server_sync(server=raw, approve=True)
-    tools_file(CLICK.replace('"big": 1E3', '"big": 2'))
+    raw_tools(CLICK.replace('"big": 1E3', '"big": 2'))
 
     report = mcp_server_sync(server=raw)
 
@@ -112,14 +113,14 @@ READ_ONLY = """[{"name": "list_pages", "description": "Get a list of pages open 
 
 
 def test_a_hint_flip_to_destructive_raises_the_ticket_and_is_flagged(
-    raw, tools_file, reviewer, second_reviewer
+    raw, raw_tools, reviewer, second_reviewer
 ):
-    tools_file(READ_ONLY)
+    raw_tools(READ_ONLY)
     mcp_server_sync(server=raw, approve=True)
     approved = Tool.objects.get(name="chromedev.list_pages").current_version
     assert approved.risk.name == "low"
 
-    tools_file(READ_ONLY.replace('"readOnlyHint": true', '"destructiveHint": true'))
+    raw_tools(READ_ONLY.replace('"readOnlyHint": true', '"destructiveHint": true'))
     report = mcp_server_sync(server=raw)
 
     assert report.changed == ["chromedev.list_pages"]
@@ -142,12 +143,12 @@ def test_a_hint_flip_to_destructive_raises_the_ticket_and_is_flagged(
     assert Tool.objects.get(name="chromedev.list_pages").current_version.risk == high
 
 
-def test_a_hint_that_narrows_keeps_the_approved_risk_and_raises_no_flag(raw, tools_file):
-    tools_file(READ_ONLY.replace('"readOnlyHint": true', '"openWorldHint": true'))
+def test_a_hint_that_narrows_keeps_the_approved_risk_and_raises_no_flag(raw, raw_tools):
+    raw_tools(READ_ONLY.replace('"readOnlyHint": true', '"openWorldHint": true'))
     mcp_server_sync(server=raw, approve=True)
     approved = Tool.objects.get(name="chromedev.list_pages").current_version
 
-    tools_file(READ_ONLY)
+    raw_tools(READ_ONLY)
     mcp_server_sync(server=raw)
 
     (change,) = open_tickets(ReviewTicket.Kind.CHANGE)

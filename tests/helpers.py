@@ -170,12 +170,15 @@ def login(page, base: str, username: str, password: str) -> None:
 
 
 def wait_for(predicate, timeout: float = 60):
+    """What ``predicate`` returns once it is true, asked every tenth of a second; its last
+    answer when ``timeout`` seconds pass first."""
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
-        if predicate():
-            return True
-        time.sleep(0.5)
-    return False
+        value = predicate()
+        if value:
+            return value
+        time.sleep(0.1)
+    return predicate()
 
 
 def database_fails(monkeypatch, message: str = "could not connect to server") -> None:

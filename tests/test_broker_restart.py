@@ -17,32 +17,13 @@ from pathlib import Path
 import pytest
 import yaml
 from celery import Celery
-from django.db import connection
 
+from tests.helpers import database_url, wait_for
 from tests.redis_server import needs_redis_server, redis_server
 
 pytestmark = [needs_redis_server, pytest.mark.django_db(transaction=True, serialized_rollback=True)]
 ROOT = Path(__file__).resolve().parent.parent
 COUNTDOWN = 8  # long enough that the worker still holds the tasks when the broker goes away
-
-
-def database_url() -> str:
-    database = connection.settings_dict
-    if database["ENGINE"].endswith("postgresql"):
-        return (
-            f"postgres://{database['USER']}:{database['PASSWORD'] or ''}@{database['HOST']}:"
-            f"{database['PORT']}/{database['NAME']}"
-        )
-    return f"sqlite:///{database['NAME']}"
-
-
-def wait_for(predicate, timeout: float) -> bool:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if predicate():
-            return True
-        time.sleep(0.2)
-    return False
 
 
 def health(env: dict, *args: str) -> subprocess.CompletedProcess:

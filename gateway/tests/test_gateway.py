@@ -27,7 +27,7 @@ from registry.models import Application, RiskLevel, Tool
 from reviews.models import ReviewTicket
 from reviews.services import contract_propose, contract_publish
 from sources.services import mcp_server_add, mcp_server_sync
-from tests.helpers import database_url
+from tests.helpers import database_url, wait_for
 from tests.mcp import EVERYTHING, STANDIN
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -155,16 +155,6 @@ def session(url: str, token: str, work):
             return await work(client)
 
     return anyio.run(main)
-
-
-def wait_for(predicate, seconds: float = 20.0):
-    deadline = time.monotonic() + seconds
-    while time.monotonic() < deadline:
-        value = predicate()
-        if value:
-            return value
-        time.sleep(0.1)
-    return predicate()
 
 
 def test_it_answers_401_with_a_bearer_challenge_without_a_token(gateway_url, token):

@@ -15,7 +15,6 @@ from pathlib import Path
 import anyio
 import httpx2
 import pytest
-from django.db import connection
 from mcp.client.session import ClientSession
 from mcp.client.streamable_http import streamable_http_client
 
@@ -24,6 +23,7 @@ from gateway.models import ApplicationSetting
 from learning.models import Trace
 from registry.models import Application
 from sources.services import mcp_server_add, mcp_server_sync
+from tests.helpers import database_url
 from tests.mcp import STANDIN
 from tests.redis_server import free_port, needs_redis_server, redis_server
 
@@ -39,16 +39,6 @@ pytestmark = [
     pytest.mark.django_db(transaction=True, serialized_rollback=True),
     needs_redis_server,
 ]
-
-
-def database_url() -> str:
-    database = connection.settings_dict
-    if database["ENGINE"].endswith("postgresql"):
-        return (
-            f"postgres://{database['USER']}:{database['PASSWORD'] or ''}@{database['HOST']}:"
-            f"{database['PORT']}/{database['NAME']}"
-        )
-    return f"sqlite:///{database['NAME']}"
 
 
 class Alternating(httpx2.AsyncBaseTransport):

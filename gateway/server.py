@@ -180,44 +180,76 @@ def build_app() -> Starlette:
             RedisSessions(settings.CACHE_REDIS_URL) if settings.CACHE_REDIS_URL else CacheSessions()
         ),
     )
-
     # Clients of MCP 2026-07-28 listen (subscriptions/listen) for notifications/tools/list_changed:
     # each process watches the registry revision every process shares and tells its listeners
     # when it moves, so a listener on any process hears of a change made anywhere.
     events = InMemorySubscriptionBus()
-
-    async def watch_revision() -> None:
-        seen = await gateway.current_revision()
-        while True:
-            await anyio.sleep(max(settings.REVISION_LOCAL_SECONDS, 1.0))
-            try:
-                revision = await gateway.current_revision()
-            except Exception:  # noqa: BLE001 - a database outage must not end the watch
-                logger.exception("gateway: cannot read the registry revision")
-                continue
-            if revision != seen:
-                seen = revision
-                await events.publish(ToolsListChanged())
+    server = _mcp_server(gateway, events)
+    # Two doors onto the same server: answers as single JSON documents (the fast path), and as
+    # event streams for the calls whose client asked for progress, which can only reach it on
+    # a stream. Neither holds anything of its own between requests.
+    answers = StreamableHTTPSessionManager(app=server, stateless=True, json_response=True)
+    streams = StreamableHTTPSessionManager(app=server, stateless=True, json_response=False)
+    endpoint = _Endpoint(_McpDoor(gateway, answers=answers, streams=streams))
 
     @asynccontextmanager
-    async def running() -> AsyncIterator[None]:
-        """The process's upstream sessions, recorder and watchers, around both transports."""
-        gateway.recorder.start()
-        async with anyio.create_task_group() as tasks:
-            tasks.start_soon(watch_revision)
-            tasks.start_soon(gateway.sessions.cancel_listen, gateway.cancel_here)
-            gateway.pool = UpstreamPool(
-                tasks,
-                size=settings.MCP_GATEWAY_POOL_SIZE,
-                verify_seconds=settings.MCP_GATEWAY_VERIFY_SECONDS,
-            )
-            try:
-                yield
-            finally:
-                gateway.pool.close()
-                tasks.cancel_scope.cancel()
-                await gateway.sessions.close()
-        await anyio.to_thread.run_sync(gateway.recorder.stop)
+    async def app_lifespan(app: Starlette) -> AsyncIterator[None]:
+        async with _running(gateway, events), answers.run(), streams.run():
+            yield
+
+    app = Starlette(
+        routes=[
+            Route("/mcp/", endpoint=endpoint),
+            Route("/mcp", endpoint=endpoint),
+            Route(METADATA_PATH, endpoint=_metadata),
+            Route(METADATA_PATH + "/mcp/", endpoint=_metadata),
+            Route(METADATA_PATH + "/mcp", endpoint=_metadata),
+            Route("/healthz", endpoint=_healthz),
+        ],
+        lifespan=app_lifespan,
+    )
+    app.state.gateway = gateway
+    return app
+
+
+async def _watch_revision(gateway: Gateway, events: InMemorySubscriptionBus) -> None:
+    """Tell this process's listeners when the registry revision moves."""
+    seen = await gateway.current_revision()
+    while True:
+        await anyio.sleep(max(settings.REVISION_LOCAL_SECONDS, 1.0))
+        try:
+            revision = await gateway.current_revision()
+        except Exception:  # noqa: BLE001 - a database outage must not end the watch
+            logger.exception("gateway: cannot read the registry revision")
+            continue
+        if revision != seen:
+            seen = revision
+            await events.publish(ToolsListChanged())
+
+
+@asynccontextmanager
+async def _running(gateway: Gateway, events: InMemorySubscriptionBus) -> AsyncIterator[None]:
+    """The process's upstream sessions, recorder and watchers, around both transports."""
+    gateway.recorder.start()
+    async with anyio.create_task_group() as tasks:
+        tasks.start_soon(_watch_revision, gateway, events)
+        tasks.start_soon(gateway.sessions.cancel_listen, gateway.cancel_here)
+        gateway.pool = UpstreamPool(
+            tasks,
+            size=settings.MCP_GATEWAY_POOL_SIZE,
+            verify_seconds=settings.MCP_GATEWAY_VERIFY_SECONDS,
+        )
+        try:
+            yield
+        finally:
+            gateway.pool.close()
+            tasks.cancel_scope.cancel()
+            await gateway.sessions.close()
+    await anyio.to_thread.run_sync(gateway.recorder.stop)
+
+
+def _mcp_server(gateway: Gateway, events: InMemorySubscriptionBus) -> Server[Any]:
+    """The MCP server both doors serve: ``tools/list``, ``tools/call`` and listening."""
 
     async def list_tools(
         ctx: ServerRequestContext[Any], params: types.PaginatedRequestParams | None
@@ -267,25 +299,25 @@ def build_app() -> Starlette:
             default_audience="tool-contract-registry/gateway",
         )
     )
-    # Two doors onto the same server: answers as single JSON documents (the fast path), and as
-    # event streams for the calls whose client asked for progress, which can only reach it on
-    # a stream. Neither holds anything of its own between requests.
-    answers = StreamableHTTPSessionManager(app=server, stateless=True, json_response=True)
-    streams = StreamableHTTPSessionManager(app=server, stateless=True, json_response=False)
+    return server
 
-    async def mcp_endpoint(scope: Scope, receive: Receive, send: Send) -> None:
+
+class _McpDoor:
+    """``/mcp/``: the caller authenticated by its token, its session named, a 2025 client's
+    cancellation passed on, then the request handed to the door that answers it."""
+
+    def __init__(
+        self,
+        gateway: Gateway,
+        *,
+        answers: StreamableHTTPSessionManager,
+        streams: StreamableHTTPSessionManager,
+    ) -> None:
+        self.gateway, self.answers, self.streams = gateway, answers, streams
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         request = Request(scope)
-        raw = _bearer(request)
-        address = request.client.host if request.client else ""
-        check = None
-        if raw:
-            # A token this process read lately is answered on the event loop; any other is
-            # looked up (and a bad one counted against its address) in a thread.
-            check = selectors.token_cached(raw, revision=await gateway.current_revision())
-            if check is None:
-                check = await sync_to_async(selectors.token_check, thread_sensitive=False)(
-                    raw, address=address
-                )
+        check = await self.authenticated(request)
         if check is not None and check.problem == "throttled":
             await JSONResponse(
                 {"error": "throttled", "detail": "Too many failed authentications."},
@@ -319,66 +351,75 @@ def build_app() -> Starlette:
             await Response("Request body too large", 413)(scope, receive, send)
             return
         if b"notifications/cancelled" in body:
-            # A client of the 2025 protocol cancels with a notification of its own, which may
-            # reach another process than the call did: each process hears of it.
-            call = _cancelled_call(body, caller.session_key)
-            if call is not None and not gateway.cancel_here(call):
-                try:
-                    await gateway.sessions.cancel_publish(call)
-                except SessionStoreDown as exc:
-                    logger.warning("gateway: a cancellation not passed on: %s", exc)
-        replayed = _Replayed(body, receive, send_with_session)
+            await self.cancel_elsewhere(body, caller)
+        await self.dispatch(scope, _Replayed(body, receive, send_with_session), body, caller)
+
+    async def authenticated(self, request: Request) -> selectors.TokenCheck | None:
+        """The bearer token's check, or None without one."""
+        raw = _bearer(request)
+        if not raw:
+            return None
+        # A token this process read lately is answered on the event loop; any other is looked
+        # up (and a bad one counted against its address) in a thread.
+        check = selectors.token_cached(raw, revision=await self.gateway.current_revision())
+        if check is None:
+            address = request.client.host if request.client else ""
+            check = await sync_to_async(selectors.token_check, thread_sensitive=False)(
+                raw, address=address
+            )
+        return check
+
+    async def cancel_elsewhere(self, body: bytes, caller: Caller) -> None:
+        """A client of the 2025 protocol cancels with a notification of its own, which may
+        reach another process than the call did: each process hears of it."""
+        call = _cancelled_call(body, caller.session_key)
+        if call is not None and not self.gateway.cancel_here(call):
+            try:
+                await self.gateway.sessions.cancel_publish(call)
+            except SessionStoreDown as exc:
+                logger.warning("gateway: a cancellation not passed on: %s", exc)
+
+    async def dispatch(
+        self, scope: Scope, replayed: _Replayed, body: bytes, caller: Caller
+    ) -> None:
         if b'"tools/call"' not in body:
-            await answers.handle_request(scope, replayed.receive, send_with_session)
+            await self.answers.handle_request(scope, replayed.receive, replayed.send)
             return
         # A call: a client that goes away before the answer (MCP 2026-07-28's way to cancel,
         # and any client's dropped request) cancels it, on its way to the upstream too.
-        manager = streams if b"progressToken" in body else answers
+        manager = self.streams if b"progressToken" in body else self.answers
         replayed.watched = True  # from now on the watcher alone reads the connection
         async with anyio.create_task_group() as tasks:
-            tasks.start_soon(replayed.watch, functools.partial(_cancel_dropped, gateway, caller))
+            tasks.start_soon(
+                replayed.watch, functools.partial(_cancel_dropped, self.gateway, caller)
+            )
             await manager.handle_request(scope, replayed.receive, replayed.send)
             tasks.cancel_scope.cancel()
 
-    async def metadata(request: Request) -> Response:
-        return JSONResponse(
-            {
-                "resource": _resource(request),
-                "bearer_methods_supported": ["header"],
-                "scopes_supported": ["tools:call"],
-                "resource_name": "Tool-contract registry MCP gateway",
-            }
-        )
 
-    async def healthz(request: Request) -> Response:
-        upstreams = {}
-        if gateway.pool is not None:
-            upstreams = {
-                spec.name: {"restarts": upstream.restarts}
-                for spec, upstream in gateway.pool.upstreams.items()
-            }
-        return JSONResponse(
-            {"calls": gateway.calls, "recorder": gateway.recorder.stats(), "upstreams": upstreams}
-        )
-
-    @asynccontextmanager
-    async def app_lifespan(app: Starlette) -> AsyncIterator[None]:
-        async with running(), answers.run(), streams.run():
-            yield
-
-    app = Starlette(
-        routes=[
-            Route("/mcp/", endpoint=_Endpoint(mcp_endpoint)),
-            Route("/mcp", endpoint=_Endpoint(mcp_endpoint)),
-            Route(METADATA_PATH, endpoint=metadata),
-            Route(METADATA_PATH + "/mcp/", endpoint=metadata),
-            Route(METADATA_PATH + "/mcp", endpoint=metadata),
-            Route("/healthz", endpoint=healthz),
-        ],
-        lifespan=app_lifespan,
+async def _metadata(request: Request) -> Response:
+    """The protected resource metadata of the MCP authorization spec."""
+    return JSONResponse(
+        {
+            "resource": _resource(request),
+            "bearer_methods_supported": ["header"],
+            "scopes_supported": ["tools:call"],
+            "resource_name": "Tool-contract registry MCP gateway",
+        }
     )
-    app.state.gateway = gateway
-    return app
+
+
+async def _healthz(request: Request) -> Response:
+    gateway: Gateway = request.app.state.gateway
+    upstreams = {}
+    if gateway.pool is not None:
+        upstreams = {
+            spec.name: {"restarts": upstream.restarts}
+            for spec, upstream in gateway.pool.upstreams.items()
+        }
+    return JSONResponse(
+        {"calls": gateway.calls, "recorder": gateway.recorder.stats(), "upstreams": upstreams}
+    )
 
 
 class _Endpoint:

@@ -139,10 +139,17 @@ def doors(count: int, tools: int, *, database_name: str, redis_db: int) -> None:
         call_command("import_traces", str(path), "--no-progress")
         timings["import_traces"] = time.perf_counter() - started
 
-    # The reference: the rows import_traces stored, as stored, copied in by the database.
+    # The reference: the rows import_traces stored, as stored, copied in by the database, into
+    # a table like the one they went to: where traces are partitioned by day, a partition's
+    # (which holds the unique keys; the partitioned parent cannot), else the table itself.
     with connection.cursor() as cursor:
         cursor.execute(
-            "CREATE TABLE bench_copy_reference (LIKE learning_trace INCLUDING DEFAULTS "
+            "SELECT c.relname FROM pg_inherits i JOIN pg_class c ON c.oid = i.inhrelid "
+            "WHERE i.inhparent = 'learning_trace'::regclass ORDER BY c.relname DESC LIMIT 1"
+        )
+        like = (cursor.fetchone() or ["learning_trace"])[0]
+        cursor.execute(
+            f"CREATE TABLE bench_copy_reference (LIKE {like} INCLUDING DEFAULTS "
             "INCLUDING CONSTRAINTS INCLUDING INDEXES)"
         )
         with cursor.cursor.copy(

@@ -34,7 +34,7 @@ import os
 import shutil
 import tempfile
 import threading
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Collection, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
@@ -381,6 +381,9 @@ class _Parts:
         self.key = str(caches["default"].make_key(f"registry:bundle-parts:{application_id}"))
         self.kinds: set[str] = set()
         self.rendered = 0  # parts made this render, not reused
+        # The versions read this render, by id: a contract changed since the last render is
+        # stale in every kind, and is read from the database once for all of them.
+        self.versions: dict[int, ContractVersion] = {}
 
     def bodies(
         self, kind: str, render: Callable[[ContractVersion], bytes], *, salt: str = ""
@@ -404,10 +407,7 @@ class _Parts:
                     stale[pk] = index
             if stale:
                 fresh: dict[FieldT, EncodableT] = {}
-                versions = ContractVersion.objects.filter(pk__in=stale).select_related(
-                    "tool", "risk"
-                )
-                for version in versions:
+                for version in self.read(stale):
                     index = stale[version.pk]
                     body = render(version)
                     chunk[index] = body
@@ -423,6 +423,15 @@ class _Parts:
                 raise RevisionNotSeenYet("a visible contract changed while it rendered")
             result += [body for body in chunk if body is not None]
         return result
+
+    def read(self, ids: Collection[int]) -> list[ContractVersion]:
+        """The versions of these ids, each read from the database once this render; an id no
+        longer there is left out."""
+        unread = [pk for pk in ids if pk not in self.versions]
+        if unread:
+            versions = ContractVersion.objects.filter(pk__in=unread).select_related("tool", "risk")
+            self.versions.update((version.pk, version) for version in versions)
+        return [self.versions[pk] for pk in ids if pk in self.versions]
 
     def forget_others(self) -> None:
         """Drop the parts of contracts the application no longer sees."""

@@ -3,6 +3,8 @@ what it serves is what the views answer."""
 
 import pytest
 from django.core.cache import caches
+from django.db import connection
+from django.test.utils import CaptureQueriesContext
 from django_redis.cache import RedisCache
 
 from api import bundles, views
@@ -79,7 +81,11 @@ def test_it_renders_only_the_contract_a_publication_changed(registry, rendered):
         data=[contract(name="weather.forecast", description="Forecast by city.")],
         approve=True,
     )
-    assert bundles.bundle_render(application_id=assistant.pk) is not None
+    with CaptureQueriesContext(connection) as queries:
+        assert bundles.bundle_render(application_id=assistant.pk) is not None
+    # The changed contract is read once, for its body and its four export entries.
+    reads = [q for q in queries if '"registry_contractversion"."id" IN' in q["sql"]]
+    assert len(reads) == 1, reads
     assert rendered == {
         "contract": 1,
         "OpenAIExportView": 2,  # plain and strict

@@ -21,7 +21,7 @@ from config.celery_app import app as celery_app
 from registry.models import Application, Permission, RiskLevel, StateVariable, Tool
 from reviews.services import registry_import
 from tests.fast_client import fast, plain
-from tests.helpers import approved_tool, client_for, contract, database_url
+from tests.helpers import approved_tool, client_for, contract, database_url, event_contract
 
 CHROMIUM = "/usr/bin/chromium"
 ROOT = Path(__file__).resolve().parent
@@ -92,16 +92,7 @@ def registry(vocabulary):
     registry_import(
         data=[
             contract(),
-            contract(
-                name="calendar.get_event",
-                requires=["event_id"],
-                produces=["event_details"],
-                input_schema={
-                    "type": "object",
-                    "properties": {"event_id": {"type": "string"}},
-                    "required": ["event_id"],
-                },
-            ),
+            event_contract("calendar.get_event"),
             contract(
                 name="calendar.delete_event",
                 requires=["event_id"],
@@ -262,24 +253,11 @@ def eager(monkeypatch):
 @pytest.fixture
 def get_event(vocabulary):
     """The approved, high-risk ``calendar.get_event``, which requires an ``event_id``."""
-    registry_import(
-        data=[
-            contract(
-                name="calendar.get_event",
-                description="Read one calendar event by id.",
-                requires=["event_id"],
-                produces=["event_details"],
-                input_schema={
-                    "type": "object",
-                    "properties": {"event_id": {"type": "string"}},
-                    "required": ["event_id"],
-                    "additionalProperties": False,
-                },
-                risk="high",
-            )
-        ],
-        approve=True,
+    document = event_contract(
+        "calendar.get_event", description="Read one calendar event by id.", risk="high"
     )
+    document["input_schema"]["additionalProperties"] = False
+    registry_import(data=[document], approve=True)
     return Tool.objects.get(name="calendar.get_event")
 
 

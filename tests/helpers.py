@@ -71,6 +71,22 @@ def contract(name: str = "calendar.find_events", **overrides) -> dict:
     return document
 
 
+def event_contract(name: str, **overrides) -> dict:
+    """A valid contract of a calendar tool that takes an event's id (it requires ``event_id``)
+    and produces its details."""
+    return contract(
+        name=name,
+        requires=["event_id"],
+        produces=["event_details"],
+        input_schema={
+            "type": "object",
+            "properties": {"event_id": {"type": "string"}},
+            "required": ["event_id"],
+        },
+        **overrides,
+    )
+
+
 def approved_tool(**overrides) -> None:
     """Publish one contract as an operator's bootstrap would."""
     registry_import(data=[contract(**overrides)], approve=True)

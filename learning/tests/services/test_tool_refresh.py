@@ -9,7 +9,7 @@ from learning.services import tool_refresh, tools_with_new_traces
 from registry.models import RiskLevel
 from reviews.models import ReviewTicket
 from reviews.services import registry_import
-from tests.helpers import contract, drifted_calls, event_call
+from tests.helpers import drifted_calls, event_call, event_contract
 
 pytestmark = pytest.mark.django_db
 
@@ -101,19 +101,10 @@ def test_refresh_of_an_unknown_tool_name_is_a_clear_error(get_event):
 
 def update_event(**overrides) -> dict:
     """``calendar.update_event``, approved at medium risk: it requires an event id."""
-    return contract(
-        name="calendar.update_event",
-        description="Update one calendar event.",
-        requires=["event_id"],
-        produces=["event_details"],
-        input_schema={
-            "type": "object",
-            "properties": {"event_id": {"type": "string"}},
-            "required": ["event_id"],
-        },
-        risk="medium",
+    return event_contract(
+        "calendar.update_event", description="Update one calendar event.", risk="medium",
         **overrides,
-    )
+    )  # fmt: skip
 
 
 def test_a_declared_destructive_tool_approved_at_medium_drifts_nothing_on_a_second_refresh(

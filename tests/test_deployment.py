@@ -18,34 +18,19 @@ from pathlib import Path
 import pytest
 import yaml
 from django.conf import settings
-from django.db import connection
 
 from api.errors import error_body
 from api.services import runtime_token_create
 from config.chunked import ChunkedBodyMiddleware
 from learning.models import Trace
+from tests.helpers import database_url
+from tests.redis_server import free_port
 
 pytestmark = pytest.mark.django_db(transaction=True, serialized_rollback=True)
 ROOT = Path(__file__).resolve().parent.parent
 COMPOSE = yaml.safe_load((ROOT / "docker-compose.yml").read_text())
 HOST = "registry.example.com"
 LIMIT = 5 * 1024 * 1024
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
-
-
-def database_url() -> str:
-    database = connection.settings_dict
-    if database["ENGINE"].endswith("postgresql"):
-        return (
-            f"postgres://{database['USER']}:{database['PASSWORD'] or ''}@{database['HOST']}:"
-            f"{database['PORT']}/{database['NAME']}"
-        )
-    return f"sqlite:///{database['NAME']}"
 
 
 def web_command(port: int) -> list[str]:

@@ -172,13 +172,9 @@ def approved_greet(tmp_path) -> str:
     return token
 
 
-@pytest.mark.skipif(not Path(NGINX).exists(), reason="nginx is not installed")
-def test_two_gateway_processes_behind_nginx_serve_one_session(
-    two_gateways, nginx_in_front_of, tmp_path
-):
-    token = approved_greet(tmp_path)
-    base = nginx_in_front_of(two_gateways)
-    names, results = session_through(f"{base}/mcp/", token)
+def assert_one_session_on_both(names, results, ports) -> list[dict]:
+    """The four calls of ``session_through`` were one session, numbered in order, and both
+    gateway processes served some of them; their ``_meta``."""
     assert names == ["acme.greet"]
     assert [result.structured_content for result in results] == [
         {"echo": {"who": w}} for w in "abcd"
@@ -186,8 +182,19 @@ def test_two_gateway_processes_behind_nginx_serve_one_session(
     metas = [result.meta["tool-contract-registry/gateway"] for result in results]
     assert [meta["step"] for meta in metas] == [0, 1, 2, 3]
     assert len({meta["traceId"] for meta in metas}) == 1
-    counts = served(two_gateways)
+    counts = served(ports)
     assert sum(counts) == 4 and min(counts) >= 1, counts
+    return metas
+
+
+@pytest.mark.skipif(not Path(NGINX).exists(), reason="nginx is not installed")
+def test_two_gateway_processes_behind_nginx_serve_one_session(
+    two_gateways, nginx_in_front_of, tmp_path
+):
+    token = approved_greet(tmp_path)
+    base = nginx_in_front_of(two_gateways)
+    names, results = session_through(f"{base}/mcp/", token)
+    assert_one_session_on_both(names, results, two_gateways)
     unauthorized = httpx2.post(f"{base}/mcp/", json={"jsonrpc": "2.0", "id": 1, "method": "ping"})
     assert unauthorized.status_code == 401
     assert f'resource_metadata="{base}/.well-known/' in unauthorized.headers["www-authenticate"]
@@ -197,15 +204,7 @@ def test_two_gateway_processes_serve_one_session(two_gateways, tmp_path):
     token = approved_greet(tmp_path)
     url = f"http://127.0.0.1:{two_gateways[0]}/mcp/"
     names, results = session_through(url, token, transport=Alternating(two_gateways))
-    assert names == ["acme.greet"]
-    assert [result.structured_content for result in results] == [
-        {"echo": {"who": w}} for w in "abcd"
-    ]
-    metas = [result.meta["tool-contract-registry/gateway"] for result in results]
-    assert [meta["step"] for meta in metas] == [0, 1, 2, 3]
-    assert len({meta["traceId"] for meta in metas}) == 1
-    counts = served(two_gateways)
-    assert sum(counts) == 4 and min(counts) >= 1, counts
+    metas = assert_one_session_on_both(names, results, two_gateways)
     deadline = time.monotonic() + 20
     while Trace.objects.count() < 4 and time.monotonic() < deadline:
         time.sleep(0.2)

@@ -25,7 +25,6 @@ from django.utils import timezone
 
 from registry.jsonlimits import more_nodes_than
 from registry.models import Application
-from registry.revision import revision_memo
 from registry.selectors import alias_map, tool_names_visible, tools_by_name
 
 from .candidates import candidate_example
@@ -80,7 +79,7 @@ def traces_ingest(
     """
     batch_size = batch_size or settings.TRACE_BATCH_SIZE
     aliases = alias_map()
-    vocabulary = revision_memo("learning:vocabulary", lambda: vocabulary_names(alias_map()))
+    vocabulary = vocabulary_names(aliases)
     result = IngestResult()
     iterator = iter(items)
     application_id = application.pk if application else None

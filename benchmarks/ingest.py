@@ -140,14 +140,11 @@ def doors(count: int, tools: int, *, database_name: str, redis_db: int) -> None:
         timings["import_traces"] = time.perf_counter() - started
 
     # The reference: the rows import_traces stored, as stored, copied in by the database, into
-    # a table like the one they went to: where traces are partitioned by day, a partition's
+    # a table like the one they went to: where traces are partitioned by day, their partition
     # (which holds the unique keys; the partitioned parent cannot), else the table itself.
     with connection.cursor() as cursor:
-        cursor.execute(
-            "SELECT c.relname FROM pg_inherits i JOIN pg_class c ON c.oid = i.inhrelid "
-            "WHERE i.inhparent = 'learning_trace'::regclass ORDER BY c.relname DESC LIMIT 1"
-        )
-        like = (cursor.fetchone() or ["learning_trace"])[0]
+        cursor.execute("SELECT tableoid::regclass::text FROM learning_trace LIMIT 1")
+        like = cursor.fetchone()[0]
         cursor.execute(
             f"CREATE TABLE bench_copy_reference (LIKE {like} INCLUDING DEFAULTS "
             "INCLUDING CONSTRAINTS INCLUDING INDEXES)"

@@ -23,10 +23,13 @@ trace's steps in order and finds where each argument value came from:
 - a variable holds every value known so far in the trace (a set). A step *produces* a variable
   when its output brings a value of it that the trace did not know (so a second search that
   finds new flights produces ``flight_number`` again, merge ``append``); an output repeating the
-  call's own argument values (an echo) brings nothing. A state the runtime sent brings a
-  variable absent before the call and present after it, unless it holds the call's own
-  arguments, and one holding a value the trace did not know; a variable the state after sets to
-  the output's field of that name (what the OTLP receiver assembles) is judged as that field.
+  call's own argument values (an echo) brings nothing; a quantity (a JSON number outside an
+  id-named field) is an effect only of the variable its own field names: one passed on under
+  another name (an exchanged value set as a budget) is the caller's choice. A state the
+  runtime sent brings a variable absent before the call and present after it, unless it holds
+  the call's own arguments, and one holding a value the trace did not know; a variable the
+  state after sets to the output's field of that name (what the OTLP receiver assembles) is
+  judged as that field.
 
 Values too common to mean anything are never matched (``trivial``): null, booleans, empty
 values, numbers of fewer than ``MIN_DIGITS`` digits, strings shorter than ``MIN_LENGTH``, and a
@@ -36,10 +39,11 @@ of a state the runtime sent, words the user put in quotes (``'temp'``) or capita
 sentence (a name: ``Michael``) and the items of an output's listing (``["document", "temp"]``)
 are matched by the looser rule inference always had (three characters, four digits): the
 runtime, the user or the listing named them. A whole number of two or three digits an argument
-takes matches a number the user wrote (``30 gallons``), never an output's or another call's:
-the user said it. An
-identifier is never too common: a small whole number in a field named as an id (``id``,
-``ticket_id``, ``tweetId``) matches the same number in another id-named field only.
+takes matches a number the user wrote (``30 gallons``) or an earlier output's field of the same
+name (``distance: 980`` into ``distance``), never another output's or another call's: the user
+said it, or name and value agree. An identifier is never too common: a small whole number in a
+field named as an id (``id``, ``ticket_id``, ``tweetId``) matches the same number in another
+id-named field only.
 
 Work and memory are linear in the trace and capped per trace: at most ``MAX_VALUES`` distinct
 values are indexed, ``MAX_LEAVES`` leaves read, containers followed ``MAX_DEPTH`` deep, strings
@@ -92,6 +96,9 @@ QUOTED = re.compile(
 OPENING = " \t\"'([“‘-"  # what may stand between a sentence's end and its first word
 ID_KEY = "id#"  # a small number in an id-named field: its key, which no other value can take
 SAID_KEY = "said#"  # a small number in an argument: matched only by a number the user wrote
+# A small number in an output's field: its key holds the field's name, so only an argument of
+# the same name matches it (``named#distance#980``).
+NAMED_KEY = "named#"
 CAMEL = re.compile(r"(?<=[a-z0-9])(?=[A-Z])|(?<=[A-Z])(?=[A-Z][a-z])")
 USER = "user message"
 
@@ -246,6 +253,7 @@ class _Leaf:
     listed: bool  # an item of a list under ``name``
     keyed: bool = False  # an object's key (``USR002`` in ``messages{}``), not a value of ``name``
     flag: bool = False  # an everyday value that is a boolean
+    quantity: bool = False  # a JSON number (a string of digits is a code: a zip, a card)
 
 
 class _Budget:
@@ -322,8 +330,11 @@ def _scalar(
     key = item[:MAX_STRING].strip().casefold() or None if type(item) is str else value_key(item)
     if key and key.isdigit() and len(key) < MIN_DIGITS and type(item) is not str and _id_name(name):
         key = ID_KEY + key  # a small identifier, matched between id-named fields only
-    elif budget.arguments and key and _small_number(key) and type(item) is not str:
-        key = SAID_KEY + key
+    elif key and _small_number(key) and type(item) is not str:
+        if budget.arguments:
+            key = SAID_KEY + key
+        elif not budget.declared and name and not listed:
+            key = _named_number(name, listed, key)
     if trivial(key, declared=budget.declared or listed):
         # Never matched; an output's flag or everyday word may still have a named field (once
         # per path: a list of 25,000 zeros is one field).
@@ -340,7 +351,7 @@ def _scalar(
             found.append(_Leaf("", path, name, listed, flag=type(item) is bool))
         return True
     assert key is not None
-    found.append(_Leaf(key, path, name, listed))
+    found.append(_Leaf(key, path, name, listed, quantity=type(item) in (int, float)))
     if text and " " in key and isinstance(item, str):
         for token in IDENTIFIER.findall(item[:MAX_STRING]):
             token_key = token.casefold()
@@ -601,6 +612,8 @@ class _Reader:
         for leaf in _leaves(args, "", self.budget, text=False):
             if len(argument_keys) < MAX_VALUES:  # echoes are looked for among the first ones
                 argument_keys.add(leaf.key)
+                if leaf.key.startswith(SAID_KEY) and not leaf.listed:  # echoed in its field
+                    argument_keys.add(_named_number(leaf.name, False, leaf.key[len(SAID_KEY) :]))
             origin = self.index.get(leaf.key)
             if not trivial(leaf.key) and not leaf.key.startswith(SAID_KEY):
                 # Known from the next step on (``origin[0] > number`` below reads it so); one
@@ -612,14 +625,17 @@ class _Reader:
                         "argument " + leaf.path.lstrip("."),
                     )
                 self.remember(leaf.key, argument_origins[leaf.path])
+            key = leaf.key
             if origin is None or origin[0] > number:
-                spoken = self.said.get(leaf.key)
-                if spoken is None and " " in leaf.key:
-                    spoken = self.said.get(_phrase_key(leaf.key))
+                spoken = self.said.get(key)
+                if spoken is None and " " in key:
+                    spoken = self.said.get(_phrase_key(key))
                 origin = None if spoken is None else (spoken, "", USER)
-            if origin is None or trivial(leaf.key, declared=self._named(leaf.key, origin)):
+            if origin is None and key.startswith(SAID_KEY) and not leaf.listed:
+                key, origin = self._same_field(key, leaf.name, number)
+            if origin is None or trivial(key, declared=self._named(key, origin)):
                 continue
-            variable = self.declared_as.get(leaf.key) or variable_name(
+            variable = self.declared_as.get(key) or variable_name(
                 leaf.name, listed=leaf.listed, aliases=self.aliases
             )
             if not variable:
@@ -631,16 +647,26 @@ class _Reader:
                     self.budget.capped.add("variables")
                     continue
                 self.flowing.add(variable)
-            fed = self.key_variables.get(leaf.key, ())
+            fed = self.key_variables.get(key, ())
             if variable not in fed:
-                self.key_variables[leaf.key] = (*fed, variable)
-            self.key_known[leaf.key] = min(self.key_known.get(leaf.key, origin[0]), origin[0])
+                self.key_variables[key] = (*fed, variable)
+            self.key_known[key] = min(self.key_known.get(key, origin[0]), origin[0])
             if origin[1] and origin[2].startswith("output"):
                 self.path_variables.setdefault((origin[1], origin[2]), set()).add(variable)
             flows[(variable, leaf.path.lstrip("."), _origin_text(origin))] = None
         self.budget.arguments = False
         self.flows_by_step.append(list(flows))
         return argument_keys
+
+    def _same_field(self, key: str, name: str, number: int) -> tuple[str, Origin | None]:
+        """A small number an argument takes that the user did not write: it flowed from an
+        earlier output's field of the same name (``distance: 980`` into ``distance``), where
+        name and value agreeing say more than the number alone."""
+        named = _named_number(name, False, key[len(SAID_KEY) :])
+        origin = self.index.get(named)
+        if origin is None or origin[0] > number:
+            return key, None
+        return named, origin
 
     def _named(self, key: str, origin: Origin) -> bool:
         """Whether someone named a value, so it is judged by the looser rule: the runtime's
@@ -660,7 +686,9 @@ class _Reader:
         everyday: list[_Leaf] = []
         for leaf in _leaves(output, "output", budget, text=True):
             if leaf.key and leaf.key in argument_keys:
-                if "(in text)" not in leaf.path:
+                # A small number read back (an order's amount) is a confirmation; a report
+                # repeats what it was asked about.
+                if "(in text)" not in leaf.path and not leaf.key.startswith(NAMED_KEY):
                     self.reports.add(number)
                 continue  # an echo of the call's own arguments
             if leaf.listed and not trivial(leaf.key, declared=True):
@@ -758,6 +786,10 @@ class _Reader:
                     field_name = None
                 if field_name:
                     variables.add(field_name)
+                if variables and leaf.quantity and not _id_name(leaf.name):
+                    # A quantity passed on under another name is the caller's choice.
+                    own = variable_name(leaf.name, listed=leaf.listed, aliases=self.aliases)
+                    variables &= {own}
                 if not variables:
                     continue
                 # New in the trace: this very output is where the trace first held the value.
@@ -836,8 +868,17 @@ def _small_number(key: str) -> bool:
 
 
 def _numeric(key: str) -> bool:
-    """Whether a value's key is a number's (``12446``, ``-3.5``, ``"980.0"``)."""
+    """Whether a value's key is a number's (``12446``, ``-3.5``, ``"980.0"``, a small number
+    of a named field)."""
+    if key.startswith(NAMED_KEY):
+        return True
     return bool(key) and key[0] in NUMBER_START and key.lstrip("-").replace(".", "", 1).isdigit()
+
+
+def _named_number(name: str, listed: bool, key: str) -> str:
+    """The key of a small number in a field (an output's or an argument's) named ``name``:
+    only a field of the same name (snake_case, a list's items singular) has it."""
+    return f"{NAMED_KEY}{_snake(name, listed)}#{key}"
 
 
 def vocabulary_names(aliases: dict[str, str]) -> frozenset[str]:

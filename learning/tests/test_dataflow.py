@@ -429,9 +429,48 @@ def test_a_number_is_a_variables_value_by_its_fields_name_only_in_an_id_named_fi
     assert [effects(declared, n) for n in range(3)] == [[], [], []]
     assert effects(declared, 3) == [("order_id", "output.order_id")]
     assert [effects(empty, n) for n in range(4)] == [[], [], [], []]
-    # A number that a later call takes is found by its value whatever its field.
+    # A number that a later call takes is found by its value whatever its field: a
+    # requirement of the taker; the producer's effect only under its own field's name.
     flowing = trace_reconstruct([steps[0], call("fill_tank", {"fuel_amount": 113.5623})])
-    assert effects(flowing, 0) == [("fuel_amount", "output.liter")]
+    assert flows(flowing, 1) == [("fuel_amount", "fuel_amount", "gallon_to_liter output.liter")]
+    assert effects(flowing, 0) == []
+    same = trace_reconstruct([steps[0], call("pour", {"liter": 113.5623})])
+    assert effects(same, 0) == [("liter", "output.liter")]
+
+
+def test_a_quantity_passed_on_under_another_name_is_no_effect_and_a_code_is():
+    found = trace_reconstruct(
+        [
+            call("compute_exchange_rate", {"value": 15400.0}, {"exchanged_value": 22000.0}),
+            call("set_budget_limit", {"budget_limit": 22000.0}),
+            call("get_zipcode", {"city": "Rivermist"}, {"zipcode": "83214"}),
+            call("estimate_distance", {"cityA": "83214"}),
+            call("get_order", {"order_id": 12446}),
+        ]
+    )
+    assert flows(found, 1) == [
+        ("budget_limit", "budget_limit", "compute_exchange_rate output.exchanged_value")
+    ]
+    assert effects(found, 0) == []
+    # A string of digits is a code (a zip code, a card number), not a quantity.
+    assert effects(found, 2) == [("city_a", "output.zipcode")]
+
+
+def test_a_small_number_flows_from_an_outputs_field_of_the_same_name():
+    found = trace_reconstruct(
+        [
+            call("estimate_distance", {"cityA": "94016"}, {"distance": 980.0}),
+            call("logarithm", {"value": 980.0, "base": 10}),
+            call("estimate_drive_feasibility", {"distance": 980.0}),
+            call("set_budget_limit", {"budget_limit": 500}, {"budget_limit": 500}),
+            call("book", {"budget_limit": 500}),
+        ]
+    )
+    assert flows(found, 1) == []  # another name: the number alone says nothing
+    assert flows(found, 2) == [("distance", "distance", "estimate_distance output.distance")]
+    assert effects(found, 0) == [("distance", "output.distance")]
+    # An output repeating the call's own number (read back in its field) is an echo.
+    assert effects(found, 3) == [] and flows(found, 4) == []
 
 
 def test_a_status_message_beside_a_flag_is_no_effect_and_a_text_answer_is():

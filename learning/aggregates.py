@@ -191,6 +191,14 @@ def _count_output(agg: Aggregate, check: dict[str, Any], output: Any, trace_id: 
         outputs["missing"][name] = outputs["missing"].get(name, 0) + 1
 
 
+def _count_new_path(paths: dict[str, int], path: str, count: int) -> None:
+    """Calls whose output brought a value new to its trace at ``path``; at most
+    MAX_OUTPUT_PATHS paths, the first seen (a path past them is never an effect's route:
+    they are the output's shape, a handful of paths)."""
+    if path in paths or len(paths) < MAX_OUTPUT_PATHS:
+        paths[path] = paths.get(path, 0) + count
+
+
 def _count_path(paths: dict[str, int], path: str, count: int) -> None:
     if path not in paths and len(paths) >= MAX_OUTPUT_PATHS:
         path = OTHER_PATHS
@@ -250,6 +258,9 @@ def aggregate_add(agg: Aggregate, trace: dict[str, Any]) -> None:
                 entry["added_ok"] += 1
                 _example(entry, trace_id)
                 _route(entry, path, trace_id)
+        new_paths = agg.setdefault("new_paths", {})
+        for path in flow.get("new_paths", ()):
+            _count_new_path(new_paths, path, 1)
 
     source = _count_source(agg, trace.get("application_id"))
     _remember(agg.setdefault("source_examples", {}).setdefault(source, []), trace_id)
@@ -330,6 +341,10 @@ def aggregate_merge(into: Aggregate, other: Aggregate) -> None:
     for duration, trace_id in other.get("slowest", []):
         _slow(into, duration, trace_id)
     _merge_outputs(into.setdefault("outputs", new_outputs()), other.get("outputs"))
+    if other.get("new_paths"):
+        new_paths = into.setdefault("new_paths", {})
+        for path, count in other["new_paths"].items():
+            _count_new_path(new_paths, path, count)
     _seen(into, other.get("first_seen"), other.get("last_seen"))
 
 

@@ -73,6 +73,7 @@ MAX_STRING = 2_000
 MAX_VARIABLES = 200
 MAX_PHRASE = 3  # words in a phrase of a user message that an argument may repeat
 MAX_PHRASES = 20_000  # words and phrases of the user's messages indexed per trace
+MAX_NEW_PATHS = 50  # output paths per step said to have brought new values
 # English function words WordNet does not list (it holds nouns, verbs, adjectives, adverbs).
 FUNCTION_WORDS = frozenset(
     "a an the and or but nor not no yes none all any some each every both either neither this "
@@ -109,6 +110,9 @@ class StepFlow(TypedDict):
     present: list[str]  # variables with a value known before the call
     flows: list[tuple[str, str, str]]  # (variable, argument path, origin)
     effects: list[tuple[str, str]]  # (variable, output path) brought new values
+    # Output paths that brought a value the trace did not know, whatever variable it is: a
+    # path that fed a variable in other traces brought that variable here too (inference).
+    new_paths: list[str]
 
 
 @dataclass
@@ -752,10 +756,27 @@ class _Reader:
                     "present": sorted(variable for _, variable in order[:known]),
                     "flows": self.flows_by_step[number],
                     "effects": sorted(effects_by_step[number].items()),
+                    "new_paths": self._new_paths(number),
                 }
             )
         reconstruction.capped = self.budget.capped
         return reconstruction
+
+    def _new_paths(self, number: int) -> list[str]:
+        """The output paths where this step's output first held a value of the trace, a value
+        that names something (no text: a file's content sent as a message is, like a quantity
+        renamed, the caller's choice, and a token inside text is no field of its own), at most
+        ``MAX_NEW_PATHS``."""
+        tool, paths = self.tools[number], set[str]()
+        for leaf in self.outputs_by_step[number]:
+            if leaf.path in paths or "(in text)" in leaf.path or " " in leaf.key:
+                continue
+            if self.index.get(leaf.key) == (number + 1, tool, leaf.path):
+                if len(paths) >= MAX_NEW_PATHS:
+                    self.budget.capped.add("paths")
+                    break
+                paths.add(leaf.path)
+        return sorted(paths)
 
     def _output_effects(
         self,

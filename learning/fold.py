@@ -88,6 +88,7 @@ def traces_fold(
             if flow:
                 # Stored by ingest; a trace stored without it is read alone (aggregate_add).
                 row["dataflow"] = {key: flow[key] for key in ("present", "flows", "effects")}
+                row["dataflow"]["new_paths"] = flow.get("new_paths", [])  # none stored before
             for tool, effects in flow.get("revealed", ()):
                 late.setdefault(tool, []).append((row["trace_id"], effects))
             if row["application_id"] is not None:

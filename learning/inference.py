@@ -5,7 +5,9 @@ After Contract2Tool (arXiv 2606.07904, section IV), but deterministic:
 - ``produces``: variables that successful calls bring new values of (``learning.dataflow``:
   added to a state the runtime sent, or a value the trace did not know) in at least
   ``produces_ratio`` of successes (a search that finds nothing a third of the time still
-  produces its id; a variable added once in twenty calls is incidental, not an effect).
+  produces its id; a variable added once in twenty calls is incidental, not an effect). Judged
+  across traces too: an output path that brought a variable in at least ``min_count`` calls'
+  traces brings it in every call that brought a new value at that path (``_brought``).
 - ``requires``: variables whose values flow into the arguments (nested too; found by
   ``learning.dataflow`` in earlier outputs, the user's messages or the state) in at least
   ``flow_ratio`` of successes, or ``required_flow_ratio`` of them when the argument is required
@@ -91,11 +93,13 @@ def infer_contract(
     produces, requires, gated = [], [], []
     schema, unsafe = _schema(aggregate, input_schema, total)
     required = set(schema.get("required") or ())
+    new_paths = aggregate.get("new_paths") or {}
+    brought = {var: _brought(entry, new_paths, thresholds) for var, entry in variables.items()}
     for var, entry in sorted(variables.items()):
         if (
             successes
-            and entry["added_ok"] >= thresholds.min_count
-            and (entry["added_ok"] / successes >= thresholds.produces_ratio)
+            and brought[var] >= thresholds.min_count
+            and (brought[var] / successes >= thresholds.produces_ratio)
         ):
             produces.append(var)
         ratio = thresholds.required_flow_ratio if _feeds(entry, required) else thresholds.flow_ratio
@@ -111,6 +115,7 @@ def infer_contract(
             requires.append(var)
         if gate:
             gated.append(var)
+    flowed = {var: entry["flows"] for var, entry in variables.items()}
     risk, risk_confidence, risk_evidence = suggest_risk(
         name=name, description=description, produces=produces, permissions=list(permissions),
         labelled=labelled, annotations=annotations,
@@ -133,8 +138,8 @@ def infer_contract(
         },
         "support": support,
         "confidence": {
-            "requires": round(evidence * _margin(variables, successes, "flows", requires), 3),
-            "produces": round(evidence * _margin(variables, successes, "added_ok", produces), 3),
+            "requires": round(evidence * _margin(flowed, successes, requires), 3),
+            "produces": round(evidence * _margin(brought, successes, produces), 3),
             "input_schema": round(evidence, 3),
             "risk": round(risk_confidence, 3),
             "cost": round(evidence, 3),
@@ -184,18 +189,27 @@ def _routes(
     return found
 
 
-def _margin(
-    variables: dict[str, VariableCounts],
-    successes: int,
-    key: Literal["flows", "added_ok"],
-    chosen: list[str],
-) -> float:
+def _brought(entry: VariableCounts, new_paths: dict[str, int], thresholds: Thresholds) -> int:
+    """The successful calls that brought a variable: those whose own trace showed it
+    (``added_ok``) or, judged across traces, every call whose output brought a new value at an
+    output path that brought the variable in at least ``min_count`` calls' traces. A trace
+    shows an effect only when a later call of it uses the value; a path whose values are a
+    variable's in some traces holds that variable's values in the others too (a search's
+    results that no later call happened to take)."""
+    brought = entry["added_ok"]
+    for route, counted in (entry.get("routes") or {}).items():
+        if ROUTE_ARROW not in route and counted["count"] >= thresholds.min_count:
+            brought = max(brought, new_paths.get(route, 0))
+    return brought
+
+
+def _margin(counts: dict[str, int], successes: int, chosen: list[str]) -> float:
     """How clear-cut the choice was: 1 when every ratio is 0 or 1, lower near the thresholds."""
-    if not successes or not variables:
+    if not successes or not counts:
         return 1.0
     worst = 1.0
-    for entry in variables.values():
-        ratio = entry[key] / successes
+    for count in counts.values():
+        ratio = count / successes
         worst = min(worst, abs(ratio - 0.5) * 2)
     return max(worst, 0.5 if chosen else 0.0) if worst < 1 else 1.0
 

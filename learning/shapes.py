@@ -108,6 +108,8 @@ class Aggregate(TypedDict):
     slowest: list[list[Any]]  # [duration_ms, trace_id], slowest first
     outputs: OutputCounts
     unsafe_names: NotRequired[int]
+    # Output path -> successful calls whose output brought a value new to its trace there.
+    new_paths: NotRequired[dict[str, int]]
     first_seen: NotRequired[str]
     last_seen: NotRequired[str]
     # A since-version aggregate: what the traces before the version showed (learning.baselines).

@@ -560,3 +560,23 @@ def test_a_state_repeating_the_outputs_fields_says_no_more_than_their_names():
     assert [effects(found, n) for n in range(3)] == [[], [], []]
     # What a name can say, the state still says: an object the vocabulary names.
     assert effects(found, 3) == [("event_details", "state.event_details")]
+
+
+def test_a_step_names_the_output_paths_that_brought_values_new_to_its_trace():
+    found = trace_reconstruct(
+        [
+            call("search", {"origin": "JFK"},
+                 {"flights": [{"flight_number": "HAT136", "note": "a quiet evening flight"}]}),
+            call("search", {"origin": "JFK"},
+                 {"flights": [{"flight_number": "HAT136"}, {"flight_number": "HAT170"}]}),
+            call("search", {"origin": "JFK"}, {"flights": [{"flight_number": "HAT170"}]}),
+            call("get_flight", {"flight_number": "HAT170"}, {"flight_number": "HAT170"}),
+        ]
+    )  # fmt: skip
+    # Text is no value that names something; a value known before, or an echo, is not new.
+    assert [step["new_paths"] for step in found.steps] == [
+        ["output.flights[].flight_number"],
+        ["output.flights[].flight_number"],
+        [],
+        [],
+    ]

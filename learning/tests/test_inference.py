@@ -10,6 +10,7 @@ from learning.aggregates import (
     aggregate_percentile,
     new_aggregate,
 )
+from learning.dataflow import trace_reconstruct
 from learning.inference import (
     apply_drift,
     contract_drift,
@@ -417,3 +418,40 @@ def test_a_required_argument_needs_its_values_to_flow_in_fewer_calls():
     assert infer(traces, input_schema=required)["requires"] == ["travel_date"]
     optional = {**required, "required": []}
     assert infer(traces, input_schema=optional)["requires"] == []
+
+
+def _searches(used: int, calls: int, value: str) -> dict:
+    """A search's aggregate over ``calls`` traces, each bringing a new result; in ``used``
+    of them a later call takes it (``value``: how a result reads)."""
+    aggregate = new_aggregate()
+    for n in range(calls):
+        result = value.format(n=n)
+        steps = [
+            {"trace_id": f"t{n}", "tool": "search", "args": {"q": "lamp"}, "status": "success",
+             "output": {"results": [result]}},
+            {"trace_id": f"t{n}", "tool": "send", "args": {"body": result}, "status": "success",
+             "output": {"sent": True}},
+        ][: 2 if n < used else 1]  # fmt: skip
+        flow = trace_reconstruct(steps).steps[0]
+        aggregate_add(aggregate, {**steps[0], "dataflow": flow})
+    return aggregate
+
+
+def test_an_output_path_that_brought_a_variable_in_some_traces_brings_it_in_every_call():
+    def produces(aggregate):
+        return infer_contract(
+            name="search", description="Search items.", input_schema=None, aggregate=aggregate
+        )["produces"]
+
+    # 3 of 12 calls' results were used (0.25, below produces_ratio), all 12 were new results.
+    assert produces(_searches(3, 12, "item_{n:05d}")) == ["body"]
+    # Evidence in fewer than min_count traces generalises to nothing.
+    assert produces(_searches(2, 12, "item_{n:05d}")) == []
+    # Text passed on (a result sent as a message body) is the caller's choice, not the path's.
+    assert produces(_searches(3, 12, "Dear customer, item {n} is ready")) == []
+
+
+def test_new_values_per_output_path_merge_by_addition():
+    whole, more = _searches(3, 12, "item_{n:05d}"), _searches(0, 5, "other_{n:05d}")
+    aggregate_merge(whole, more)
+    assert whole["new_paths"] == {"output.results[]": 17}

@@ -156,7 +156,7 @@ def infer_contract(
             # brought each effect: in how many calls, with example trace ids.
             "dataflow": {
                 "requires": _routes(variables, requires, flows=True),
-                "produces": _routes(variables, produces, flows=False),
+                "produces": _routes(variables, produces, flows=False, new_paths=new_paths),
             },
         },
     }
@@ -173,17 +173,29 @@ def _feeds(entry: VariableCounts, required: set[str]) -> bool:
 
 
 def _routes(
-    variables: dict[str, VariableCounts], chosen: list[str], *, flows: bool
+    variables: dict[str, VariableCounts],
+    chosen: list[str],
+    *,
+    flows: bool,
+    new_paths: Mapping[str, int] | None = None,
 ) -> dict[str, list[Route]]:
     """The routes behind each chosen variable, most seen first: ``origin → argument`` for a
-    requirement, the output path for an effect."""
+    requirement, the output path for an effect, with the calls that brought new values at
+    that path (``new_values``: what the effect was judged on across traces)."""
     found: dict[str, list[Route]] = {}
     for var in chosen:
-        routes: list[Route] = [
-            {"route": route, "traces": counted["count"], "examples": counted["examples"][:3]}
-            for route, counted in (variables.get(var, NO_VARIABLE).get("routes") or {}).items()
-            if (ROUTE_ARROW in route) == flows
-        ]
+        routes: list[Route] = []
+        for route, counted in (variables.get(var, NO_VARIABLE).get("routes") or {}).items():
+            if (ROUTE_ARROW in route) != flows:
+                continue
+            shown: Route = {
+                "route": route,
+                "traces": counted["count"],
+                "examples": counted["examples"][:3],
+            }
+            if new_paths and route in new_paths:
+                shown["new_values"] = new_paths[route]
+            routes.append(shown)
         if routes:
             found[var] = sorted(routes, key=lambda item: (-item["traces"], item["route"]))
     return found

@@ -171,6 +171,7 @@ def _dataflow(dataflow: Any) -> list[dict[str, Any]]:
                         "variable": _text(variable),
                         "route": _text(route.get("route")),
                         "traces": _count(route.get("traces")),
+                        "new_values": _count(route.get("new_values")),
                         "examples": _examples({"example_trace_ids": route.get("examples")}),
                     }
                 )

@@ -52,6 +52,8 @@ class Route(TypedDict):
     route: str
     traces: int
     examples: list[Any]
+    # An effect's output path: the calls that brought new values there, in any trace.
+    new_values: NotRequired[int]
 
 
 class Dataflow(TypedDict, total=False):

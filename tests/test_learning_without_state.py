@@ -157,3 +157,22 @@ def test_the_ticket_shows_which_output_fed_which_argument(admin_client):
     assert "get_user_details output.payment_methods{} → payment_id" in html
     assert "search_direct_flight output[].flight_number → flights[].flight_number" in html
     assert "trace_id=run-0" in html and 'id="evidence-dataflow"' in html
+
+
+def test_the_ticket_shows_the_calls_an_effect_was_judged_on_across_traces(admin_client):
+    RiskLevel.objects.filter(name="low").update(min_support=RUNS)
+    traces = []
+    for run in range(RUNS):
+        ticket = f"TCK-{run:05d}"
+        traces.append({"trace_id": f"run-{run}", "step": 0, "tool": "open_ticket",
+                       "args": {"title": f"Printer {run} jammed"}, "status": "success",
+                       "output": {"ticket": ticket}})  # fmt: skip
+        if run < 3:  # only three conversations go on to close the ticket they opened
+            traces.append({"trace_id": f"run-{run}", "step": 1, "tool": "close_ticket",
+                           "args": {"ticket_id": ticket}, "status": "success",
+                           "output": {"closed": True}})  # fmt: skip
+    traces_ingest(items=enumerate(traces))
+    assert learnt()["open_ticket"]["produces"] == ["ticket_id"]
+    ticket = ReviewTicket.objects.get(tool__name="open_ticket")
+    html = admin_client.get(f"/admin/reviews/reviewticket/{ticket.pk}/change/").content.decode()
+    assert "<code>output.ticket</code>" in html and "new values there in 12" in html

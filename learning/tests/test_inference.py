@@ -447,6 +447,14 @@ def test_an_output_path_that_brought_a_variable_in_some_traces_brings_it_in_ever
     assert produces(_searches(3, 12, "item_{n:05d}")) == ["body"]
     # Evidence in fewer than min_count traces generalises to nothing.
     assert produces(_searches(2, 12, "item_{n:05d}")) == []
+    # The evidence says on how many calls the effect was judged, beside the traces showing it.
+    routes = infer_contract(
+        name="search", description="Search items.", input_schema=None,
+        aggregate=_searches(3, 12, "item_{n:05d}"),
+    )["evidence"]["dataflow"]["produces"]["body"]  # fmt: skip
+    assert [(r["route"], r["traces"], r["new_values"]) for r in routes] == [
+        ("output.results[]", 3, 12)
+    ]
     # Text passed on (a result sent as a message body) is the caller's choice, not the path's.
     assert produces(_searches(3, 12, "Dear customer, item {n} is ready")) == []
 

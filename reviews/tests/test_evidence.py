@@ -108,3 +108,13 @@ def test_it_reads_when_the_calls_were_first_and_last_seen():
     assert all(key != "calls_seen" for key, _ in summary["other"])
     for broken in ({"first": "yesterday"}, {"first": 5}, "x", {"first": "2026-11-18T09:30:00"}):
         assert evidence_summary({"calls_seen": broken})["first_seen"] is None
+
+
+def test_an_effects_route_shows_the_calls_that_brought_new_values_there():
+    dataflow = {"produces": {"ticket_id": [
+        {"route": "output.ticket", "traces": 3, "new_values": 12, "examples": ["run-0"]}
+    ]}}  # fmt: skip
+    rows = evidence_summary({"dataflow": dataflow})["dataflow"]
+    assert [(row["route"], row["traces"], row["new_values"]) for row in rows] == [
+        ("output.ticket", 3, 12)
+    ]

@@ -38,7 +38,7 @@ from django.utils import timezone
 from registry.models import Application
 from registry.selectors import alias_map
 
-from .ingest import tool_names_refused, traces_ingest, unknown_tool_reason
+from .ingest import collector_paused, tool_names_refused, traces_ingest, unknown_tool_reason
 from .models import OtelSpan, OtelTrace, SpanIntake
 from .otel import CONTENT_CAPTURE, DecodedBatch, SpanRecord, trace_assemble
 
@@ -89,6 +89,7 @@ class SpansReceived:
         return "; ".join(parts)
 
 
+@collector_paused()
 @transaction.atomic
 def spans_receive(*, application: Application, batch: DecodedBatch) -> SpansReceived:
     """Buffer a request's spans for their traces; refuse what no cap or rule allows.

@@ -27,7 +27,7 @@ from django.utils import timezone
 
 from registry.jsonlimits import more_nodes_than
 from registry.models import Application
-from registry.selectors import alias_map, tool_names_visible, tools_by_name
+from registry.selectors import alias_map, tool_ids_visible, tool_names_visible, tools_by_name
 
 from .candidates import candidate_example
 from .dataflow import trace_reconstruct, vocabulary_names
@@ -85,8 +85,11 @@ def traces_ingest(
     result = IngestResult()
     iterator = iter(items)
     application_id = application.pk if application else None
-    while batch := list(islice(iterator, batch_size)):
+    while True:
         with collector_paused():
+            batch = list(islice(iterator, batch_size))
+            if not batch:
+                break
             parsed = _parsed(batch, aliases=aliases, result=result)
             rows = _rows(parsed, application=application, uncaptured=uncaptured, result=result)
             if not rows:
@@ -104,7 +107,8 @@ def traces_ingest(
 
 @contextmanager
 def collector_paused() -> Iterator[None]:
-    """Python's cyclic garbage collector paused while a batch is read and stored.
+    """Python's cyclic garbage collector paused while a batch is read (from a file: decoded),
+    checked and stored.
 
     A batch builds a few containers a step (its dicts, lists, data flow), none in a cycle, all
     freed by reference counting once the batch is stored. While they live, every pass of the
@@ -148,11 +152,10 @@ def _rows(
 ) -> dict[tuple[str, int], dict[str, Any]]:
     """The rows to store by (trace_id, step), the first of a repeated key kept (the others
     counted as duplicates), each naming its tool only if the application may see it."""
-    # Only the batch's names are looked up (one query each, by name), so a batch costs the same
+    # Only the batch's names are looked up (one query, by name), so a batch costs the same
     # with a thousand tools in the registry or a hundred thousand.
     names = {trace["tool"] for _, trace in parsed}
-    tools = tools_by_name(names)
-    visible = _visible(application, names, tools)
+    visible = _visible_ids(application, names)
     rows: dict[tuple[str, int], dict[str, Any]] = {}
     for index, trace in parsed:
         key = (trace["trace_id"], trace["step"])
@@ -164,7 +167,7 @@ def _rows(
             **trace,
             "index": index,
             "tool_name": trace["tool"],
-            "tool_id": tools[trace["tool"]][0] if known else None,
+            "tool_id": visible[trace["tool"]] if known else None,
             # A registered tool the application may not see is kept like an unknown name,
             # never folded into that tool's learning (``learning.fold._foldable``).
             "unknown_tool": not known,
@@ -223,6 +226,14 @@ def _store(
             transaction.on_commit(partial(traces_stored.send, None, count=stored))
     result.accepted += stored
     result.duplicates += len(rows) - stored
+
+
+def _visible_ids(application: Application | None, names: set[str]) -> dict[str, int]:
+    """The tools among ``names`` the application may see, name -> id, in one query; an
+    operator's import (None) is trusted with every registered tool."""
+    if application is None:
+        return {name: tool[0] for name, tool in tools_by_name(names).items()}
+    return tool_ids_visible(application, among=names)
 
 
 def _visible(application: Application | None, names: set[str], tools: Collection[str]) -> set[str]:

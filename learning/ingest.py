@@ -34,7 +34,7 @@ from .dataflow import trace_reconstruct, vocabulary_names
 from .models import Trace
 from .otel import SAME, states_shared, states_whole
 from .signals import traces_stored
-from .traces import JSON_FIELDS, STEP_COLUMNS, trace_parse
+from .traces import STEP_COLUMNS, trace_parse
 
 logger = logging.getLogger(__name__)
 TRACE_FIELDS = [*STEP_COLUMNS, "application_id"]
@@ -451,7 +451,6 @@ TRACE_COLUMNS = [
     *STEP_COLUMNS, "tool_id", "unknown_tool", "received_at", "application_id", "aggregated",
     "captured", "dataflow",
 ]  # fmt: skip
-JSON_COLUMNS = frozenset({*JSON_FIELDS, "dataflow"})
 
 
 # A row of at most this many JSON nodes is encoded in one piece by the C encoder, which holds a

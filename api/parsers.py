@@ -62,12 +62,15 @@ class StrictJSONParser(parsers.JSONParser):
 
 
 def _no_duplicates(pairs):
-    result = {}
-    for key, value in pairs:
-        if key in result:
+    result = dict(pairs)  # built in C; only an object that lost a key is read again
+    if len(result) == len(pairs):
+        return result
+    seen = set()
+    for key, _ in pairs:
+        if key in seen:
             shown = repr(key) if len(key) <= 64 else repr(key[:61]) + "..."
             raise ValueError(f"duplicate key {shown}")
-        result[key] = value
+        seen.add(key)
     return result
 
 

@@ -31,7 +31,7 @@ from rest_framework.permissions import AllowAny
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from learning.ingest import traces_ingest
+from learning.ingest import collector_paused, traces_ingest
 from learning.otel import spans_decode
 from learning.otel_ingest import BufferFull, spans_receive
 from learning.tasks import otel_traces_assemble
@@ -303,6 +303,7 @@ class TraceIngestView(RuntimeView):
 
     required_scope = RuntimeToken.Scope.TRACES_WRITE
 
+    @collector_paused()
     def post(self, request):
         items = request.data
         if not isinstance(items, list):
@@ -537,6 +538,7 @@ class OTLPTraceView(RuntimeView):
 
     required_scope = RuntimeToken.Scope.TRACES_WRITE
 
+    @collector_paused()
     def post(self, request):
         media = otlp.media_type(request.META.get("CONTENT_TYPE"))
         if self.application is None:

@@ -9,9 +9,11 @@ Once the batch commits, ``traces_stored`` is sent and the fold task is queued
 
 from __future__ import annotations
 
+import gc
 import json
 import logging
 from collections.abc import Callable, Collection, Iterable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import datetime
 from functools import partial
@@ -25,14 +27,14 @@ from django.utils import timezone
 
 from registry.jsonlimits import more_nodes_than
 from registry.models import Application
-from registry.selectors import alias_map, tool_names_visible, tools_by_name
+from registry.selectors import alias_map, tool_ids_visible, tool_names_visible, tools_by_name
 
 from .candidates import candidate_example
 from .dataflow import trace_reconstruct, vocabulary_names
 from .models import Trace
 from .otel import SAME, states_shared, states_whole
 from .signals import traces_stored
-from .traces import JSON_FIELDS, STEP_COLUMNS, trace_parse
+from .traces import STEP_COLUMNS, trace_parse
 
 logger = logging.getLogger(__name__)
 TRACE_FIELDS = [*STEP_COLUMNS, "application_id"]
@@ -83,20 +85,46 @@ def traces_ingest(
     result = IngestResult()
     iterator = iter(items)
     application_id = application.pk if application else None
-    while batch := list(islice(iterator, batch_size)):
-        parsed = _parsed(batch, aliases=aliases, result=result)
-        rows = _rows(parsed, application=application, uncaptured=uncaptured, result=result)
-        if not rows:
-            continue
-        _reconstruct(
-            rows,
-            application_id=application_id,
-            aliases=aliases,
-            vocabulary=vocabulary,
-            learnt_from=partial(_learnt_from, application),
-        )
-        _store(rows, application=application, share_states=share_states, result=result)
+    while True:
+        with collector_paused():
+            batch = list(islice(iterator, batch_size))
+            if not batch:
+                break
+            parsed = _parsed(batch, aliases=aliases, result=result)
+            rows = _rows(parsed, application=application, uncaptured=uncaptured, result=result)
+            if not rows:
+                continue
+            _reconstruct(
+                rows,
+                application_id=application_id,
+                aliases=aliases,
+                vocabulary=vocabulary,
+                learnt_from=partial(_learnt_from, application),
+            )
+            _store(rows, application=application, share_states=share_states, result=result)
     return result
+
+
+@contextmanager
+def collector_paused() -> Iterator[None]:
+    """Python's cyclic garbage collector paused while a batch is read (from a file: decoded),
+    checked and stored.
+
+    A batch builds a few containers a step (its dicts, lists, data flow), none in a cycle, all
+    freed by reference counting once the batch is stored. While they live, every pass of the
+    collector walks them, and its full passes every object the process holds, finding nothing:
+    a third of ``import_traces``' time on 10,000 traces (docs/benchmarks.md). The collector
+    runs again after the batch, which ``TRACE_BATCH_SIZE`` bounds; where it was off already,
+    it stays off.
+    """
+    if not gc.isenabled():
+        yield
+        return
+    gc.disable()
+    try:
+        yield
+    finally:
+        gc.enable()
 
 
 def _parsed(
@@ -124,11 +152,10 @@ def _rows(
 ) -> dict[tuple[str, int], dict[str, Any]]:
     """The rows to store by (trace_id, step), the first of a repeated key kept (the others
     counted as duplicates), each naming its tool only if the application may see it."""
-    # Only the batch's names are looked up (one query each, by name), so a batch costs the same
+    # Only the batch's names are looked up (one query, by name), so a batch costs the same
     # with a thousand tools in the registry or a hundred thousand.
     names = {trace["tool"] for _, trace in parsed}
-    tools = tools_by_name(names)
-    visible = _visible(application, names, tools)
+    visible = _visible_ids(application, names)
     rows: dict[tuple[str, int], dict[str, Any]] = {}
     for index, trace in parsed:
         key = (trace["trace_id"], trace["step"])
@@ -140,7 +167,7 @@ def _rows(
             **trace,
             "index": index,
             "tool_name": trace["tool"],
-            "tool_id": tools[trace["tool"]][0] if known else None,
+            "tool_id": visible[trace["tool"]] if known else None,
             # A registered tool the application may not see is kept like an unknown name,
             # never folded into that tool's learning (``learning.fold._foldable``).
             "unknown_tool": not known,
@@ -199,6 +226,14 @@ def _store(
             transaction.on_commit(partial(traces_stored.send, None, count=stored))
     result.accepted += stored
     result.duplicates += len(rows) - stored
+
+
+def _visible_ids(application: Application | None, names: set[str]) -> dict[str, int]:
+    """The tools among ``names`` the application may see, name -> id, in one query; an
+    operator's import (None) is trusted with every registered tool."""
+    if application is None:
+        return {name: tool[0] for name, tool in tools_by_name(names).items()}
+    return tool_ids_visible(application, among=names)
 
 
 def _visible(application: Application | None, names: set[str], tools: Collection[str]) -> set[str]:
@@ -416,82 +451,102 @@ TRACE_COLUMNS = [
     *STEP_COLUMNS, "tool_id", "unknown_tool", "received_at", "application_id", "aggregated",
     "captured", "dataflow",
 ]  # fmt: skip
-JSON_COLUMNS = frozenset({*JSON_FIELDS, "dataflow"})
 
 
-# A JSON value of at most this many nodes is encoded in one piece by the C encoder, which holds
-# a string per node until it joins them: 60 bytes or so for each "1, " of a long list.
+# A row of at most this many JSON nodes is encoded in one piece by the C encoder, which holds a
+# string per node until it joins them: 60 bytes or so for each "1, " of a long list.
 SMALL_JSON_NODES = 256
 COPY_CHUNK = 1 << 16  # characters sent to COPY at a time, at most
 COPY_PIECES = 1024  # or pieces
 _STREAMING_ENCODER = json.JSONEncoder(check_circular=False)
-_COPY_ESCAPES = str.maketrans({"\\": "\\\\", "\n": "\\n", "\r": "\\r", "\t": "\\t"})
+# The columns a row sends as one JSON array, in this order; ``received_at`` is the batch's.
+ARRIVING_COLUMNS = [column for column in TRACE_COLUMNS if column != "received_at"]
+
+
+def _arriving(row: dict[str, Any]) -> list[Any]:
+    """The row's columns as JSON values: a time as ISO 8601, every other value as it is."""
+    values = [row.get(column) for column in ARRIVING_COLUMNS]
+    occurred_at = values[_OCCURRED_AT]
+    if isinstance(occurred_at, datetime):
+        values[_OCCURRED_AT] = occurred_at.isoformat()
+    return values
+
+
+_OCCURRED_AT = ARRIVING_COLUMNS.index("occurred_at")
 
 
 def _copy_pieces(row: dict[str, Any]) -> Iterator[str]:
-    """One row in COPY's text format, in pieces: a line, unless a JSON value is large.
+    """One row in COPY's text format: its columns as one JSON array on a line, in pieces when
+    it is large.
 
-    A large JSON value is encoded as a stream, so storing a trace holds a bounded amount of
-    memory besides the trace itself: a 50,000-character key over a 25,000-item list took 15
-    times its size to encode in one piece.
+    One encoding of the whole row by the C encoder costs about what one column's did, and
+    PostgreSQL splits it into columns (``_from_arriving``). A large row is encoded as a stream,
+    so storing a trace holds a bounded amount of memory besides the trace itself: a
+    50,000-character key over a 25,000-item list took 15 times its size to encode in one piece.
+    JSON has no tab or line break left; its backslashes are doubled for COPY.
     """
-    line: list[str] = []
+    values = _arriving(row)
+    if not more_nodes_than(values, SMALL_JSON_NODES):
+        yield json.dumps(values).replace("\\", "\\\\") + "\n"
+        return
+    for chunk in _STREAMING_ENCODER.iterencode(values):
+        yield chunk.replace("\\", "\\\\")
+    yield "\n"
+
+
+def _from_arriving() -> str:
+    """The trace table's columns, in ``TRACE_COLUMNS``' order, read from a row's JSON array
+    (``row``) and the batch's time of arrival (the query's parameter): a JSON value as it is
+    (JSON null as NULL), text as it is, anything else cast to its column's type."""
+    types = {field.column: field.db_type(connection) for field in Trace._meta.concrete_fields}
+    selected = []
     for column in TRACE_COLUMNS:
-        value = row.get(column)
-        if (
-            column in JSON_COLUMNS
-            and value is not None
-            and more_nodes_than(value, SMALL_JSON_NODES)
-        ):
-            yield "\t".join([*line, ""])  # the columns before it, and a tab
-            for chunk in _STREAMING_ENCODER.iterencode(value):
-                yield chunk.replace("\\", "\\\\")
-            line = [""]  # the tab after it
+        if column == "received_at":
+            selected.append("%s::timestamptz")
+            continue
+        index = ARRIVING_COLUMNS.index(column)
+        kind = str(types[column])
+        if kind == "jsonb":
+            selected.append(f"NULLIF(row -> {index}, 'null')")
+        elif kind == "text" or kind.startswith("varchar"):
+            selected.append(f"row ->> {index}")
         else:
-            line.append(_copy_text(column, value))
-    yield "\t".join(line) + "\n"
-
-
-def _copy_text(column: str, value: Any) -> str:
-    if value is None:
-        return "\\N"
-    if column in JSON_COLUMNS:
-        return json.dumps(value).replace("\\", "\\\\")  # JSON has no tab or line break left
-    if isinstance(value, bool):
-        return "t" if value else "f"
-    if isinstance(value, datetime):
-        return value.isoformat()
-    return str(value).translate(_COPY_ESCAPES)
+            selected.append(f"(row ->> {index})::{kind}")
+    return ", ".join(selected)
 
 
 def _insert_returning(rows: list[dict[str, Any]]) -> int:
-    """PostgreSQL: COPY the batch into a temporary table, then INSERT ... ON CONFLICT DO NOTHING:
-    the rows this transaction stored are counted; return how many."""
-    now = timezone.now()
-    columns = ", ".join(TRACE_COLUMNS)
+    """PostgreSQL: COPY the batch into a temporary table, a JSON array a row, then INSERT ...
+    SELECT its columns ON CONFLICT DO NOTHING: the rows this transaction stored are counted;
+    return how many."""
     with connection.cursor() as cursor:
         cursor.execute(
-            "CREATE TEMPORARY TABLE IF NOT EXISTS learning_trace_incoming "
-            f"AS SELECT {columns} FROM learning_trace WITH NO DATA"
+            "CREATE TEMPORARY TABLE IF NOT EXISTS learning_trace_arriving (row jsonb NOT NULL)"
         )
-        with cursor.cursor.copy(f"COPY learning_trace_incoming ({columns}) FROM STDIN") as copy:
-            # Pieces are sent by count as well as by size: a streamed value yields pieces of a
-            # few characters, each a 50-byte string while it waits.
-            pending: list[str] = []
-            size = 0
-            for row in rows:
-                row["received_at"] = now
-                for piece in _copy_pieces(row):
-                    pending.append(piece)
-                    size += len(piece)
-                    if size >= COPY_CHUNK or len(pending) >= COPY_PIECES:
-                        copy.write("".join(pending))
-                        pending, size = [], 0
-            copy.write("".join(pending))
+        with cursor.cursor.copy("COPY learning_trace_arriving (row) FROM STDIN") as copy:
+            for chunk in _copy_chunks(rows):
+                copy.write(chunk)
         cursor.execute(
-            f"INSERT INTO learning_trace ({columns}) SELECT {columns} "
-            "FROM learning_trace_incoming ON CONFLICT DO NOTHING"
+            f"INSERT INTO learning_trace ({', '.join(TRACE_COLUMNS)}) "
+            f"SELECT {_from_arriving()} FROM learning_trace_arriving ON CONFLICT DO NOTHING",
+            [timezone.now()],
         )
         stored = cursor.rowcount
-        cursor.execute("DELETE FROM learning_trace_incoming")
+        cursor.execute("DELETE FROM learning_trace_arriving")
     return int(stored)
+
+
+def _copy_chunks(rows: list[dict[str, Any]]) -> Iterator[str]:
+    """The rows in COPY's text format, in chunks of at most ``COPY_CHUNK`` characters or
+    ``COPY_PIECES`` pieces (a streamed value yields pieces of a few characters, each a 50-byte
+    string while it waits)."""
+    pending: list[str] = []
+    size = 0
+    for row in rows:
+        for piece in _copy_pieces(row):
+            pending.append(piece)
+            size += len(piece)
+            if size >= COPY_CHUNK or len(pending) >= COPY_PIECES:
+                yield "".join(pending)
+                pending, size = [], 0
+    yield "".join(pending)

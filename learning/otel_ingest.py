@@ -23,6 +23,7 @@ they carry were already decided. Closed traces are remembered for ``OTLP_KEEP_AS
 
 from __future__ import annotations
 
+import json
 import logging
 from collections import defaultdict
 from dataclasses import dataclass, field
@@ -30,14 +31,14 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from django.conf import settings
-from django.db import transaction
+from django.db import connection, transaction
 from django.db.models import Count, F, Q, Sum
 from django.utils import timezone
 
 from registry.models import Application
 from registry.selectors import alias_map
 
-from .ingest import tool_names_refused, traces_ingest, unknown_tool_reason
+from .ingest import collector_paused, tool_names_refused, traces_ingest, unknown_tool_reason
 from .models import OtelSpan, OtelTrace, SpanIntake
 from .otel import CONTENT_CAPTURE, DecodedBatch, SpanRecord, trace_assemble
 
@@ -88,6 +89,7 @@ class SpansReceived:
         return "; ".join(parts)
 
 
+@collector_paused()
 @transaction.atomic
 def spans_receive(*, application: Application, batch: DecodedBatch) -> SpansReceived:
     """Buffer a request's spans for their traces; refuse what no cap or rule allows.
@@ -134,7 +136,7 @@ def spans_receive(*, application: Application, batch: DecodedBatch) -> SpansRece
     by_trace = _spans_by_trace(spans, existing, result)
     new_spans = _spans_admitted(by_trace, existing, result, uncaptured)
     rows = _spans_store(application, new_spans, existing, roots=roots, now=now)
-    result.complete = _traces_received(rows, new_spans, roots=roots, now=now)
+    result.complete = _traces_received(rows, new_spans, existing, roots=roots, now=now)
     _intake_count(application, batch, result, now=now)
     return result
 
@@ -267,8 +269,13 @@ def _spans_store(
     now: datetime,
 ) -> dict[str, OtelTrace]:
     """Start the new traces and buffer the new spans, if the application's buffer has room
-    (``BufferFull`` otherwise); return the traces they touch by trace id, completed ones
-    included."""
+    (``BufferFull`` otherwise); return the traces they touch by trace id: the new ones, and
+    the buffered ones that received a span or their root.
+
+    A new trace is written as it now stands (its spans, their bytes, whether its root came):
+    the application's row is locked, so no other request counts its spans meanwhile. Its id
+    comes back from the insert, where the database returns it, instead of a second read.
+    """
     new_traces = [trace_id for trace_id in new_spans if trace_id not in existing]
     _check_room(
         application,
@@ -276,65 +283,89 @@ def _spans_store(
         sum(map(len, new_spans.values())),
         sum(_weight(record) for records in new_spans.values() for record in records),
     )
-    OtelTrace.objects.bulk_create(
+    created = OtelTrace.objects.bulk_create(
         [
             OtelTrace(
                 application=application,
                 trace_id=trace_id,
                 first_received_at=now,
                 last_received_at=now,
+                complete=trace_id in roots,
+                span_count=len(new_spans[trace_id]),
+                span_bytes=sum(map(_weight, new_spans[trace_id])),
             )
             for trace_id in new_traces
         ]
     )
-    rows = {
-        trace.trace_id: trace
-        for trace in OtelTrace.objects.filter(
-            application=application, trace_id__in=set(new_spans) | (roots & set(existing))
-        )
+    if created and created[0].pk is None:
+        created = list(OtelTrace.objects.filter(application=application, trace_id__in=new_traces))
+    rows = {trace.trace_id: trace for trace in created}
+    rows |= {
+        trace_id: trace
+        for trace_id, trace in existing.items()
+        if trace_id in new_spans or trace_id in roots
     }
-    OtelSpan.objects.bulk_create(
-        [
-            OtelSpan(trace=rows[trace_id], span_id=record["span_id"], record=record)
-            for trace_id, records in new_spans.items()
-            for record in records
-        ],
-        ignore_conflicts=True,
+    _spans_insert(
+        [(rows[trace_id], record) for trace_id, records in new_spans.items() for record in records]
     )
     return rows
+
+
+def _spans_insert(spans: list[tuple[OtelTrace, SpanRecord]]) -> None:
+    """Buffer the spans of their traces, any already buffered skipped.
+
+    On PostgreSQL the request's spans go as one JSON array, encoded once by the C encoder and
+    split into rows by the database: a bulk insert builds a model instance for each and sends
+    each record as an element of a text array, which the driver escapes quote by quote.
+    """
+    if not spans:
+        return
+    if connection.vendor != "postgresql":
+        OtelSpan.objects.bulk_create(
+            [OtelSpan(trace=trace, span_id=record["span_id"], record=record)
+             for trace, record in spans],
+            ignore_conflicts=True,
+        )  # fmt: skip
+        return
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "INSERT INTO learning_otelspan (trace_id, span_id, record) "
+            "SELECT (span ->> 0)::bigint, span ->> 1, span -> 2 "
+            "FROM jsonb_array_elements(%s::jsonb) AS span ON CONFLICT DO NOTHING",
+            [json.dumps([[trace.pk, record["span_id"], record] for trace, record in spans])],
+        )
 
 
 def _traces_received(
     rows: dict[str, OtelTrace],
     new_spans: dict[str, list[SpanRecord]],
+    existing: dict[str, OtelTrace],
     *,
     roots: set[str],
     now: datetime,
 ) -> list[str]:
-    """Mark when the pending traces last received a span and what they now hold; return the
-    trace ids this request completed."""
+    """Mark when the buffered pending traces last received a span and what they now hold (the
+    new ones were written so); return the trace ids this request completed."""
     pending = {
         trace_id: trace
         for trace_id, trace in rows.items()
         if trace.state == OtelTrace.State.PENDING
     }
     complete = [
-        trace_id for trace_id, trace in pending.items() if trace_id in roots and not trace.complete
+        trace_id
+        for trace_id, trace in pending.items()
+        if trace_id in roots and (trace_id not in existing or not trace.complete)
     ]
-    # A few statements whatever the number of traces: one per distinct count of new spans.
-    OtelTrace.objects.filter(pk__in=[t.pk for t in pending.values()]).update(last_received_at=now)
-    OtelTrace.objects.filter(pk__in=[pending[t].pk for t in complete]).update(complete=True)
+    buffered = [trace for trace_id, trace in pending.items() if trace_id in existing]
+    for trace in buffered:
+        fresh = new_spans.get(trace.trace_id, [])
+        trace.last_received_at = now
+        trace.complete = trace.complete or trace.trace_id in roots
+        # Locked since they were read (``_traces_locked``): their counts are the stored ones.
+        trace.span_count += len(fresh)
+        trace.span_bytes += sum(map(_weight, fresh))
     OtelTrace.objects.bulk_update(
-        [
-            OtelTrace(
-                pk=rows[trace_id].pk,
-                span_count=F("span_count") + len(fresh_records),
-                span_bytes=F("span_bytes") + sum(map(_weight, fresh_records)),
-            )
-            for trace_id, fresh_records in new_spans.items()
-        ],
-        ["span_count", "span_bytes"],
-        batch_size=500,
+        buffered, ["last_received_at", "complete", "span_count", "span_bytes"], batch_size=500
     )
     return complete
 

@@ -144,10 +144,18 @@ def tool_names_visible(
 ) -> set[str]:
     """Names of the tools the application may see; only of those ``among`` when given (one
     query by name, whatever the registry's size)."""
+    return set(tool_ids_visible(application, among=among))
+
+
+def tool_ids_visible(
+    application: Application, *, among: Collection[str] | None = None
+) -> dict[str, int]:
+    """The tools the application may see, name -> id; only those ``among`` when given (one
+    query by name, whatever the registry's size)."""
     versions = visible_versions(application)
     if among is not None:
         versions = versions.filter(tool__name__in=among)
-    return set(versions.values_list("tool__name", flat=True))
+    return dict(versions.order_by().values_list("tool__name", "tool_id"))
 
 
 def tools_by_name(names: Collection[str]) -> dict[str, tuple[int, int | None]]:

@@ -310,6 +310,8 @@ def unstorable_text(value: Any, path: str = "") -> str | None:
     value would copy a long key once per item of the list under it (100 KB of request body
     would cost gigabytes).
     """
+    if _storable(value):
+        return None
     reason = _unstorable_value(value)
     if reason:
         return f"{path or '(value)'}: {reason}"
@@ -335,6 +337,41 @@ def unstorable_text(value: Any, path: str = "") -> str | None:
             trail.append(key)
             return f"{_spelt(path, trail)}: {reason}"
     return None
+
+
+def _storable(value: Any) -> bool:
+    """Whether every string (key or value) and number of a JSON value can be stored, asked
+    quickly: exact types, no path kept. False also for a value of another type, which the walk
+    of ``unstorable_text`` then judges (and, when it cannot be stored, says where).
+
+    One iterator per open container, as that walk keeps: memory grows with the depth.
+    """
+    pending: list[Iterator[Any]] = [iter((value,))]
+    while pending:
+        for item in pending[-1]:
+            kind = type(item)
+            if kind is str:
+                if "\x00" in item or (not item.isascii() and _SURROGATE.search(item)):
+                    return False
+            elif kind is dict:
+                for key in item:
+                    if type(key) is str and (
+                        "\x00" in key or (not key.isascii() and _SURROGATE.search(key))
+                    ):
+                        return False
+                pending.append(iter(item.values()))
+                break
+            elif kind is list:
+                pending.append(iter(item))
+                break
+            elif kind is float:
+                if not math.isfinite(item):
+                    return False
+            elif kind is not int and kind is not bool and item is not None:
+                return False
+        else:
+            pending.pop()
+    return True
 
 
 MAX_SHOWN_KEY = 64  # a reason names where, it does not echo a 50 KB key

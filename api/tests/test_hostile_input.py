@@ -4,11 +4,13 @@ cost linear in their size, and a 503 only when the database is really unreachabl
 import io
 import json
 import logging
+import re
 import tracemalloc
 
 import pytest
 from django.db import DataError, OperationalError
 from django.test import override_settings
+from rest_framework.exceptions import ParseError
 
 from api.parsers import StrictJSONParser
 from api.serializers import FilterRequest, PlanRequest
@@ -98,6 +100,24 @@ def test_the_parser_checks_cost_little_beyond_reading_the_json(shape):
     reading = _peak(json.loads, text)
     parsing = _peak(StrictJSONParser().parse, io.BytesIO(text.encode()))
     assert parsing <= reading + 10 * len(text)
+
+
+@pytest.mark.parametrize(
+    ("text", "key"),
+    [
+        ('[{"a": 1, "b": 2, "a": 3}]', "'a'"),
+        ('{"x": [{"k": {}, "k": {}}]}', "'k'"),
+        ('[{"' + "d" * 70 + '": 1, "' + "d" * 70 + '": 1}]', repr("d" * 61) + "..."),
+    ],
+)
+def test_the_parser_refuses_a_duplicate_key_wherever_it_is(text, key):
+    with pytest.raises(ParseError, match=re.escape(f"duplicate key {key}")):
+        StrictJSONParser().parse(io.BytesIO(text.encode()))
+
+
+def test_the_parser_keeps_every_key_of_objects_without_duplicates():
+    text = '[{"a": 1, "b": {"c": [{"d": null}], "e": 2}}, {}]'
+    assert StrictJSONParser().parse(io.BytesIO(text.encode())) == json.loads(text)
 
 
 def test_a_long_list_of_bad_names_is_one_error_not_one_per_item():

@@ -3,7 +3,13 @@ import pytest
 from registry.contract import MAX_DESCRIPTION
 from registry.models import Tool
 from registry.services import ImportInvalid, registry_file_check
-from registry.validation import RegistryContext, contract_check, dependency_cycle, schema_errors
+from registry.validation import (
+    RegistryContext,
+    contract_check,
+    dependency_cycle,
+    schema_errors,
+    unstorable_text,
+)
 from tests.helpers import contract
 
 
@@ -172,6 +178,34 @@ def test_it_rejects_text_no_database_can_store(context):
         contract(input_schema={"type": "object", "properties": {"\ud800": {}}}), context=context
     )
     assert "unpaired surrogate" in errors["input_schema"][0]
+
+
+@pytest.mark.parametrize(
+    "value",
+    [
+        {"name": "café 🙂", "n": [1, 2.5, -0.0, 10**40, True, None], "deep": [[[{"k": "v"}]]]},
+        ["\u2028", {"é": {"": []}}, {}],
+        "plain",
+        None,
+    ],
+)
+def test_storable_text_passes_whatever_its_shape(value):
+    assert unstorable_text(value) is None
+
+
+@pytest.mark.parametrize(
+    ("value", "where"),
+    [
+        ({"a": [1, {"b": "x\x00"}]}, "a[1].b: contains a NUL character (\\u0000)"),
+        ({"a": {"k\x00": 1}}, "a: contains a NUL character (\\u0000)"),
+        ({"a": ["é", "\ud800"]}, "a[1]: contains an unpaired surrogate (invalid Unicode)"),
+        ([[1.0, float("inf")]], "[0][1]: is a number out of range"),
+        ({"é\udfff": 1}, "(value): contains an unpaired surrogate (invalid Unicode)"),
+        (float("nan"), "(value): is a number out of range"),
+    ],
+)
+def test_unstorable_text_says_where_it_is(value, where):
+    assert unstorable_text(value) == where
 
 
 # --- schema complexity limits ---------------------------------------------------------------

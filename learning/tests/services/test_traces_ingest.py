@@ -1,10 +1,13 @@
 """``learning.ingest.traces_ingest`` and the fold: stored once, counted once."""
 
+import gc
+
 import pytest
 from django.db import connection
 from django.db.models import ProtectedError
 from django.test.utils import CaptureQueriesContext
 
+from learning import ingest
 from learning.fold import traces_fold_pending
 from learning.ingest import traces_ingest
 from learning.models import ToolStats, Trace
@@ -55,3 +58,25 @@ def test_a_tool_traces_name_is_never_deleted_so_traces_need_no_index_by_tool(get
         get_event.delete()
     assert not [query for query in captured if "learning_trace" in query["sql"]]
     assert Trace.objects.get().tool == get_event
+
+
+def test_it_pauses_the_garbage_collector_while_a_batch_is_stored(get_event, monkeypatch):
+    seen = []
+    store = ingest._store
+
+    def storing(*args, **kwargs):
+        seen.append(gc.isenabled())
+        store(*args, **kwargs)
+
+    monkeypatch.setattr(ingest, "_store", storing)
+
+    traces_ingest(items=enumerate([event_call(1)]))
+    assert seen == [False] and gc.isenabled()
+
+    gc.disable()
+    try:
+        traces_ingest(items=enumerate([event_call(2)]))
+        assert not gc.isenabled()  # off already: left off
+    finally:
+        gc.enable()
+    assert Trace.objects.count() == 2

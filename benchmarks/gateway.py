@@ -26,6 +26,7 @@ prints the top of it.
 from __future__ import annotations
 
 import argparse
+import logging
 import os
 import resource
 import signal
@@ -87,6 +88,16 @@ def serve_upstream(port: int) -> None:
     server = Server("bench-upstream", on_list_tools=list_tools, on_call_tool=call_tool)
     app = server.streamable_http_app(stateless_http=True, json_response=True)
     uvicorn.run(app, host="127.0.0.1", port=port, log_level="warning")
+
+
+def quiet_clients() -> None:
+    """The clients' SDK and HTTP library log each request at INFO under Django's logging: a
+    line per call written by the client on the cores the servers share, which the gateway
+    process turns off for itself (``QUIET_LOGGERS``) and neither door is about."""
+    from gateway.management.commands.mcp_gateway import QUIET_LOGGERS
+
+    for name in QUIET_LOGGERS:
+        logging.getLogger(name).setLevel(logging.WARNING)
 
 
 def free_port() -> int:
@@ -283,6 +294,7 @@ def main() -> None:
             CACHE_REDIS_URL=f"redis://127.0.0.1:6379/{args.redis_db}",
             MCP_URL_ALLOWLIST=upstream_url,
         )
+        quiet_clients()
         from api.services import runtime_token_create
         from registry.models import Application
         from sources.services import mcp_server_add, mcp_server_sync

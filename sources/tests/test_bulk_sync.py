@@ -9,6 +9,7 @@ import pytest
 from django.db import IntegrityError, connection
 from django.test.utils import CaptureQueriesContext
 
+from learning import selectors
 from learning.selectors import risk_label_index
 from registry.models import Application, ContractVersion, RiskLevel, Tool
 from reviews.models import AuditEntry, ReviewTicket
@@ -279,3 +280,18 @@ def test_a_tool_published_while_the_sync_judged_it_is_judged_again_on_its_new_ve
     assert (ticket.base.number, ticket.proposed.number) == (2, 3)
     assert ticket.proposed.description == "Say hello to someone by their name."
     assert not ticket.needs_rebase
+
+
+def test_a_sync_reads_only_the_labels_approved_since_the_label_index_was_read(many, monkeypatch):
+    synced(many("first", 50), approve=True)
+    reads = []
+    full_read = selectors._labels_read
+    monkeypatch.setattr(
+        selectors, "_labels_read", lambda hashes: reads.append(hashes) or full_read(hashes)
+    )
+
+    report, _ = synced(many("second", 50), approve=True)
+
+    assert len(report.published) == 50
+    # The 50 labels the first sync approved, once; never every label again.
+    assert [len(hashes) for hashes in reads] == [50]

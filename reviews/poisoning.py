@@ -23,6 +23,7 @@ from __future__ import annotations
 import base64
 import binascii
 import bisect
+import functools
 import json
 import re
 import unicodedata
@@ -93,6 +94,13 @@ _SUBDIVISION_FLAG = re.compile(
 def hidden_positions(text: str) -> set[int]:
     """Indexes of characters a reader does not see: format (Cf) and control characters,
     variation selectors and blank fillers; emoji sequences keep their joiners and selectors."""
+    if text.isascii():
+        # Of ASCII only the control characters hide: most texts are read in one pass.
+        return {
+            index
+            for index, char in enumerate(text)
+            if (char < " " or char == "\x7f") and char not in "\t\n\r"
+        }
     exempt = {
         index
         for match in _SUBDIVISION_FLAG.finditer(text)
@@ -211,7 +219,9 @@ CONFUSABLE_WITH_LATIN = {
 }  # fmt: skip
 
 
+@functools.lru_cache(maxsize=8192)
 def _skeleton_of(char: str) -> str:
+    """A character's skeleton, remembered: texts repeat their few distinct characters."""
     char = _PUNCTUATION.get(char, char)
     folded = []
     for part in unicodedata.normalize("NFKD", char):
@@ -219,6 +229,11 @@ def _skeleton_of(char: str) -> str:
             continue
         folded.append(CONFUSABLE_WITH_LATIN.get(part, part))
     return "".join(folded)
+
+
+@functools.lru_cache(maxsize=8192)
+def _nfkc_of(char: str) -> str:
+    return unicodedata.normalize("NFKC", char)
 
 
 def _view(
@@ -256,7 +271,7 @@ def _view(
             continue
         if worded and char.isupper() and chars and chars[-1].islower():
             emit(" ", index)
-        emit(_skeleton_of(char) if skeleton else unicodedata.normalize("NFKC", char), index)
+        emit(_skeleton_of(char) if skeleton else _nfkc_of(char), index)
         index += 1
     return "".join(chars), origin
 

@@ -26,8 +26,8 @@ from django.db.models import Exists, OuterRef, Q
 from django.utils import timezone
 from django_celery_beat.models import IntervalSchedule, PeriodicTask
 
-from learning.risk import PreparedLabel, arguments_of, prepare_labels, suggest_risk
-from learning.selectors import risk_labels, risk_lexicon
+from learning.risk import LabelIndex, arguments_of, suggest_risk
+from learning.selectors import risk_label_index, risk_lexicon
 from learning.shapes import SyncRecord
 from registry.contract import ContractDocument, with_defaults
 from registry.models import Application, ContractVersion, RiskLevel, Tool, contract_hash
@@ -398,12 +398,14 @@ class _Judged:
     """What the sync read and judged once for a whole listing."""
 
     risks: set[str]
-    labelled: list[PreparedLabel] | None = None
+    # The labelled tools indexed once per registry revision and shared with refreshes: every
+    # suggestion of the sync reads the tools of its namespace and action word, not every label.
+    labelled: LabelIndex | None = None
     context: RegistryContext | None = None  # read once: declared tools name no dependencies
 
-    def prepared(self) -> tuple[list[PreparedLabel], RegistryContext]:
+    def prepared(self) -> tuple[LabelIndex, RegistryContext]:
         if self.labelled is None:
-            self.labelled = prepare_labels(risk_labels(), risk_lexicon())
+            self.labelled = risk_label_index()
         self.context = self.context or registry_context()
         return self.labelled, self.context
 
@@ -795,7 +797,7 @@ def _declared_apply(
     declared: Declared,
     row: DeclaredTool | None,
     report: SyncReport,
-    labelled: list[PreparedLabel],
+    labelled: LabelIndex,
     risks: set[str],
     context: RegistryContext,
     *,
@@ -951,7 +953,7 @@ def _declared_gone(row: DeclaredTool, report: SyncReport) -> int | None:
 
 
 def _suggested(
-    declared: Declared, labelled: list[PreparedLabel], risks: set[str], out: dict[str, Any]
+    declared: Declared, labelled: LabelIndex, risks: set[str], out: dict[str, Any]
 ) -> str:
     """The suggested risk of a new tool, with its evidence for the reviewer. The declared
     annotations travel in the document beside it: hints are claims, never approvals."""
@@ -976,7 +978,7 @@ def _suggested(
 def _changed_risk(
     approved: ContractVersion,
     declared: Declared,
-    labelled: list[PreparedLabel],
+    labelled: LabelIndex,
     risks: set[str],
     out: dict[str, Any],
     ranks: dict[str, int] | None = None,

@@ -210,8 +210,12 @@ def argument_signals(arguments: Iterable[str]) -> list[RiskEvidence]:
 
 
 def note_phrases(lex: Lexicon, text: list[str], note: Callable[[str, list[Sense]], None]) -> None:
-    """Multi-word verbs (\"wipe out\") as consecutive words."""
+    """Multi-word verbs (\"wipe out\") as consecutive words. A phrase whose first word the
+    text lacks is passed over without sliding along the text."""
+    present = set(text)
     for parts, senses in lex.phrases.items():
+        if parts and parts[0] not in present:
+            continue
         size = len(parts)
         for start in range(len(text) - size + 1):
             if tuple(text[start : start + size]) == parts:

@@ -9,6 +9,8 @@ import pytest
 from django.db import IntegrityError, connection
 from django.test.utils import CaptureQueriesContext
 
+from learning import selectors
+from learning.selectors import risk_label_index
 from registry.models import Application, ContractVersion, RiskLevel, Tool
 from reviews.models import AuditEntry, ReviewTicket
 from reviews.services import BULK_BATCH, contract_propose, contract_publish
@@ -60,6 +62,11 @@ def updates(rows: int) -> int:
 
 
 def synced(server: McpServer, **kwargs) -> tuple[services.SyncReport, int]:
+    """The sync's report and queries. The risk label index a sync shares with refreshes is
+    brought up to date first: reading the labels approved since its last revision is one query
+    however many they are, paid by whichever sync comes first, and these counts compare the
+    syncs' own work."""
+    risk_label_index()
     with CaptureQueriesContext(connection) as queries:
         report = mcp_server_sync(server=server, **kwargs)
     assert report.outcome == McpServer.Outcome.OK, report.error
@@ -273,3 +280,18 @@ def test_a_tool_published_while_the_sync_judged_it_is_judged_again_on_its_new_ve
     assert (ticket.base.number, ticket.proposed.number) == (2, 3)
     assert ticket.proposed.description == "Say hello to someone by their name."
     assert not ticket.needs_rebase
+
+
+def test_a_sync_reads_only_the_labels_approved_since_the_label_index_was_read(many, monkeypatch):
+    synced(many("first", 50), approve=True)
+    reads = []
+    full_read = selectors._labels_read
+    monkeypatch.setattr(
+        selectors, "_labels_read", lambda hashes: reads.append(hashes) or full_read(hashes)
+    )
+
+    report, _ = synced(many("second", 50), approve=True)
+
+    assert len(report.published) == 50
+    # The 50 labels the first sync approved, once; never every label again.
+    assert [len(hashes) for hashes in reads] == [50]

@@ -1,5 +1,4 @@
 import logging
-from typing import Any
 
 import uvicorn
 from django.conf import settings
@@ -23,24 +22,6 @@ class _Server(uvicorn.Server):
             for sock in listener.sockets:
                 host, port = sock.getsockname()[:2]
                 self.say(f"MCP gateway at http://{host}:{port}/mcp/ (Ctrl-C stops)")
-
-
-def server_config(app: Any, *, host: str, port: int) -> uvicorn.Config:
-    """uvicorn's settings for the gateway: its compiled HTTP parser and event loop, named
-    rather than left to ``auto``, so a process missing them fails at start instead of serving
-    at a fraction of the speed with h11 and asyncio's loop."""
-    return uvicorn.Config(
-        app,
-        host=host,
-        port=port,
-        http="httptools",
-        loop="uvloop",
-        log_level="warning",
-        lifespan="on",
-        # Behind nginx: the scheme and host it saw, for the resource metadata's address.
-        proxy_headers=True,
-        forwarded_allow_ips="127.0.0.1",
-    )
 
 
 class Command(BaseCommand):
@@ -67,7 +48,16 @@ class Command(BaseCommand):
         for name in QUIET_LOGGERS:
             logger = logging.getLogger(name)
             logger.setLevel(max(logger.getEffectiveLevel(), logging.WARNING))
-        config = server_config(build_app(), host=host, port=int(port))
+        config = uvicorn.Config(
+            build_app(),
+            host=host,
+            port=int(port),
+            log_level="warning",
+            lifespan="on",
+            # Behind nginx: the scheme and host it saw, for the resource metadata's address.
+            proxy_headers=True,
+            forwarded_allow_ips="127.0.0.1",
+        )
 
         def say(line: str) -> None:
             self.stdout.write(line)

@@ -350,13 +350,11 @@ def _storable(value: Any) -> bool:
         for item in pending[-1]:
             kind = type(item)
             if kind is str:
-                if "\x00" in item or (not item.isascii() and _SURROGATE.search(item)):
+                if not _text_storable(item):
                     return False
             elif kind is dict:
                 for key in item:
-                    if type(key) is str and (
-                        "\x00" in key or (not key.isascii() and _SURROGATE.search(key))
-                    ):
+                    if type(key) is str and not _text_storable(key):
                         return False
                 pending.append(iter(item.values()))
                 break
@@ -371,6 +369,11 @@ def _storable(value: Any) -> bool:
         else:
             pending.pop()
     return True
+
+
+def _text_storable(text: str) -> bool:
+    """No NUL and no unpaired surrogate: what PostgreSQL's text and jsonb refuse."""
+    return "\x00" not in text and (text.isascii() or not _SURROGATE.search(text))
 
 
 MAX_SHOWN_KEY = 64  # a reason names where, it does not echo a 50 KB key

@@ -243,6 +243,16 @@ def _view(
     skeleton, NFKD without accents and with look-alike letters read as Latin. ``worded``
     also reads a name as the words a model sees in it: ``_`` and ``-`` as spaces, and a
     space where camelCase starts a word ("ignore_previous_instructions", "ignorePrevious")."""
+    if not hidden and text.isascii():
+        # Most texts: an ASCII character is its own skeleton and NFKC form, one for one.
+        return _ascii_view(text) if worded else (text, list(range(len(text))))
+    return _view_by_character(text, hidden, skeleton=skeleton, worded=worded)
+
+
+def _view_by_character(
+    text: str, hidden: set[int], *, skeleton: bool, worded: bool
+) -> tuple[str, list[int]]:
+    """``_view`` of any text, character by character."""
     chars: list[str] = []
     origin: list[int] = []
 
@@ -273,6 +283,21 @@ def _view(
             emit(" ", index)
         emit(_skeleton_of(char) if skeleton else _nfkc_of(char), index)
         index += 1
+    return "".join(chars), origin
+
+
+def _ascii_view(text: str) -> tuple[str, list[int]]:
+    """``_view(text, set(), skeleton=True, worded=True)`` of an ASCII text, in one loop."""
+    chars: list[str] = []
+    origin: list[int] = []
+    for index, char in enumerate(text):
+        if char in "_-":
+            char = " "
+        elif char.isupper() and chars and chars[-1].islower():
+            chars.append(" ")
+            origin.append(index)
+        chars.append(char)
+        origin.append(index)
     return "".join(chars), origin
 
 
@@ -678,6 +703,13 @@ def _invisible_findings(text: str, hidden: set[int]) -> list[_Finding]:
 
 
 def _homoglyph_findings(text: str, hidden: set[int]) -> list[_Finding]:
+    if text.isascii():
+        return []  # every ASCII letter is Latin and unstyled: no word mixes or disguises
+    return _homoglyph_words(text, hidden)
+
+
+def _homoglyph_words(text: str, hidden: set[int]) -> list[_Finding]:
+    """``_homoglyph_findings`` of any text, word by word."""
     spans = _words(text, hidden)
     scripted = [
         script

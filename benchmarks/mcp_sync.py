@@ -2,15 +2,17 @@
 the bulk floor the first sync is measured against.
 
     .venv/bin/python benchmarks/mcp_sync.py [--tools 1000] [--rounds 3] [--memory]
+        [--database registry_bench_mcp] [--redis-db N]
 
-Uses its own database (``registry_bench_mcp``, recreated) on the PostgreSQL of DATABASE_URL's
-host. The server is the tests' stand-in (``sources/tests/standin_server.py``) over stdio,
-declaring generated tools; the figures are wall time (listing included), SQL queries, and with
-``--memory`` the peak of Python memory allocated during the sync (tracemalloc, which slows
-Python down: times of that run are not comparable), for the first sync (every tool a
-new_tool proposal), an unchanged resync (no write but the server's record) and, on a server
-whose tools were all approved, a resync where each changed its description (every tool a
-change proposal).
+Uses its own database (``--database``, recreated) on the PostgreSQL of DATABASE_URL's host,
+and with ``--redis-db`` Redis database N as the broker (the cache: the next one, as the
+settings derive it) instead of what the environment names. The server is the tests' stand-in
+(``sources/tests/standin_server.py``) over stdio, declaring generated tools; the figures are
+wall time (listing included), SQL queries, and with ``--memory`` the peak of Python memory
+allocated during the sync (tracemalloc, which slows Python down: times of that run are not
+comparable), for the first sync (every tool a new_tool proposal), an unchanged resync (no write
+but the server's record) and, on a server whose tools were all approved, a resync where each
+changed its description (every tool a change proposal).
 
 The bulk floor is what the database needs for the first sync's rows alone: copies of the tools,
 versions, tickets, audit entries and declarations it wrote (under other names), inserted with
@@ -146,15 +148,21 @@ def main() -> None:
     parser.add_argument("--tools", type=int, default=1000)
     parser.add_argument("--rounds", type=int, default=3, help="medians of this many rounds")
     parser.add_argument("--memory", action="store_true", help="trace Python allocations")
+    parser.add_argument("--database", default="registry_bench_mcp")
+    parser.add_argument("--redis-db", type=int, help="the broker's; the cache: +1")
     args = parser.parse_args()
 
     from benchmarks import database
 
+    redis = (
+        {} if args.redis_db is None else {"REDIS_URL": f"redis://127.0.0.1:6379/{args.redis_db}"}
+    )
     # Every tool in the first sync, as an operator raising the cap on new tools would.
     database.django_on_fresh_database(
-        "registry_bench_mcp",
+        args.database,
         MCP_MAX_TOOLS=str(args.tools),
         MCP_MAX_NEW_TOOLS_PER_SYNC=str(args.tools),
+        **redis,
     )
     from reviews.models import ReviewTicket
     from sources.services import mcp_server_add, mcp_server_sync

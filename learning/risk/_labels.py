@@ -8,10 +8,12 @@ naive Bayes model over the readings' features may raise a suggestion.
 
 from __future__ import annotations
 
+import heapq
 import math
 from collections import Counter, defaultdict
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
+from itertools import compress, islice
 from typing import Any, TypedDict, cast
 
 from registry.risk_order import RISK_ORDER
@@ -99,11 +101,13 @@ class LabelGroup:
     kinds: Counter[tuple[str, str]] = field(default_factory=Counter)  # (kind, risk) -> tools
     model: LabelsModel = field(default_factory=lambda: labels_model([]))
     _feature_totals: Counter[str] = field(default_factory=Counter)
+    _pools: dict[str, VerbPool] = field(default_factory=dict)  # by_verb's, read for voting
 
     def add(self, tool: PreparedLabel) -> None:
         self.tools[id(tool)] = tool
         if tool["verb"]:
             self.by_verb.setdefault(tool["verb"], {})[id(tool)] = tool
+            self._pools.pop(tool["verb"], None)
         self.kinds[(tool["kind"], tool["risk"])] += 1
         self._train(tool, 1)
 
@@ -111,6 +115,7 @@ class LabelGroup:
         del self.tools[id(tool)]
         if tool["verb"]:
             del self.by_verb[tool["verb"]][id(tool)]
+            self._pools.pop(tool["verb"], None)
         self.kinds[(tool["kind"], tool["risk"])] -= 1
         self._train(tool, -1)
 
@@ -129,6 +134,72 @@ class LabelGroup:
 
     def same_verb(self, verb: str | None) -> list[PreparedLabel]:
         return list(self.by_verb.get(verb, {}).values()) if verb else []
+
+    def verb_pool(self, verb: str | None) -> VerbPool:
+        """``same_verb(verb)`` read once for every suggestion until a tool of the verb comes
+        or goes."""
+        if not verb:
+            return VerbPool([])
+        pool = self._pools.get(verb)
+        if pool is None:
+            pool = self._pools[verb] = VerbPool(self.same_verb(verb))
+        return pool
+
+
+class VerbPool:
+    """The labelled tools of one action word, read for many suggestions: sorted by name once
+    (equal names in the order given), so the closest few are found without sorting the pool
+    for each suggestion, with their words' sets and sizes side by side, and the count of each
+    level. What ``neighbours_vote`` and ``mostly_low`` say of the pool without the tools of
+    one name, the same to the last digit (learning/tests/test_risk_pool.py compares them)."""
+
+    def __init__(self, tools: Iterable[PreparedLabel]) -> None:
+        self.tools = sorted(tools, key=lambda tool: tool["name"])
+        self.tokens = [tool["tokens"] for tool in self.tools]
+        self.sizes = [len(tokens) for tokens in self.tokens]
+        self.at: dict[str, list[int]] = defaultdict(list)  # positions of each name
+        for position, tool in enumerate(self.tools):
+            self.at[tool["name"]].append(position)
+        self.risks = Counter(tool["risk"] for tool in self.tools)
+
+    def risks_without(self, name: str) -> Counter[str]:
+        """How many tools of each level, the tools named ``name`` left out."""
+        risks = self.risks.copy()
+        risks.subtract(self.tools[position]["risk"] for position in self.at.get(name, ()))
+        return risks
+
+    def size_without(self, name: str) -> int:
+        return len(self.tools) - len(self.at.get(name, ()))
+
+    def vote_without(
+        self, own: set[str], name: str, *, same_kind: bool
+    ) -> tuple[str, float, list[Neighbour]]:
+        """``neighbours_vote(own, pool, same_kind=...)`` of the pool without the tools named
+        ``name``."""
+        # Likeness as _similarity computes it (the union's size from the same integers), the
+        # sets intersected by the interpreter's own loops; the left-out tools below any.
+        together = map(len, map(own.intersection, self.tokens))
+        mine = len(own)
+        likeness = [
+            shared / union if (union := size + mine - shared) else 0.0
+            for shared, size in zip(together, self.sizes, strict=True)
+        ]
+        for position in self.at.get(name, ()):
+            likeness[position] = -1.0
+        # The closest first, equal likeness in name order: sorted(...)[:NEIGHBOURS] of
+        # neighbours_vote, reading only as far as the few it keeps.
+        chosen: list[int] = []
+        for value in sorted(set(heapq.nlargest(NEIGHBOURS, likeness)), reverse=True):
+            if value < 0 or len(chosen) == NEIGHBOURS:
+                break
+            found = compress(range(len(likeness)), map(value.__eq__, likeness))
+            chosen += islice(found, NEIGHBOURS - len(chosen))
+        scored = [
+            (likeness[position], self.tools[position])
+            for position in chosen
+            if likeness[position] > 0 or same_kind
+        ]
+        return _vote(scored, lambda: self.risks_without(name), same_kind=same_kind)
 
 
 class LabelIndex:
@@ -332,6 +403,17 @@ def neighbours_vote(
         )[:NEIGHBOURS]
         if pair[0] > 0 or same_kind
     ]
+    return _vote(scored, lambda: Counter(tool["risk"] for tool in pool), same_kind=same_kind)
+
+
+def _vote(
+    scored: list[tuple[float, PreparedLabel]],
+    pool_risks: Callable[[], Counter[str]],
+    *,
+    same_kind: bool,
+) -> tuple[str, float, list[Neighbour]]:
+    """The vote of the closest tools, ``scored``; ``pool_risks``: the count of each level in
+    the whole pool, for when none shares a word."""
     votes: defaultdict[str, float] = defaultdict(float)
     for similarity, tool in scored:
         # Tools of the same kind count even when no word is shared.
@@ -343,11 +425,9 @@ def neighbours_vote(
     ]
     if not total:
         # No tool shares a word: the pool's usual label, how reviewers rate its kind.
-        counts: defaultdict[str, float] = defaultdict(float)
-        for tool in pool:
-            counts[tool["risk"]] += 1
+        counts = pool_risks()
         best = max(RISK_ORDER, key=lambda risk: (counts[risk], RISK_ORDER.index(risk)))
-        return best, counts[best] / len(pool) / 2, []
+        return best, counts[best] / counts.total() / 2, []
     best = max(RISK_ORDER, key=lambda risk: (votes[risk], RISK_ORDER.index(risk)))
     return best, votes[best] / total, neighbours
 

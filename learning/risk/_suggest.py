@@ -15,8 +15,6 @@ from ._labels import (
     LabelIndex,
     labels_model_without,
     model_probabilities,
-    mostly_low,
-    neighbours_vote,
     observed_features,
     prepare_labels,
 )
@@ -71,23 +69,24 @@ def suggest_risk(
     risk = floor
     # The reviewers' labels of tools with the same action word: the closest few vote.
     word = reading.action.word
-    same_verb = [tool for tool in group.same_verb(word) if tool["name"] != name]
+    # The tools of the same action word but this one, read once for the whole index.
+    pool = group.verb_pool(word)
+    same_verb = pool.size_without(name)
     declared_write = any(
         item["kind"] == "hint" and item["hint"] == "readOnlyHint" and not item["value"]
         for item in evidence
     )
-    if reading.kind == NEUTRAL and same_verb and mostly_low(same_verb) and not declared_write:
+    low = pool.risks_without(name)["low"] if same_verb else 0
+    if reading.kind == NEUTRAL and same_verb and low * 2 > same_verb and not declared_write:
+        # Mostly low (more than half: a tie goes up).
         risk = "low"
         evidence.append(
             {"kind": "rule", "floor": "low",
              "detail": f"'{word}' runs something, and reviewers rated "
-                       f"{sum(tool['risk'] == 'low' for tool in same_verb)} of {len(same_verb)} "
-                       f"tools with it low: low"}
+                       f"{low} of {same_verb} tools with it low: low"}
         )  # fmt: skip
     if same_verb:
-        voted, vote_confidence, neighbours = neighbours_vote(
-            reading.tokens, same_verb, same_kind=True
-        )
+        voted, vote_confidence, neighbours = pool.vote_without(reading.tokens, name, same_kind=True)
         evidence.append(
             {"kind": "neighbours", "basis": f"same action word '{word}'", "vote": voted,
              "tools": neighbours}

@@ -149,14 +149,23 @@ class LabelGroup:
 class VerbPool:
     """The labelled tools of one action word, read for many suggestions: sorted by name once
     (equal names in the order given), so the closest few are found without sorting the pool
-    for each suggestion, with their words' sets and sizes side by side, and the count of each
-    level. What ``neighbours_vote`` and ``mostly_low`` say of the pool without the tools of
-    one name, the same to the last digit (learning/tests/test_risk_pool.py compares them)."""
+    for each suggestion; grouped by their set of words, so the likeness of tools with the same
+    words is worked out once; and the count of each level. What ``neighbours_vote`` and
+    ``mostly_low`` say of the pool without the tools of one name, the same to the last digit
+    (learning/tests/risk/test_risk_pool.py compares them)."""
 
     def __init__(self, tools: Iterable[PreparedLabel]) -> None:
         self.tools = sorted(tools, key=lambda tool: tool["name"])
-        self.tokens = [tool["tokens"] for tool in self.tools]
-        self.sizes = [len(tokens) for tokens in self.tokens]
+        holders: dict[frozenset[str], list[int]] = {}
+        for position, tool in enumerate(self.tools):
+            holders.setdefault(frozenset(tool["tokens"]), []).append(position)
+        self.words = list(holders)  # each set of words once
+        self.sizes = [len(words) for words in self.words]
+        self.holders = list(holders.values())  # the positions of the tools with each, in order
+        self.words_of = [0] * len(self.tools)  # each tool's set of words, by its index
+        for index, positions in enumerate(self.holders):
+            for position in positions:
+                self.words_of[position] = index
         self.at: dict[str, list[int]] = defaultdict(list)  # positions of each name
         for position, tool in enumerate(self.tools):
             self.at[tool["name"]].append(position)
@@ -177,27 +186,29 @@ class VerbPool:
         """``neighbours_vote(own, pool, same_kind=...)`` of the pool without the tools named
         ``name``."""
         # Likeness as _similarity computes it (the union's size from the same integers), the
-        # sets intersected by the interpreter's own loops; the left-out tools below any.
-        together = map(len, map(own.intersection, self.tokens))
+        # sets intersected by the interpreter's own loops, once for each set of words.
+        together = map(len, map(own.intersection, self.words))
         mine = len(own)
         likeness = [
             shared / union if (union := size + mine - shared) else 0.0
             for shared, size in zip(together, self.sizes, strict=True)
         ]
-        for position in self.at.get(name, ()):
-            likeness[position] = -1.0
+        left_out = self.at.get(name, ())
         # The closest first, equal likeness in name order: sorted(...)[:NEIGHBOURS] of
-        # neighbours_vote, reading only as far as the few it keeps.
+        # neighbours_vote, reading only as far as the few it keeps. A left-out tool takes no
+        # place, so at most that many more likeness values are read.
         chosen: list[int] = []
-        for value in sorted(set(heapq.nlargest(NEIGHBOURS, likeness)), reverse=True):
-            if value < 0 or len(chosen) == NEIGHBOURS:
+        for value in heapq.nlargest(NEIGHBOURS + len(left_out), set(likeness)):
+            sets = compress(range(len(likeness)), map(value.__eq__, likeness))
+            found = heapq.merge(*(self.holders[index] for index in sets))
+            others = (position for position in found if position not in left_out)
+            chosen += islice(others, NEIGHBOURS - len(chosen))
+            if len(chosen) == NEIGHBOURS:
                 break
-            found = compress(range(len(likeness)), map(value.__eq__, likeness))
-            chosen += islice(found, NEIGHBOURS - len(chosen))
         scored = [
-            (likeness[position], self.tools[position])
+            (likeness[self.words_of[position]], self.tools[position])
             for position in chosen
-            if likeness[position] > 0 or same_kind
+            if likeness[self.words_of[position]] > 0 or same_kind
         ]
         return _vote(scored, lambda: self.risks_without(name), same_kind=same_kind)
 

@@ -198,6 +198,14 @@ def text_rows(base: str, proposed: str) -> list[dict[str, Any]]:
 # === Contract diff =============================================================================
 
 
+def contract_diff_flags(
+    base: Mapping[str, Any] | None, proposed: Mapping[str, Any]
+) -> list[LocatedFlag]:
+    """``contract_diff(base, proposed)["flags"]``, without what only a reader of the whole diff
+    sees: the rows and words of changed texts, and each field's JSON."""
+    return _contract_diff(base, proposed, risk_rank=None, shown=False)["flags"]
+
+
 def contract_diff(
     base: Mapping[str, Any] | None,
     proposed: Mapping[str, Any],
@@ -212,6 +220,16 @@ def contract_diff(
     ``flags``, plus what its kind adds. The result is JSON-serialisable and shares nothing with
     the inputs.
     """
+    return _contract_diff(base, proposed, risk_rank=risk_rank, shown=True)
+
+
+def _contract_diff(
+    base: Mapping[str, Any] | None,
+    proposed: Mapping[str, Any],
+    *,
+    risk_rank: Mapping[str, int] | None,
+    shown: bool,
+) -> ContractDiff:
     base_doc: dict[str, Any] = copy.deepcopy(dict(base)) if base is not None else {}
     proposed_doc: dict[str, Any] = copy.deepcopy(dict(proposed))
     ranks = dict(DEFAULT_RISK_RANK if risk_rank is None else risk_rank)
@@ -222,11 +240,12 @@ def contract_diff(
         after = _with_default(name, proposed_doc.get(name))
         if before == after:
             continue
-        entry = _field_diff(name, before, after, new_tool=base is None, ranks=ranks)
+        entry = _field_diff(name, before, after, new_tool=base is None, ranks=ranks, shown=shown)
         if entry is None:
             continue
-        entry["base_json"] = _as_json(before)
-        entry["proposed_json"] = _as_json(after)
+        if shown:
+            entry["base_json"] = _as_json(before)
+            entry["proposed_json"] = _as_json(after)
         fields.append(entry)
     flags = [flag for entry in fields for flag in entry["flags"]]
     # What only the whole contract shows: an instruction split across its texts, annotations
@@ -362,13 +381,13 @@ def _new_text_flags(
 
 
 def _field_diff(
-    name: str, before: Any, after: Any, *, new_tool: bool, ranks: dict[str, int]
+    name: str, before: Any, after: Any, *, new_tool: bool, ranks: dict[str, int], shown: bool
 ) -> FieldDiff | None:
     # Unknown fields, and values of the wrong type, are shown as plain values.
     field = FIELDS_BY_NAME.get(name)
     kind = field.diff if field is not None else "value"
     if kind == "text" and isinstance(before, str) and isinstance(after, str):
-        return _text_diff(name, before, after, new_tool=new_tool)
+        return _text_diff(name, before, after, new_tool=new_tool, shown=shown)
     if kind == "schema" and isinstance(before, Mapping) and isinstance(after, Mapping):
         return _schema_diff(name, before, after, new_tool=new_tool)
     if kind == "set" and isinstance(before, list) and isinstance(after, list):
@@ -410,15 +429,16 @@ def _field_diff(
     return entry
 
 
-def _text_diff(name: str, before: str, after: str, *, new_tool: bool) -> FieldDiff:
+def _text_diff(name: str, before: str, after: str, *, new_tool: bool, shown: bool) -> FieldDiff:
     flags = poisoning_flags(after, base_text=None if new_tool else before)
     return {
         "field": name,
         "kind": "text",
         "base": before,
         "proposed": after,
-        "rows": text_rows(before, after),
-        "words": text_words(before, after),
+        # What only a reader of the whole diff sees.
+        "rows": text_rows(before, after) if shown else [],
+        "words": text_words(before, after) if shown else [],
         "flags": _located(flags, field=name, where=name),
     }
 

@@ -39,7 +39,7 @@ from registry.services import (
     tool_lock_or_create,
 )
 from registry.validation import ContractInvalid, RegistryContext, export_clash, export_name
-from reviews.diff import contract_diff, widened_hints
+from reviews.diff import contract_diff_flags, widened_hints
 from reviews.models import AuditEntry, ReviewError, ReviewTicket
 from reviews.poisoning import INFORMATION_CODES
 from reviews.services import (
@@ -1022,7 +1022,7 @@ def _evidence(
 ) -> TicketEvidence:
     """What the reviewer reads beside the diff: where it came from, its pin, the poisoning
     flags, and whether a change breaks callers or only widens."""
-    diff = contract_diff(base, with_defaults(document))
+    flags = contract_diff_flags(base, with_defaults(document))
     evidence: TicketEvidence = {
         "source": "mcp",
         "server": server.name,
@@ -1033,7 +1033,7 @@ def _evidence(
         "definition_hash": declared.pin,
         "poisoning": [
             {"code": flag.get("code"), "where": flag.get("where"), "message": flag.get("message")}
-            for flag in diff["flags"]
+            for flag in flags
         ],
     }
     if risk:

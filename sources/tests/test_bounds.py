@@ -29,7 +29,9 @@ def checks(monkeypatch):
 
         return wrapper
 
-    monkeypatch.setattr(services, "contract_diff", counting("diffs", services.contract_diff))
+    monkeypatch.setattr(
+        services, "contract_diff_flags", counting("diffs", services.contract_diff_flags)
+    )
     monkeypatch.setattr(services, "suggest_risk", counting("risks", services.suggest_risk))
     return counted
 

@@ -49,6 +49,7 @@ from mcp.server.streamable_http_manager import (
 )
 from mcp.server.subscriptions import InMemorySubscriptionBus, ListenHandler, ToolsListChanged
 from mcp.shared.dispatcher import ProgressFnT
+from mcp.shared.jsonrpc_dispatcher import handler_exception_to_error_data
 from mcp_types import methods
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 from pydantic import ValidationError
@@ -421,13 +422,24 @@ class _McpDoor:
         dispatcher and their tasks per request, most of the gateway's CPU per call): the same
         checks and forwarding as the SDK's path, the answer shaped by the SDK's own rules for
         the client's version, as one JSON document."""
-        answer = await _call(
-            self.gateway, caller, params, asker=_CannotAsk(), request_id=request_id
-        )
-        result = methods.serialize_server_result(
-            "tools/call", version, answer.model_dump(by_alias=True, mode="json", exclude_none=True)
-        )
-        message = types.JSONRPCResponse(jsonrpc="2.0", id=request_id, result=result)
+        message: types.JSONRPCResponse | types.JSONRPCError
+        try:
+            answer = await _call(
+                self.gateway, caller, params, asker=_CannotAsk(), request_id=request_id
+            )
+        except Exception as exc:  # noqa: BLE001 - answered as the SDK's dispatcher answers it
+            error = handler_exception_to_error_data(exc)
+            if error is None:
+                logger.exception("gateway: a plain call raised")
+                error = types.ErrorData(code=0, message=str(exc))
+            message = types.JSONRPCError(jsonrpc="2.0", id=request_id, error=error)
+        else:
+            result = methods.serialize_server_result(
+                "tools/call",
+                version,
+                answer.model_dump(by_alias=True, mode="json", exclude_none=True),
+            )
+            message = types.JSONRPCResponse(jsonrpc="2.0", id=request_id, result=result)
         await Response(
             message.model_dump_json(by_alias=True, exclude_unset=True),
             headers={"Content-Type": "application/json"},

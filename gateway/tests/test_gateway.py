@@ -948,3 +948,34 @@ def test_the_plain_path_and_the_sdks_path_refuse_a_changed_tool_and_a_call_to_co
     assert plain == sdk
     assert "changed on its server since review" in plain["result"]["content"][0]["text"]
     assert calls_of(definitions) == []
+
+
+def test_the_plain_path_and_the_sdks_path_answer_an_upstreams_error_and_a_withheld_result_alike(
+    gateway_url, token, tmp_path
+):
+    clock = mcp_server_add(name="clock", command=[sys.executable, "-m", "mcp_server_time"])
+    mcp_server_sync(server=clock, approve=True)
+    typed = {
+        **GREET,
+        "name": "typed",
+        "outputSchema": {
+            "type": "object",
+            "properties": {"echo": {"type": "object", "properties": {"who": {"type": "integer"}}}},
+        },
+    }
+    path = tmp_path / "typed.json"
+    path.write_text(json.dumps([typed]))
+    server = mcp_server_add(name="typed", command=[sys.executable, STANDIN, str(path)])
+    mcp_server_sync(server=server, approve=True)
+    Application.objects.create(name="planner", all_tools=True, all_permissions=True)
+    _, raw = runtime_token_create(
+        application_name="planner", scopes=["tools:call"], name="", expires_at=None
+    )
+    plain, sdk = both_paths(gateway_url, raw, "clock.get_current_time", {"timezone": "No/Where"})
+    assert plain == sdk
+    assert plain["result"]["isError"] is True
+    assert "No/Where" in plain["result"]["content"][0]["text"]
+    plain, sdk = both_paths(gateway_url, raw, "typed.typed", {"who": "Ada"})
+    assert plain == sdk
+    assert plain["result"]["isError"] is True
+    assert "structuredContent" not in plain["result"]

@@ -2,9 +2,13 @@
 
 import json
 
+import anyio
 import pytest
+from mcp.shared.exceptions import MCPError
+from mcp_types import INVALID_PARAMS, CallToolRequestParams
 from starlette.requests import Request
 
+from gateway import server
 from gateway.server import _plain_call
 
 CALL = {
@@ -98,3 +102,45 @@ def test_a_request_whose_headers_are_not_a_plain_call_goes_to_the_sdk(headers):
 
 def test_a_request_other_than_a_post_goes_to_the_sdk():
     assert plain(method="GET") is None
+
+
+@pytest.mark.parametrize(
+    ("raised", "error"),
+    [
+        (MCPError(code=INVALID_PARAMS, message="no such thing"), (INVALID_PARAMS, "no such thing")),
+        (RuntimeError("boom"), (0, "boom")),
+    ],
+)
+def test_a_plain_call_that_raises_is_answered_as_the_sdks_dispatcher_answers_it(
+    monkeypatch, raised, error
+):
+    """A failure no phase of the call answers becomes the JSON-RPC error the SDK's dispatcher
+    would send (its code, or 0 and the message for any other exception), never a 500."""
+
+    async def failing(*args, **kwargs):
+        raise raised
+
+    monkeypatch.setattr(server, "_call", failing)
+    sent = []
+
+    async def receive():
+        return {"type": "http.disconnect"}
+
+    async def send(message):
+        sent.append(message)
+
+    async def main():
+        door = server._McpDoor(None, answers=None, streams=None)  # type: ignore[arg-type]
+        caller = server.Caller(application_id=1, session_id="s")
+        replayed = server._Replayed(b"", receive, send)
+        params = CallToolRequestParams(name="acme.greet", arguments={})
+        await door.answer_plain({"type": "http"}, replayed, caller, 7, "2025-11-25", params)
+
+    anyio.run(main)
+    assert sent[0]["status"] == 200
+    message = json.loads(sent[1]["body"])
+    assert message == {
+        "jsonrpc": "2.0",
+        "id": 7,
+        "error": {"code": error[0], "message": error[1]},
+    }

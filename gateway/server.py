@@ -36,18 +36,23 @@ from typing import Any
 
 import anyio
 import mcp_types as types
+import pydantic_core
 from asgiref.sync import sync_to_async
 from django.conf import settings
 from mcp.server.context import ServerRequestContext
 from mcp.server.lowlevel import Server
 from mcp.server.request_state import RequestStateBoundary, RequestStateSecurity
+from mcp.server.streamable_http import check_accept_headers
 from mcp.server.streamable_http_manager import (
     DEFAULT_MAX_REQUEST_BODY_SIZE,
     StreamableHTTPSessionManager,
 )
 from mcp.server.subscriptions import InMemorySubscriptionBus, ListenHandler, ToolsListChanged
 from mcp.shared.dispatcher import ProgressFnT
+from mcp.shared.jsonrpc_dispatcher import handler_exception_to_error_data
+from mcp_types import methods
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
+from pydantic import ValidationError
 from starlette.applications import Starlette
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
@@ -76,6 +81,10 @@ METADATA_PATH = "/.well-known/oauth-protected-resource"
 SMALL_ARGUMENTS = 256
 CONFIRM_STATE = "confirm"
 SMALL_STRING = 4096
+# The 2025 protocol versions whose plain calls the gateway answers itself (``_plain_call``).
+PLAIN_VERSIONS = frozenset({"2025-06-18", "2025-11-25"})
+PLAIN_MESSAGE_KEYS = frozenset({"jsonrpc", "id", "method", "params"})
+PLAIN_PARAM_KEYS = frozenset({"name", "arguments"})
 
 
 @dataclass
@@ -388,13 +397,53 @@ class _McpDoor:
         # A call: a client that goes away before the answer (MCP 2026-07-28's way to cancel,
         # and any client's dropped request) cancels it, on its way to the upstream too.
         manager = self.streams if b"progressToken" in body else self.answers
+        plain = _plain_call(Request(scope), body) if manager is self.answers else None
         replayed.watched = True  # from now on the watcher alone reads the connection
         async with anyio.create_task_group() as tasks:
             tasks.start_soon(
                 replayed.watch, functools.partial(_cancel_dropped, self.gateway, caller)
             )
-            await manager.handle_request(scope, replayed.receive, replayed.send)
+            if plain is None:
+                await manager.handle_request(scope, replayed.receive, replayed.send)
+            else:
+                await self.answer_plain(scope, replayed, caller, *plain)
             tasks.cancel_scope.cancel()
+
+    async def answer_plain(
+        self,
+        scope: Scope,
+        replayed: _Replayed,
+        caller: Caller,
+        request_id: int | str,
+        version: str,
+        params: types.CallToolRequestParams,
+    ) -> None:
+        """A plain call answered without the SDK's transport and dispatcher (a transport, a
+        dispatcher and their tasks per request, most of the gateway's CPU per call): the same
+        checks and forwarding as the SDK's path, the answer shaped by the SDK's own rules for
+        the client's version, as one JSON document."""
+        message: types.JSONRPCResponse | types.JSONRPCError
+        try:
+            answer = await _call(
+                self.gateway, caller, params, asker=_CannotAsk(), request_id=request_id
+            )
+        except Exception as exc:  # noqa: BLE001 - answered as the SDK's dispatcher answers it
+            error = handler_exception_to_error_data(exc)
+            if error is None:
+                logger.exception("gateway: a plain call raised")
+                error = types.ErrorData(code=0, message=str(exc))
+            message = types.JSONRPCError(jsonrpc="2.0", id=request_id, error=error)
+        else:
+            result = methods.serialize_server_result(
+                "tools/call",
+                version,
+                answer.model_dump(by_alias=True, mode="json", exclude_none=True),
+            )
+            message = types.JSONRPCResponse(jsonrpc="2.0", id=request_id, result=result)
+        await Response(
+            message.model_dump_json(by_alias=True, exclude_unset=True),
+            headers={"Content-Type": "application/json"},
+        )(scope, replayed.receive, replayed.send)
 
 
 async def _metadata(request: Request) -> Response:
@@ -485,6 +534,48 @@ class _Replayed:
         self.gone.set()
         if not self.answered:
             on_gone(_request_id(self.body))
+
+
+def _plain_call(
+    request: Request, body: bytes
+) -> tuple[int | str, str, types.CallToolRequestParams] | None:
+    """A plain ``tools/call`` the gateway answers itself, as (request id, protocol version,
+    params), or None for the SDK's path. Plain means a POST of a 2025 client (its version in
+    ``PLAIN_VERSIONS``) that takes a JSON answer, whose body is one well-formed request with a
+    name and arguments and nothing else: no ``_meta`` (so no progress token), no request state
+    or input responses (confirmations are asked in 2026-07-28 only). Anything else, malformed
+    requests included, goes to the SDK, which answers or refuses it as it always has."""
+    version = request.headers.get("mcp-protocol-version")
+    if (
+        request.method != "POST"
+        or version not in PLAIN_VERSIONS
+        or request.headers.get("content-type", "").split(";")[0].strip() != "application/json"
+        or not check_accept_headers(request)[0]
+    ):
+        return None
+    try:
+        message = pydantic_core.from_json(body)
+    except ValueError:
+        return None
+    if not isinstance(message, dict) or message.keys() != PLAIN_MESSAGE_KEYS:
+        return None
+    request_id, params = message["id"], message["params"]
+    if (
+        message["jsonrpc"] != "2.0"
+        or message["method"] != "tools/call"
+        or isinstance(request_id, bool)
+        or not isinstance(request_id, int | str)
+        or not isinstance(params, dict)
+        or not params.keys() <= PLAIN_PARAM_KEYS
+        or not isinstance(params.get("name"), str)
+        or not isinstance(params.get("arguments", {}), dict)
+    ):
+        return None
+    try:
+        methods.validate_client_request("tools/call", version, params)
+        return request_id, version, types.CallToolRequestParams.model_validate(params)
+    except ValidationError:
+        return None
 
 
 def _request_id(body: bytes) -> Any:
@@ -627,12 +718,26 @@ class _Asker:
         )
 
 
+class _CannotAsk:
+    """The asker of a 2025 client's call: it cannot be asked (``_Asker.can_ask``) and brings no
+    answer (it has no request state)."""
+
+    def can_ask(self) -> bool:
+        return False
+
+    def answer(self) -> str | None:
+        return None
+
+    def question(self, tool: str, risk: str, args: dict[str, Any]) -> types.InputRequiredResult:
+        raise AssertionError("a client that cannot be asked is never asked")
+
+
 async def _call(
     gateway: Gateway,
     caller: Caller,
     params: types.CallToolRequestParams,
     *,
-    asker: _Asker,
+    asker: _Asker | _CannotAsk,
     request_id: Any = None,
     report: ProgressFnT | None = None,
 ) -> types.CallToolResult | types.InputRequiredResult:
@@ -660,7 +765,7 @@ class _Call:
         caller: Caller,
         params: types.CallToolRequestParams,
         *,
-        asker: _Asker,
+        asker: _Asker | _CannotAsk,
         request_id: Any,
         report: ProgressFnT | None,
     ) -> None:

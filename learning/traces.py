@@ -85,12 +85,13 @@ def trace_parse(
     ):
         errors.append(("duration_ms", "must be a non-negative number of milliseconds"))
     occurred_at = item.get("occurred_at")
-    when: datetime | None = now or datetime.now(UTC)
+    now = now or datetime.now(UTC)
+    when: datetime | None = now
     if occurred_at is not None:
         when = _parse_time(occurred_at)
         if when is None:
             errors.append(("occurred_at", "must be an ISO 8601 date-time with a time zone"))
-        elif not EARLIEST <= when <= (now or datetime.now(UTC)) + FUTURE_SLACK:
+        elif not EARLIEST <= when <= now + FUTURE_SLACK:
             errors.append(("occurred_at", "must lie between 1970 and a day from now"))
     if errors:
         return None, errors

@@ -273,7 +273,8 @@ def aggregate_add(agg: Aggregate, trace: dict[str, Any]) -> None:
         _slow(agg, duration, trace_id)
     occurred = trace.get("occurred_at")
     if isinstance(occurred, datetime) and occurred.tzinfo is not None:
-        _seen(agg, occurred.astimezone(UTC).isoformat(), occurred.astimezone(UTC).isoformat())
+        when = occurred.astimezone(UTC).isoformat()
+        _seen(agg, when, when)
 
 
 def aggregate_effects_add(agg: Aggregate, effects: list[tuple[str, str]], trace_id: Any) -> None:

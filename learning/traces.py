@@ -45,8 +45,9 @@ def trace_parse(
         where, _, reason = problem.partition(": ")
         return None, [(where.split(".")[0].split("[")[0] or "(item)", f"{where}: {reason}")]
     errors: list[tuple[str, str]] = []
-    for key in sorted(set(item) - FIELDS):
-        errors.append((key, "unknown field"))
+    if not FIELDS.issuperset(item):
+        for key in sorted(set(item) - FIELDS):
+            errors.append((key, "unknown field"))
     trace_id = item.get("trace_id")
     if not isinstance(trace_id, str) or not trace_id.strip() or len(trace_id) > MAX_ID_LENGTH:
         errors.append(("trace_id", f"must be a non-empty string of at most {MAX_ID_LENGTH}"))

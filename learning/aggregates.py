@@ -38,6 +38,7 @@ TYPES = ("string", "integer", "number", "boolean", "array", "object", "null")
 # an instruction, a right-to-left override or markup is counted under "unsafe_names" and never
 # inferred (#23.1); it does not take one of the MAX_ARGS places either.
 INFERABLE_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_-]{0,63}")
+ARGUMENT_HEAD = re.compile(r"[.\[{]")  # where an argument's top-level name ends in its path
 
 
 def inferable_name(name: Any) -> bool:
@@ -249,7 +250,7 @@ def aggregate_add(agg: Aggregate, trace: dict[str, Any]) -> None:
             _example(entry, trace_id)
             for argument, origin in routes:
                 _route(entry, f"{origin}{ROUTE_ARROW}{argument}", trace_id)
-                arg = agg["args"].get(re.split(r"[.\[{]", argument, maxsplit=1)[0])
+                arg = agg["args"].get(ARGUMENT_HEAD.split(argument, maxsplit=1)[0])
                 if arg is not None:
                     arg["from"][name] = arg["from"].get(name, 0) + 1
         for name, path in flow["effects"]:
@@ -272,7 +273,8 @@ def aggregate_add(agg: Aggregate, trace: dict[str, Any]) -> None:
         _slow(agg, duration, trace_id)
     occurred = trace.get("occurred_at")
     if isinstance(occurred, datetime) and occurred.tzinfo is not None:
-        _seen(agg, occurred.astimezone(UTC).isoformat(), occurred.astimezone(UTC).isoformat())
+        when = occurred.astimezone(UTC).isoformat()
+        _seen(agg, when, when)
 
 
 def aggregate_effects_add(agg: Aggregate, effects: list[tuple[str, str]], trace_id: Any) -> None:

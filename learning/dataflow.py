@@ -558,10 +558,11 @@ class _Reader:
         results) says no more than that field's name: it is brought only where the name alone
         could say so (``_named_alone``)."""
         number_of_step = number - 1
+        shown = shown or {}
         for variable, value in state.items():
             if previous is not None and variable in previous and previous[variable] == value:
                 continue
-            field_name, field_value = (shown or {}).get(variable, ("", None))
+            field_name, field_value = shown.get(variable, ("", None))
             repeated = bool(field_name) and field_value == value
             if variable not in self.stated:
                 if len(self.stated) >= MAX_VARIABLES:  # none past it could be named
@@ -571,10 +572,12 @@ class _Reader:
             added = previous is not None and variable not in previous
             echoed = valued = brought = False
             keys: Iterable[str]
-            if isinstance(value, dict | list):
+            if type(value) is str:  # value_key's own reading, without its type checks
+                keys = (value[:MAX_STRING].strip().casefold(),)
+            elif isinstance(value, dict | list):
                 keys = (leaf.key for leaf in _leaves(value, "", self.budget, text=False))
             else:
-                keys = [value_key(value) or ""]
+                keys = (value_key(value) or "",)
             origin: Origin = (number, "", f"state {variable}")  # one tuple for all its values
             for key in keys:
                 if trivial(key, declared=True):
@@ -746,7 +749,7 @@ class _Reader:
         for number, variable, path in self.vocabulary_effects:
             if name(variable, number + 1):
                 effects_by_step[number].setdefault(variable, path)
-        self._output_effects(reconstruction, name, effects_by_step)
+        self._output_effects(reconstruction, name, effects_by_step, flowed)
         order = sorted((first, variable) for variable, first in first_known.items())
         firsts = [first for first, _ in order]
         for number in range(len(self.tools)):
@@ -783,10 +786,11 @@ class _Reader:
         reconstruction: Reconstruction,
         name: Callable[[str, int], bool],
         effects_by_step: list[dict[str, str]],
+        flowed: set[str],
     ) -> None:
         """Each output value that is a variable's (it flowed into it, its path fed it, or its
-        field is named so) and new in the trace: that step's effect, and a candidate alias."""
-        flowed = {variable for variables in self.key_variables.values() for variable in variables}
+        field is named so) and new in the trace: that step's effect, and a candidate alias.
+        ``flowed``: every variable a value flowed into."""
         proposals: set[tuple[str, str, str]] = set()
         for number, outputs in enumerate(self.outputs_by_step):
             tool = self.tools[number]

@@ -479,7 +479,7 @@ def _json_value(value: Any) -> tuple[Any, str | None]:
     if not isinstance(value, str):
         return value, None
     try:
-        return json.loads(value, parse_constant=_no_constant), None
+        return _DECODER.decode(value), None
     except RecursionError:
         return value, f"is nested deeper than {MAX_JSON_DEPTH} levels"
     except ValueError:
@@ -488,6 +488,11 @@ def _json_value(value: Any) -> tuple[Any, str | None]:
 
 def _no_constant(name: str) -> None:
     raise ValueError(f"{name} is not valid JSON")
+
+
+# One decoder for every attribute: ``json.loads`` with an option builds a new one per call.
+# (A string opening with a byte-order mark is refused by both, so it stays NOT_JSON.)
+_DECODER = json.JSONDecoder(parse_constant=_no_constant)
 
 
 # --------------------------------------------------------------------------------- assembly

@@ -45,8 +45,9 @@ def trace_parse(
         where, _, reason = problem.partition(": ")
         return None, [(where.split(".")[0].split("[")[0] or "(item)", f"{where}: {reason}")]
     errors: list[tuple[str, str]] = []
-    for key in sorted(set(item) - FIELDS):
-        errors.append((key, "unknown field"))
+    if not FIELDS.issuperset(item):
+        for key in sorted(set(item) - FIELDS):
+            errors.append((key, "unknown field"))
     trace_id = item.get("trace_id")
     if not isinstance(trace_id, str) or not trace_id.strip() or len(trace_id) > MAX_ID_LENGTH:
         errors.append(("trace_id", f"must be a non-empty string of at most {MAX_ID_LENGTH}"))
@@ -85,12 +86,13 @@ def trace_parse(
     ):
         errors.append(("duration_ms", "must be a non-negative number of milliseconds"))
     occurred_at = item.get("occurred_at")
-    when: datetime | None = now or datetime.now(UTC)
+    now = now or datetime.now(UTC)
+    when: datetime | None = now
     if occurred_at is not None:
         when = _parse_time(occurred_at)
         if when is None:
             errors.append(("occurred_at", "must be an ISO 8601 date-time with a time zone"))
-        elif not EARLIEST <= when <= (now or datetime.now(UTC)) + FUTURE_SLACK:
+        elif not EARLIEST <= when <= now + FUTURE_SLACK:
             errors.append(("occurred_at", "must lie between 1970 and a day from now"))
     if errors:
         return None, errors

@@ -48,9 +48,12 @@ def deeper_than(value: Any, limit: int) -> Path | None:
     pending: list[tuple[Any, int, _Link]] = [(value, 1, None)]
     while pending:
         item, depth, link = pending.pop()
-        if isinstance(item, Mapping):
+        kind = type(item)
+        # Exact types first, as in ``more_nodes_than``: only containers are pushed, and a
+        # JSON value's are dicts and lists.
+        if kind is dict or (kind is not list and isinstance(item, Mapping)):
             children: Any = item.items()
-        elif isinstance(item, list | tuple):
+        elif kind is list or isinstance(item, list | tuple):
             children = enumerate(item)
         else:
             continue
@@ -59,7 +62,7 @@ def deeper_than(value: Any, limit: int) -> Path | None:
         pending.extend(
             (child, depth + 1, (key, link))
             for key, child in children
-            if isinstance(child, Mapping | list | tuple)
+            if type(child) not in _SCALARS and isinstance(child, Mapping | list | tuple)
         )
     return None
 

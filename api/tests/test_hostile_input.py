@@ -68,6 +68,14 @@ def test_checking_text_costs_at_most_ten_times_the_body(shape):
     assert _peak(trace_parse, item, aliases={}) <= 10 * _size(item)
 
 
+def test_a_traces_unknown_fields_are_each_named_and_known_ones_pass():
+    parsed, errors = trace_parse(trace(zeta=1, alpha=2, messages=[]), aliases={})
+    assert parsed is None
+    assert errors == [("alpha", "unknown field"), ("zeta", "unknown field")]
+    parsed, errors = trace_parse(trace(messages=[]), aliases={})
+    assert errors == [] and parsed is not None
+
+
 @pytest.mark.parametrize("shape", SHAPES.values(), ids=SHAPES.keys())
 def test_folding_a_trace_costs_at_most_ten_times_the_body(shape):
     item = _item(shape)

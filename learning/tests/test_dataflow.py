@@ -190,6 +190,36 @@ def test_a_state_the_runtime_sent_is_read_under_its_names():
     assert found.steps[0]["present"] == ["attendee_email"]
 
 
+class Text(str):
+    """A string of another type: read by ``value_key``, not the quick path for ``str``."""
+
+
+def test_a_states_strings_are_keyed_as_value_key_keys_them():
+    long = "x" * (dataflow.MAX_STRING - 3) + "  ABCDEF"  # cut inside its tail
+    for value, argument in [
+        ("  INV-123  ", "inv-123"),
+        ("Stra\u00dfe 12", "STRASSE 12"),
+        (long, long[: dataflow.MAX_STRING].strip().casefold()),
+        ("   ", "   "),
+        ("", ""),
+    ]:
+        found = [
+            trace_reconstruct(
+                [
+                    call(
+                        "open",
+                        {"ref": argument},
+                        {"ok": True},
+                        state_before={"ticket_ref": state},
+                        state_after={"ticket_ref": state, "copy": state},
+                    ),
+                ]
+            )
+            for state in (value, Text(value))
+        ]
+        assert found[0].steps == found[1].steps, value
+
+
 def test_names_are_canonical():
     assert variable_name("userId", listed=False, aliases={}) == "user_id"
     assert variable_name("item_ids", listed=True, aliases={}) == "item_id"

@@ -248,3 +248,18 @@ def test_chat_spans_give_each_step_the_user_messages_that_came_before_it():
 def test_an_unreadable_conversation_leaves_the_chat_span_ignored():
     batch = decode(agent(), span(1, gen_ai__operation__name="chat", gen_ai__input__messages="{"))
     assert (batch.ignored, batch.rejected, batch.spans) == (2, 0, [])
+
+
+@pytest.mark.parametrize(
+    "text", ['\ufeff{"a": 1}', "NaN", '{"a": Infinity}', '{"a": -Infinity}', "[1, 2", ""]
+)
+def test_a_result_json_refuses_is_kept_as_text(text):
+    # A byte-order mark and the constants Python's parser would accept are no JSON a runtime
+    # sends: the result stays the text it was (one decoder serves every attribute).
+    (step,) = assemble(tool_call(1, "calendar.find_events", result=text)).traces
+    assert step["output"] == text and step["state_after"] == {}
+
+
+def test_a_result_that_is_json_text_is_parsed():
+    (step,) = assemble(tool_call(1, "calendar.find_events", result='{"a": [1, 2.5, null]}')).traces
+    assert step["output"] == {"a": [1, 2.5, None]}

@@ -521,9 +521,9 @@ def test_a_calls_per_minute_changed_in_the_admin_holds_at_the_next_call(
     assert len(calls_of(definitions)) == 2
 
 
-def test_it_withholds_a_result_its_approved_output_schema_refuses_and_records_the_call(
-    gateway_url, token, tmp_path
-):
+def typed_approved(tmp_path) -> None:
+    """The stand-in's ``typed.typed``, approved: its output schema wants ``echo.who`` to be an
+    integer, and the stand-in echoes the string it is given."""
     typed = {
         **GREET,
         "name": "typed",
@@ -536,6 +536,12 @@ def test_it_withholds_a_result_its_approved_output_schema_refuses_and_records_th
     path.write_text(json.dumps([typed]))
     server = mcp_server_add(name="typed", command=[sys.executable, STANDIN, str(path)])
     mcp_server_sync(server=server, approve=True)
+
+
+def test_it_withholds_a_result_its_approved_output_schema_refuses_and_records_the_call(
+    gateway_url, token, tmp_path
+):
+    typed_approved(tmp_path)
 
     async def call(client):
         return await client.call_tool("typed.typed", {"who": "Ada"})
@@ -955,18 +961,7 @@ def test_the_plain_path_and_the_sdks_path_answer_an_upstreams_error_and_a_withhe
 ):
     clock = mcp_server_add(name="clock", command=[sys.executable, "-m", "mcp_server_time"])
     mcp_server_sync(server=clock, approve=True)
-    typed = {
-        **GREET,
-        "name": "typed",
-        "outputSchema": {
-            "type": "object",
-            "properties": {"echo": {"type": "object", "properties": {"who": {"type": "integer"}}}},
-        },
-    }
-    path = tmp_path / "typed.json"
-    path.write_text(json.dumps([typed]))
-    server = mcp_server_add(name="typed", command=[sys.executable, STANDIN, str(path)])
-    mcp_server_sync(server=server, approve=True)
+    typed_approved(tmp_path)
     Application.objects.create(name="planner", all_tools=True, all_permissions=True)
     _, raw = runtime_token_create(
         application_name="planner", scopes=["tools:call"], name="", expires_at=None

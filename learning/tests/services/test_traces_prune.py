@@ -1,6 +1,6 @@
 """``learning.services.traces_prune``: retention."""
 
-from datetime import timedelta
+from datetime import UTC, datetime, time, timedelta
 
 import pytest
 from django.db import connection
@@ -72,8 +72,10 @@ def test_it_keeps_a_day_with_traces_still_to_fold_until_they_are():
 
 @postgresql_only
 def test_it_drops_the_day_the_cutoff_falls_in_whole_the_next_day():
-    # 30 days and a few hours ago: past retention, but its day also holds traces that are not.
-    straddling = timezone.now() - timedelta(days=30, hours=1)
+    # Past retention, on the UTC day the cutoff falls in, whatever the hour the test runs at:
+    # that day also holds traces that are not past it.
+    cutoff = timezone.now() - timedelta(days=30)
+    straddling = max(cutoff - timedelta(hours=1), datetime.combine(cutoff.date(), time.min, UTC))
     trace_partition_create(day=straddling.date())
     Trace.objects.bulk_create([trace_at(0, when=straddling)])
 

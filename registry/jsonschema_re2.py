@@ -38,6 +38,8 @@ from jsonschema.exceptions import SchemaError, ValidationError
 from referencing import Registry
 from referencing.exceptions import NoSuchResource
 
+from .metaschema import METASCHEMA_VALIDATOR
+
 Keyword = Callable[[Any, Any, Any, Any], Any]
 
 
@@ -348,7 +350,10 @@ def linear_validator(schema: Mapping[str, Any] | bool, *, registry: Registry) ->
         )
     if isinstance(schema, Mapping):
         schema = {key: value for key, value in schema.items() if key != "$schema"}
-    LinearValidator.check_schema(schema)
+    # jsonschema's own ``check_schema``, on the metaschema read as one document: the same
+    # first error, without resolving the eight published documents' references at each node.
+    for error in METASCHEMA_VALIDATOR.iter_errors(schema):
+        raise SchemaError.create_from(error)
     return LinearValidator(schema, registry=registry)
 
 

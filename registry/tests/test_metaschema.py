@@ -10,7 +10,9 @@ import random
 
 import pytest
 from jsonschema import Draft202012Validator
+from jsonschema.exceptions import SchemaError
 
+from registry.jsonschema_re2 import NO_RETRIEVAL, LinearValidator, linear_validator
 from registry.metaschema import METASCHEMA_VALIDATOR, one_document
 from registry.validation import schema_errors
 
@@ -108,3 +110,21 @@ def test_a_schema_is_refused_with_the_published_metaschemas_first_error():
     assert schema_errors(schema, needs_object=True) == [
         f"not a valid JSON Schema at properties/a/items/minLength: {first.message}"
     ]
+
+
+@pytest.mark.parametrize("schema", TRICKY, ids=range(len(TRICKY)))
+def test_the_linear_validator_refuses_a_schema_as_jsonschemas_own_check_does(schema):
+    if isinstance(schema, dict):
+        schema = {key: value for key, value in schema.items() if key != "$schema"}
+    try:
+        LinearValidator.check_schema(schema)
+    except SchemaError as error:
+        published = (error.message, list(error.path), error.validator)
+    else:
+        published = None
+    try:
+        linear_validator(schema, registry=NO_RETRIEVAL)
+    except SchemaError as error:
+        assert (error.message, list(error.path), error.validator) == published
+    else:
+        assert published is None

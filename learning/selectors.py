@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+import gc
 import threading
 from dataclasses import dataclass
 from datetime import date, datetime, timedelta
@@ -326,6 +327,13 @@ def _label_index_update() -> LabelIndex:
                 if key in new and row["risk"] in RISK_ORDER:
                     added[key] = label_read(row, lex)
         index.update(added=added, removed=known - current)
+        if state is None:
+            # A first read leaves millions of objects that live as long as the process (at
+            # 100k labels); the next full collection would scan them all, a second on the next
+            # large read (often the first refresh after a publication), and so would each one
+            # after. Collected once here, they are moved out of the collector's view.
+            gc.collect()
+            gc.freeze()
         _index["labels"] = _LabelState(
             index=index, lexicon=lex, keys=keys, gated=gated,
             read_at=started, whole=transaction_open(),

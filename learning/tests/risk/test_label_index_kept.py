@@ -3,6 +3,7 @@ sequence of publications, withdrawals and inferred contracts written or deleted,
 index updated in place says what one read afresh from the registry says, while an update
 after a publication reads only what changed."""
 
+import gc
 import random
 from collections import Counter
 from datetime import timedelta
@@ -200,3 +201,17 @@ def test_what_a_rolled_back_transaction_showed_is_read_again(vocabulary, kept):
     assert any("o:gated" in label["features"] for label in index._labels.values())
     assert_same(index, afresh())
 
+
+def test_a_first_read_is_moved_out_of_the_collectors_view(vocabulary, kept):
+    registry_import(data=[contract(name="calendar.find_events")], approve=True)
+    gc.unfreeze()
+    try:
+        selectors._label_index_update()
+        frozen = gc.get_freeze_count()
+        registry_import(data=[contract(name="calendar.delete_event", risk="high")], approve=True)
+        selectors._label_index_update()  # an update in place freezes nothing more
+
+        assert frozen > 0
+        assert gc.get_freeze_count() <= frozen  # (frozen objects freed go from the count)
+    finally:
+        gc.unfreeze()

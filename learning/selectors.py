@@ -299,9 +299,11 @@ def _label_index_update() -> LabelIndex:
                 gated.pop(pk, None)
             changed = [pk for pk, content_hash in hashes.items()
                        if keys.get(pk, (None,))[0] != content_hash]  # fmt: skip
-            written = InferredContract.objects.filter(
-                inferred_at__gte=state.read_at - GATED_MARGIN
-            ).values_list("tool_name", flat=True)
+            written = (
+                InferredContract.objects.filter(inferred_at__gte=state.read_at - GATED_MARGIN)
+                .order_by()
+                .values_list("tool_name", flat=True)
+            )
             names = {*written, *gated.values()}
             rows = (
                 approved.filter(Q(pk__in=changed) | Q(tool__name__in=names))

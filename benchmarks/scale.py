@@ -16,8 +16,8 @@ current versions, one revision bump), not through the import, which would take a
   ticket opened or updated): ``cold`` is the first refresh after the registry grew (this
   process reads and indexes every label it has not read before), ``warm`` the median of the
   next ``--repeats``, each after one more trace is folded, and ``after a publication`` the
-  first refresh after the revision moved once more (what an approval does: the labels are read
-  again, each contract's reading kept);
+  first refresh after the revision moved once more (what an approval does: which contracts are
+  approved is read again, and only what changed since);
 - ``sweep``: ``tool_refresh`` of ``--sweep`` dirty tools one by one, as the periodic sweep's
   tasks do, per tool.
 

@@ -163,6 +163,9 @@ class InferredContract(models.Model):
 
     class Meta:
         ordering = ["tool_name"]
+        # The inferred contracts written since a time: what the risk label index reads again
+        # after a publication (``learning.selectors.risk_label_index``).
+        indexes = [models.Index(fields=["inferred_at"], name="inferred_written_idx")]
 
     def __str__(self) -> str:
         return f"inferred {self.tool_name}"

@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+import gc
 import threading
 from dataclasses import dataclass
 from datetime import date, datetime, timedelta
@@ -7,13 +8,13 @@ from pathlib import Path
 from typing import Any
 
 from django.conf import settings
-from django.db.models import OuterRef, Subquery, TextField
+from django.db.models import OuterRef, Q, Subquery, TextField
 from django.db.models.fields.json import KT
 from django.utils import timezone
 
 from registry.json_display import json_text
 from registry.models import ContractVersion, Tool
-from registry.revision import revision_memo
+from registry.revision import revision_memo, transaction_open
 
 from .charts import DayPoint, Marker, chart_window, day_points
 from .evidence import contract_differences
@@ -236,40 +237,107 @@ def risk_label_index() -> LabelIndex:
     An approval moves the revision, so a new label is seen at once. The preconditions a
     labelled tool's calls failed without (``gated``, from its inferred contract) are read with
     the labels, so a change there is seen at the next revision. The index is kept from one
-    revision to the next and changed in place: each revision reads which contracts are
-    labelled (their content hash, which covers the name and the label, and ``gated``: three
-    short columns), then reads and indexes only the contracts it has not seen.
+    revision to the next and changed in place (``_label_index_update``): each revision reads
+    which contracts are approved (their id and content hash, which covers the name and the
+    label) and which inferred contracts were written since the last read, then reads and
+    indexes only the contracts it has not seen.
     """
     return revision_memo("learning:risk-labels", _label_index_update)
 
 
-# This process's index and the lexicon its readings were made with; a refresh runs in one
-# thread of a worker process at a time, the only writer.
-_index: dict[str, Any] = {}
+# An inferred contract's ``inferred_at`` is the writing process's clock before its commit: each
+# update looks again at the inferred contracts written this long before the previous one began.
+GATED_MARGIN = timedelta(minutes=10)
+
+
+@dataclass
+class _LabelState:
+    """What this process's index was built from: each approved contract's key by version id,
+    the tools whose key has a ``gated`` (an inferred contract's deletion is not stamped), and
+    when the last update began. ``whole`` asks the next update to read every key again: the
+    last one read inside a transaction, which may roll back what it saw."""
+
+    index: LabelIndex
+    lexicon: Lexicon
+    keys: dict[int, tuple[str, str | None]]
+    gated: dict[int, str]
+    read_at: datetime
+    whole: bool = False
+
+
+# This process's index and what it was built from; a refresh runs in one thread of a worker
+# process at a time, the only writer.
+_index: dict[str, _LabelState] = {}
 _index_lock = threading.Lock()
 
 
 def _label_index_update() -> LabelIndex:
+    """Keep this process's index to the approved contracts' keys (content hash, ``gated``): what
+    a reading depends on. The first read, and one after a read inside a transaction, reads every
+    key (with ``gated``, a subquery per contract: about a second at 100k); otherwise only the
+    keys of the contracts approved, withdrawn or changed since (the approved ids and hashes,
+    two short columns) and of the tools whose inferred contract was written since, or whose
+    ``gated`` was set (which a deletion would take away)."""
     lex = risk_lexicon()
     with _index_lock:
-        index = _index.get("index") if _index.get("lexicon") is lex else None
-        if index is None:
-            index = LabelIndex()
-        # The approved contracts by (content hash, gated): what a reading depends on.
-        current = set(
-            ContractVersion.objects.filter(status=ContractVersion.Status.APPROVED)
-            .annotate(gated_text=_gated_text())
-            .values_list("content_hash", "gated_text")
-        )
+        started = timezone.now()
+        state = _index.get("labels")
+        if state is not None and state.lexicon is not lex:
+            state = None
+        approved = ContractVersion.objects.filter(status=ContractVersion.Status.APPROVED).order_by()
+        if state is None or state.whole:
+            keys: dict[int, tuple[str, str | None]] = {}
+            gated: dict[int, str] = {}
+            rows = approved.annotate(gated_text=_gated_text()).values_list(
+                "pk", "content_hash", "gated_text", "tool__name"
+            )
+        else:
+            keys, gated = dict(state.keys), dict(state.gated)
+            hashes = dict(approved.values_list("pk", "content_hash"))
+            for pk in keys.keys() - hashes.keys():
+                keys.pop(pk)
+                gated.pop(pk, None)
+            changed = [pk for pk, content_hash in hashes.items()
+                       if keys.get(pk, (None,))[0] != content_hash]  # fmt: skip
+            written = (
+                InferredContract.objects.filter(inferred_at__gte=state.read_at - GATED_MARGIN)
+                .order_by()
+                .values_list("tool_name", flat=True)
+            )
+            names = {*written, *gated.values()}
+            rows = (
+                approved.filter(Q(pk__in=changed) | Q(tool__name__in=names))
+                .annotate(gated_text=_gated_text())
+                .values_list("pk", "content_hash", "gated_text", "tool__name")
+            )
+            for pk in changed:  # read again below, unless withdrawn meanwhile
+                keys.pop(pk, None)
+                gated.pop(pk, None)
+        for pk, content_hash, gated_text, name in rows:
+            keys[pk] = (content_hash, gated_text)
+            gated.pop(pk, None)
+            if gated_text is not None:
+                gated[pk] = name
+        index = state.index if state is not None else LabelIndex()
+        current = set(keys.values())
         known = index.keys()
         new = current - known
         added = {}
         if new:
-            hashes = {content_hash for content_hash, _ in new}
-            for row in _labels_read(hashes):
+            for row in _labels_read({content_hash for content_hash, _ in new}):
                 key = (row["content_hash"], row["gated_text"])
                 if key in new and row["risk"] in RISK_ORDER:
                     added[key] = label_read(row, lex)
         index.update(added=added, removed=known - current)
-        _index.update(index=index, lexicon=lex)
+        if state is None:
+            # A first read leaves millions of objects that live as long as the process (at
+            # 100k labels); the next full collection would scan them all, a second on the next
+            # large read (often the first refresh after a publication), and so would each one
+            # after. Collected once here, they are moved out of the collector's view.
+            gc.collect()
+            gc.freeze()
+        _index["labels"] = _LabelState(
+            index=index, lexicon=lex, keys=keys, gated=gated,
+            read_at=started, whole=transaction_open(),
+        )  # fmt: skip
         return index

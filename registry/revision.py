@@ -16,6 +16,8 @@ Runtimes poll it and every ETag is derived from it, so this module is its one ow
 - ``registry.signals.revision_changed`` is sent once a bump has committed (in the committing
   process): the hook by which a higher layer (the API's bundles) follows the revision without
   an import upwards.
+- ``transaction_open()``: whether what this connection reads may yet be rolled back, for a
+  value kept across revisions and changed in place (``learning.selectors.risk_label_index``).
 - ``revision_memo(name, build)``: a value built from the registry (every tool's name, the alias
   map, the labelled tools), kept in this process until the revision moves, so a call that needs
   it costs one read of the revision row however large the registry is.
@@ -60,8 +62,7 @@ def revision_bump() -> None:
     which a rolled-back savepoint takes away together with the update it undid.
     """
     connection = transaction.get_connection()
-    # The outermost block is the transaction; a test case's own blocks are not one.
-    blocks = [b for b in connection.atomic_blocks if not getattr(b, "_from_testcase", False)]
+    blocks = _transaction_blocks()
     transaction_block = blocks[0] if blocks else None
     if transaction_block is not None and any(
         getattr(callback, "block", None) is transaction_block
@@ -73,6 +74,18 @@ def revision_bump() -> None:
     callback = functools.partial(_forget_everywhere)
     callback.block = transaction_block  # type: ignore[attr-defined]
     transaction.on_commit(callback)
+
+
+def _transaction_blocks() -> list[Any]:
+    # The outermost block is the transaction; a test case's own blocks are not one.
+    connection = transaction.get_connection()
+    return [b for b in connection.atomic_blocks if not getattr(b, "_from_testcase", False)]
+
+
+def transaction_open() -> bool:
+    """Whether this connection is inside a transaction (a test case's own blocks aside): what
+    it reads there may be rolled back."""
+    return bool(_transaction_blocks())
 
 
 def revision_current() -> int:

@@ -29,7 +29,7 @@ import shutil
 import sys
 import time
 from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager
+from contextlib import AsyncExitStack, asynccontextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -57,8 +57,10 @@ HTTP = "http"
 START_TIMEOUT_SECONDS = 30.0
 MAX_LIST_PAGES = 100
 KEEPALIVE_SECONDS = 2.0
-# Connections kept open to one upstream: as many as calls may be in flight to it.
-POSTED_CONNECTIONS = 100
+# The HTTP clients posting one upstream's calls, used in turn: a client's connection pool
+# looks over every connection it holds at each request, so many calls in flight are spread
+# over a few small pools rather than one large one.
+POSTED_CLIENTS = 4
 # How long a cancelled call waits to tell its upstream (the SDK's client waits as long).
 CANCEL_NOTICE_SECONDS = 5.0
 # A result's fields of MCP 2026-07-28 that the SDK's client drops on a 2025 session, as posted
@@ -190,15 +192,17 @@ class _Posted:
     def __init__(self, spec: UpstreamSpec, on_list_changed: Any) -> None:
         self.spec = spec
         self.on_list_changed = on_list_changed
-        self.client = httpx2.AsyncClient(
-            headers=dict(spec.headers),
-            timeout=httpx2.Timeout(30.0),
-            limits=httpx2.Limits(
-                max_connections=POSTED_CONNECTIONS,
-                max_keepalive_connections=POSTED_CONNECTIONS,
-                keepalive_expiry=KEEPALIVE_SECONDS,  # as the SDK's sessions' (``_transport``)
-            ),
-        )
+        self.url = httpx2.URL(spec.url)  # parsed once, not at every call
+        self.clients = [
+            httpx2.AsyncClient(
+                headers=dict(spec.headers),
+                timeout=httpx2.Timeout(30.0),
+                # As the SDK's sessions' (``_transport``).
+                limits=httpx2.Limits(keepalive_expiry=KEEPALIVE_SECONDS),
+            )
+            for _ in range(POSTED_CLIENTS)
+        ]
+        self.turns = itertools.count()
         self.ids = itertools.count(1)
         self.starting = anyio.Lock()
         self.closing = anyio.Event()
@@ -208,23 +212,30 @@ class _Posted:
     async def run(self) -> None:
         """Hold the client until the upstream is closed; then end the session, as the SDK's
         client does."""
-        async with self.client:
+        async with AsyncExitStack() as clients:
+            for client in self.clients:
+                await clients.enter_async_context(client)
             try:
                 await self.closing.wait()
             finally:
-                with anyio.CancelScope(shield=True), anyio.move_on_after(CANCEL_NOTICE_SECONDS):
+                with anyio.CancelScope(shield=True), anyio.move_on_after(KEEPALIVE_SECONDS):
                     await self._terminate()
 
     async def _terminate(self) -> None:
         if self.session_id is None:
             return
         try:
-            await self.client.delete(self.spec.url, headers=self._headers())
+            await self.client.delete(self.url, headers=self._headers())
         except httpx2.HTTPError as exc:
             logger.info("upstream %s: session not ended: %s", self.spec.name, exc)
 
     def close(self) -> None:
         self.closing.set()
+
+    @property
+    def client(self) -> httpx2.AsyncClient:
+        """The next of the clients, in turn."""
+        return self.clients[next(self.turns) % POSTED_CLIENTS]
 
     def _headers(self) -> dict[str, str]:
         headers = dict(JSON_HEADERS)
@@ -261,7 +272,7 @@ class _Posted:
         ).model_dump(by_alias=True, mode="json", exclude_none=True)
         message = {"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": params}
         async with self.client.stream(
-            "POST", self.spec.url, content=pydantic_core.to_json(message), headers=JSON_HEADERS
+            "POST", self.url, content=pydantic_core.to_json(message), headers=JSON_HEADERS
         ) as response:
             session_id = response.headers.get("mcp-session-id")
             raw = await self._answer(response, 0)
@@ -273,7 +284,7 @@ class _Posted:
         self.session_id, self.version = session_id, result.protocol_version
         initialized = {"jsonrpc": "2.0", "method": "notifications/initialized"}
         response = await self.client.post(
-            self.spec.url, content=pydantic_core.to_json(initialized), headers=self._headers()
+            self.url, content=pydantic_core.to_json(initialized), headers=self._headers()
         )
         response.raise_for_status()
 
@@ -311,7 +322,7 @@ class _Posted:
         headers = self._headers()
         try:
             async with self.client.stream(
-                "POST", self.spec.url, content=pydantic_core.to_json(message), headers=headers
+                "POST", self.url, content=pydantic_core.to_json(message), headers=headers
             ) as response:
                 if response.status_code == 404 and session_id is not None:
                     self.forget(session_id)
@@ -332,9 +343,7 @@ class _Posted:
             "params": {"requestId": request_id, "reason": "caller cancelled"},
         }
         try:
-            await self.client.post(
-                self.spec.url, content=pydantic_core.to_json(notice), headers=headers
-            )
+            await self.client.post(self.url, content=pydantic_core.to_json(notice), headers=headers)
         except httpx2.HTTPError as exc:
             logger.info("upstream %s: a cancellation not passed on: %s", self.spec.name, exc)
 
@@ -418,7 +427,7 @@ class _Posted:
                 "data": request.method,
             }
         response = await self.client.post(
-            self.spec.url, content=pydantic_core.to_json(reply), headers=self._headers()
+            self.url, content=pydantic_core.to_json(reply), headers=self._headers()
         )
         await response.aclose()
 

@@ -10,8 +10,8 @@ or closed the connection is dropped when a call sees it, and the next call start
 a dead server costs the call in flight, never the gateway.
 
 A call to a streamable-HTTP upstream without progress to pass on is posted directly
-(``_Posted``): one JSON-RPC ``tools/call`` on one pooled HTTP client per upstream, in an MCP session
-that client initialized once, the answer read whether it comes as JSON or as an event stream. The
+(``_Posted``): one JSON-RPC ``tools/call`` on the upstream's own pooled HTTP clients, in an MCP
+session they initialized once, the answer read whether it comes as JSON or as an event stream. The
 SDK's client (a session, its dispatcher, memory streams and a task per request) costs about as
 much CPU per call as the upstream's whole answer; what a posted call does not handle (progress,
 a redirect) goes through the SDK's session, and every failure is told as that path tells it.
@@ -184,10 +184,11 @@ class _Expired(Exception):
 
 
 class _Posted:
-    """Calls to a streamable-HTTP upstream posted as JSON-RPC messages, on one HTTP client (its
-    connections pooled) in one MCP session of the 2025 protocol, initialized at the first call
-    and again when the upstream forgets it (404) or a connection fails. The SDK's client
-    answers the same messages; this one does it without a dispatcher, streams or tasks."""
+    """Calls to a streamable-HTTP upstream posted as JSON-RPC messages, on ``POSTED_CLIENTS``
+    HTTP clients (their connections pooled) in one MCP session of the 2025 protocol,
+    initialized at the first call and again when the upstream forgets it (404) or a connection
+    fails. The SDK's client answers the same messages; this one does it without a dispatcher,
+    streams or tasks."""
 
     def __init__(self, spec: UpstreamSpec, on_list_changed: Any) -> None:
         self.spec = spec

@@ -293,13 +293,11 @@ class _Posted:
         """The upstream's result, or the ``MCPError`` or HTTP error the SDK's client would
         raise; ``_Redirected`` when the SDK's client must take the call. Cancelled, the
         upstream is told (``notifications/cancelled``, as the SDK's client tells it)."""
-        await self._session()
         try:
             raw, version = await self._post(name, arguments)
         except _Expired:
             # The upstream restarted or dropped the session: it did not run the call, which
             # goes again in a new session, once.
-            await self._session()
             try:
                 raw, version = await self._post(name, arguments)
             except _Expired:
@@ -312,6 +310,7 @@ class _Posted:
 
     async def _post(self, name: str, arguments: dict[str, Any]) -> tuple[dict[str, Any], str]:
         """The raw result and the session's protocol version."""
+        await self._session()
         request_id = next(self.ids)
         message = {
             "jsonrpc": "2.0",
@@ -319,6 +318,7 @@ class _Posted:
             "method": "tools/call",
             "params": {"name": name, "arguments": arguments},
         }
+        # Read with no wait since ``_session``: another call may forget the session meanwhile.
         session_id, version = self.session_id, self.version or LATEST_HANDSHAKE_VERSION
         headers = self._headers()
         try:

@@ -9,6 +9,13 @@ so a stdio server is one process per session, kept between calls. A session whos
 or closed the connection is dropped when a call sees it, and the next call starts a new one:
 a dead server costs the call in flight, never the gateway.
 
+A call to a streamable-HTTP upstream without progress to pass on is posted directly
+(``_Posted``): one JSON-RPC ``tools/call`` on the upstream's own pooled HTTP clients, in an MCP
+session they initialized once, the answer read whether it comes as JSON or as an event stream. The
+SDK's client (a session, its dispatcher, memory streams and a task per request) costs about as
+much CPU per call as the upstream's whole answer; what a posted call does not handle (progress,
+a redirect) goes through the SDK's session, and every failure is told as that path tells it.
+
 The live definitions (``tools/list``) are read again when the server says its list changed
 (``notifications/tools/list_changed``) and whenever they are older than ``verify_seconds``; the
 gateway compares their pins (``registry/pins.py``) with the approved ones before every call.
@@ -16,12 +23,13 @@ gateway compares their pins (``registry/pins.py``) with the approved ones before
 
 from __future__ import annotations
 
+import itertools
 import logging
 import shutil
 import sys
 import time
 from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager
+from contextlib import AsyncExitStack, asynccontextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -29,11 +37,15 @@ import anyio
 import anyio.abc
 import httpx2
 import mcp_types
-from mcp.client.session import ClientSession, IncomingMessage
+import pydantic_core
+from mcp.client.session import DEFAULT_CLIENT_INFO, ClientSession, IncomingMessage
 from mcp.client.stdio import StdioServerParameters, get_default_environment, stdio_client
-from mcp.client.streamable_http import streamable_http_client
+from mcp.client.streamable_http import DEFAULT_MAX_SSE_EVENT_SIZE, streamable_http_client
 from mcp.shared.dispatcher import ProgressFnT
 from mcp.shared.exceptions import MCPError
+from mcp_types import methods
+from mcp_types.version import HANDSHAKE_PROTOCOL_VERSIONS, LATEST_HANDSHAKE_VERSION
+from pydantic import ValidationError
 
 from registry.pins import definition_hash
 from sources.client import LAUNCHER, RawTools
@@ -45,6 +57,23 @@ HTTP = "http"
 START_TIMEOUT_SECONDS = 30.0
 MAX_LIST_PAGES = 100
 KEEPALIVE_SECONDS = 2.0
+# The HTTP clients posting one upstream's calls, used in turn: a client's connection pool
+# looks over every connection it holds at each request, so many calls in flight are spread
+# over a few small pools rather than one large one.
+POSTED_CLIENTS = 4
+# How long a cancelled call waits to tell its upstream (the SDK's client waits as long).
+CANCEL_NOTICE_SECONDS = 5.0
+# A result's fields of MCP 2026-07-28 that the SDK's client drops on a 2025 session, as posted
+# calls do: outside the negotiated version, they are not the result's.
+LATER_RESULT_FIELDS = frozenset({"resultType", "inputRequests", "requestState"})
+# How the SDK's client answers an upstream's request it has no handler for; a posted call
+# answers the same.
+UNSUPPORTED = {
+    "sampling/createMessage": "Sampling not supported",
+    "elicitation/create": "Elicitation not supported",
+    "roots/list": "List roots not supported",
+}
+JSON_HEADERS = {"accept": "application/json, text/event-stream", "content-type": "application/json"}
 
 
 @dataclass(frozen=True)
@@ -146,6 +175,272 @@ async def _transport(spec: UpstreamSpec) -> AsyncIterator[Any]:
         raise UpstreamFailed(f"the gateway does not forward over the {spec.transport} transport")
 
 
+class _Redirected(Exception):
+    """The upstream answered a posted call with a redirect: it did not run it."""
+
+
+class _Expired(Exception):
+    """The upstream no longer knows the posted calls' session (404 to its session id)."""
+
+
+class _Posted:
+    """Calls to a streamable-HTTP upstream posted as JSON-RPC messages, on ``POSTED_CLIENTS``
+    HTTP clients (their connections pooled) in one MCP session of the 2025 protocol,
+    initialized at the first call and again when the upstream forgets it (404) or a connection
+    fails. The SDK's client answers the same messages; this one does it without a dispatcher,
+    streams or tasks."""
+
+    def __init__(self, spec: UpstreamSpec, on_list_changed: Any) -> None:
+        self.spec = spec
+        self.on_list_changed = on_list_changed
+        self.url = httpx2.URL(spec.url)  # parsed once, not at every call
+        self.clients = [
+            httpx2.AsyncClient(
+                headers=dict(spec.headers),
+                timeout=httpx2.Timeout(30.0),
+                # As the SDK's sessions' (``_transport``).
+                limits=httpx2.Limits(keepalive_expiry=KEEPALIVE_SECONDS),
+            )
+            for _ in range(POSTED_CLIENTS)
+        ]
+        self.turns = itertools.count()
+        self.ids = itertools.count(1)
+        self.starting = anyio.Lock()
+        self.closing = anyio.Event()
+        self.session_id: str | None = None
+        self.version: str | None = None
+
+    async def run(self) -> None:
+        """Hold the client until the upstream is closed; then end the session, as the SDK's
+        client does."""
+        async with AsyncExitStack() as clients:
+            for client in self.clients:
+                await clients.enter_async_context(client)
+            try:
+                await self.closing.wait()
+            finally:
+                with anyio.CancelScope(shield=True), anyio.move_on_after(KEEPALIVE_SECONDS):
+                    await self._terminate()
+
+    async def _terminate(self) -> None:
+        if self.session_id is None:
+            return
+        try:
+            await self.client.delete(self.url, headers=self._headers())
+        except httpx2.HTTPError as exc:
+            logger.info("upstream %s: session not ended: %s", self.spec.name, exc)
+
+    def close(self) -> None:
+        self.closing.set()
+
+    @property
+    def client(self) -> httpx2.AsyncClient:
+        """The next of the clients, in turn."""
+        return self.clients[next(self.turns) % POSTED_CLIENTS]
+
+    def _headers(self) -> dict[str, str]:
+        headers = dict(JSON_HEADERS)
+        if self.session_id is not None:
+            headers["mcp-session-id"] = self.session_id
+        if self.version is not None:
+            headers["mcp-protocol-version"] = self.version
+        return headers
+
+    def forget(self, session_id: str | None) -> None:
+        """The next call initializes a new session (unless another call did already)."""
+        if self.session_id == session_id:
+            self.session_id, self.version = None, None
+
+    async def _session(self) -> None:
+        if self.version is not None:
+            return
+        async with self.starting:
+            if self.version is not None:
+                return
+            try:
+                await self._initialize()
+            except Exception as exc:  # noqa: BLE001 - told as the SDK's path tells it
+                self.session_id, self.version = None, None
+                raise UpstreamFailed(
+                    f"cannot start a session with {self.spec.name}: {_reason(exc)}"
+                ) from None
+
+    async def _initialize(self) -> None:
+        params = mcp_types.InitializeRequestParams(
+            protocol_version=LATEST_HANDSHAKE_VERSION,
+            capabilities=mcp_types.ClientCapabilities(),
+            client_info=DEFAULT_CLIENT_INFO,
+        ).model_dump(by_alias=True, mode="json", exclude_none=True)
+        message = {"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": params}
+        async with self.client.stream(
+            "POST", self.url, content=pydantic_core.to_json(message), headers=JSON_HEADERS
+        ) as response:
+            session_id = response.headers.get("mcp-session-id")
+            raw = await self._answer(response, 0)
+        result = mcp_types.InitializeResult.model_validate(raw, by_name=False)
+        if result.protocol_version not in HANDSHAKE_PROTOCOL_VERSIONS:
+            raise RuntimeError(
+                f"Unsupported protocol version from the server: {result.protocol_version}"
+            )
+        self.session_id, self.version = session_id, result.protocol_version
+        initialized = {"jsonrpc": "2.0", "method": "notifications/initialized"}
+        response = await self.client.post(
+            self.url, content=pydantic_core.to_json(initialized), headers=self._headers()
+        )
+        response.raise_for_status()
+
+    async def call(self, name: str, arguments: dict[str, Any]) -> mcp_types.CallToolResult:
+        """The upstream's result, or the ``MCPError`` or HTTP error the SDK's client would
+        raise; ``_Redirected`` when the SDK's client must take the call. Cancelled, the
+        upstream is told (``notifications/cancelled``, as the SDK's client tells it)."""
+        try:
+            raw, version = await self._post(name, arguments)
+        except _Expired:
+            # The upstream restarted or dropped the session: it did not run the call, which
+            # goes again in a new session, once.
+            try:
+                raw, version = await self._post(name, arguments)
+            except _Expired:
+                raise MCPError(mcp_types.INVALID_REQUEST, "Session terminated") from None
+        methods.validate_server_result("tools/call", version, raw)
+        return mcp_types.CallToolResult.model_validate(
+            {key: value for key, value in raw.items() if key not in LATER_RESULT_FIELDS},
+            by_name=False,
+        )
+
+    async def _post(self, name: str, arguments: dict[str, Any]) -> tuple[dict[str, Any], str]:
+        """The raw result and the session's protocol version."""
+        await self._session()
+        request_id = next(self.ids)
+        message = {
+            "jsonrpc": "2.0",
+            "id": request_id,
+            "method": "tools/call",
+            "params": {"name": name, "arguments": arguments},
+        }
+        # Read with no wait since ``_session``: another call may forget the session meanwhile.
+        session_id, version = self.session_id, self.version or LATEST_HANDSHAKE_VERSION
+        headers = self._headers()
+        try:
+            async with self.client.stream(
+                "POST", self.url, content=pydantic_core.to_json(message), headers=headers
+            ) as response:
+                if response.status_code == 404 and session_id is not None:
+                    self.forget(session_id)
+                    raise _Expired
+                return await self._answer(response, request_id), version
+        except anyio.get_cancelled_exc_class():
+            with anyio.CancelScope(shield=True), anyio.move_on_after(CANCEL_NOTICE_SECONDS):
+                await self._cancelled(request_id, headers)
+            raise
+        except httpx2.TransportError:
+            self.forget(session_id)
+            raise
+
+    async def _cancelled(self, request_id: int, headers: dict[str, str]) -> None:
+        notice = {
+            "jsonrpc": "2.0",
+            "method": "notifications/cancelled",
+            "params": {"requestId": request_id, "reason": "caller cancelled"},
+        }
+        try:
+            await self.client.post(self.url, content=pydantic_core.to_json(notice), headers=headers)
+        except httpx2.HTTPError as exc:
+            logger.info("upstream %s: a cancellation not passed on: %s", self.spec.name, exc)
+
+    async def _answer(self, response: httpx2.Response, request_id: int) -> dict[str, Any]:
+        """The result of the request ``response`` answers, read as the SDK's client reads it
+        (``StreamableHTTPTransport._handle_post_request``); an error answer raised as the
+        ``MCPError`` it raises."""
+        status = response.status_code
+        content_type = response.headers.get("content-type", "").lower()
+        if 300 <= status < 400:
+            raise _Redirected
+        if status == 202:
+            raise MCPError(mcp_types.INVALID_REQUEST, "server answered a request with 202 Accepted")
+        if status >= 400:
+            if content_type.startswith("application/json"):
+                try:
+                    parsed = mcp_types.jsonrpc_message_adapter.validate_json(
+                        await response.aread(), by_name=False
+                    )
+                except (httpx2.StreamError, ValidationError):
+                    parsed = None
+                if isinstance(parsed, mcp_types.JSONRPCError):
+                    raise MCPError.from_error_data(parsed.error)
+            if status == 404:
+                raise MCPError(mcp_types.METHOD_NOT_FOUND, "Not Found")
+            raise MCPError(mcp_types.INTERNAL_ERROR, "Server returned an error response")
+        if content_type.startswith("application/json"):
+            try:
+                message = mcp_types.jsonrpc_message_adapter.validate_json(
+                    await response.aread(), by_name=False
+                )
+            except (httpx2.StreamError, ValidationError) as exc:
+                raise MCPError(
+                    mcp_types.PARSE_ERROR, f"Failed to parse JSON response: {exc}"
+                ) from None
+            return _outcome(message)
+        if content_type.startswith("text/event-stream"):
+            return await self._streamed(response, request_id)
+        raise MCPError(mcp_types.INVALID_REQUEST, f"Unexpected content type: {content_type}")
+
+    async def _streamed(self, response: httpx2.Response, request_id: int) -> dict[str, Any]:
+        """The answer on an event stream: the response to ``request_id``; on the way, a
+        request of the upstream's answered as the SDK's client answers it by default, and its
+        ``list_changed`` heard."""
+        try:
+            events = httpx2.EventSource(response, max_event_size=DEFAULT_MAX_SSE_EVENT_SIZE)
+            async for event in events:
+                if event.event != "message" or not event.data:
+                    continue
+                try:
+                    message = mcp_types.jsonrpc_message_adapter.validate_json(
+                        event.data, by_name=False
+                    )
+                except ValidationError as exc:
+                    raise MCPError(
+                        mcp_types.PARSE_ERROR, f"Failed to parse SSE message: {exc}"
+                    ) from None
+                if isinstance(message, mcp_types.JSONRPCResponse | mcp_types.JSONRPCError):
+                    return _outcome(message)
+                if isinstance(message, mcp_types.JSONRPCRequest):
+                    await self._reply(message)
+                elif message.method == "notifications/tools/list_changed":
+                    self.on_list_changed()
+        except httpx2.SSEError as exc:
+            raise MCPError(mcp_types.CONNECTION_CLOSED, f"SSE stream failed: {exc}") from None
+        raise MCPError(mcp_types.CONNECTION_CLOSED, "SSE stream ended without a response")
+
+    async def _reply(self, request: mcp_types.JSONRPCRequest) -> None:
+        reply: dict[str, Any] = {"jsonrpc": "2.0", "id": request.id}
+        if request.method == "ping":
+            reply["result"] = {}
+        elif request.method in UNSUPPORTED:
+            reply["error"] = {
+                "code": mcp_types.INVALID_REQUEST,
+                "message": UNSUPPORTED[request.method],
+            }
+        else:
+            reply["error"] = {
+                "code": mcp_types.METHOD_NOT_FOUND,
+                "message": "Method not found",
+                "data": request.method,
+            }
+        response = await self.client.post(
+            self.url, content=pydantic_core.to_json(reply), headers=self._headers()
+        )
+        await response.aclose()
+
+
+def _outcome(message: Any) -> dict[str, Any]:
+    if isinstance(message, mcp_types.JSONRPCError):
+        raise MCPError.from_error_data(message.error)
+    if not isinstance(message, mcp_types.JSONRPCResponse):
+        raise MCPError(mcp_types.INVALID_REQUEST, "the server answered with no response")
+    return message.result
+
+
 class Upstream:
     """One upstream's sessions and its live definitions."""
 
@@ -163,6 +458,10 @@ class Upstream:
         self.listed_at: float | None = None
         self.listing = anyio.Lock()
         self.restarts = 0
+        self.posted: _Posted | None = None
+        if spec.transport == HTTP:
+            self.posted = _Posted(spec, self.list_changed)
+            tasks.start_soon(self.posted.run)
 
     def list_changed(self) -> None:
         self.listed_at = None
@@ -237,29 +536,88 @@ class Upstream:
         progress: ProgressFnT | None = None,
     ) -> tuple[mcp_types.CallToolResult, int]:
         """The upstream's result and its size in bytes, or ``UpstreamFailed`` saying why; the
-        upstream's progress notifications go to ``progress``. Cancelled, the SDK's client tells
-        the upstream (``notifications/cancelled``, or on HTTP of 2026-07-28 the request's POST
-        closed)."""
+        upstream's progress notifications go to ``progress``. Cancelled, the upstream is told
+        (``notifications/cancelled``, or on HTTP of 2026-07-28 the request's POST closed). A
+        call to an HTTP upstream with no progress to pass on is posted directly
+        (``call_posted``), any other goes through the SDK's session (``call_in_session``)."""
+        if self.posted is not None and progress is None:
+            try:
+                return await self.call_posted(
+                    name, arguments, timeout_ms=timeout_ms, max_output_bytes=max_output_bytes
+                )
+            except _Redirected:
+                pass  # the SDK's client follows a redirect within the upstream's origin
+        return await self.call_in_session(
+            name,
+            arguments,
+            timeout_ms=timeout_ms,
+            max_output_bytes=max_output_bytes,
+            progress=progress,
+        )
+
+    async def call_posted(
+        self, name: str, arguments: dict[str, Any], *, timeout_ms: int, max_output_bytes: int
+    ) -> tuple[mcp_types.CallToolResult, int]:
+        """``call`` posted on the upstream's HTTP client (``_Posted``); ``_Redirected`` when
+        the upstream redirects it."""
+        assert self.posted is not None
+        try:
+            with anyio.fail_after(timeout_ms / 1000):
+                result = await self.posted.call(name, arguments)
+        except (UpstreamFailed, _Redirected):
+            raise
+        except httpx2.TransportError:
+            # The SDK's session ends on a failed connection and tells the call so.
+            raise self._closed() from None
+        except Exception as exc:  # noqa: BLE001 - told as ``call_in_session`` tells it
+            raise self._failed(exc, timeout_ms) from None
+        return result, self._size(result, max_output_bytes)
+
+    async def call_in_session(
+        self,
+        name: str,
+        arguments: dict[str, Any],
+        *,
+        timeout_ms: int,
+        max_output_bytes: int,
+        progress: ProgressFnT | None = None,
+    ) -> tuple[mcp_types.CallToolResult, int]:
+        """``call`` through one of the upstream's SDK sessions."""
         session = await self._session()
         try:
             with anyio.fail_after(timeout_ms / 1000):
                 result = await session.call_tool(name, arguments, progress_callback=progress)
         except TimeoutError:
-            raise UpstreamFailed(
-                f"{self.spec.name} did not answer within {timeout_ms} ms (the contract's "
-                "timeout_ms); the call was cancelled"
-            ) from None
+            raise self._failed(TimeoutError(), timeout_ms) from None
         except MCPError as exc:
             if exc.code == mcp_types.CONNECTION_CLOSED:
                 self._drop(session)
-                raise UpstreamFailed(
-                    f"{self.spec.name} closed the connection before it answered (it may have "
-                    "exited); the next call starts it again"
-                ) from None
-            raise UpstreamFailed(f"{self.spec.name} answered with an error: {exc}") from None
+            raise self._failed(exc, timeout_ms) from None
         except Exception as exc:  # noqa: BLE001 - a broken session costs this call only
             self._drop(session)
-            raise UpstreamFailed(f"{self.spec.name} failed: {_reason(exc)}") from None
+            raise self._failed(exc, timeout_ms) from None
+        return result, self._size(result, max_output_bytes)
+
+    def _failed(self, exc: Exception, timeout_ms: int) -> UpstreamFailed:
+        """What the caller is told of a call that failed with ``exc``."""
+        if isinstance(exc, TimeoutError):
+            return UpstreamFailed(
+                f"{self.spec.name} did not answer within {timeout_ms} ms (the contract's "
+                "timeout_ms); the call was cancelled"
+            )
+        if isinstance(exc, MCPError):
+            if exc.code == mcp_types.CONNECTION_CLOSED:
+                return self._closed()
+            return UpstreamFailed(f"{self.spec.name} answered with an error: {exc}")
+        return UpstreamFailed(f"{self.spec.name} failed: {_reason(exc)}")
+
+    def _closed(self) -> UpstreamFailed:
+        return UpstreamFailed(
+            f"{self.spec.name} closed the connection before it answered (it may have "
+            "exited); the next call starts it again"
+        )
+
+    def _size(self, result: mcp_types.CallToolResult, max_output_bytes: int) -> int:
         # pydantic's serializer (compiled), not model_dump and json.dumps: this runs per call.
         size = len(result.model_dump_json(by_alias=True, exclude_none=True).encode())
         if size > max_output_bytes:
@@ -268,12 +626,14 @@ class Upstream:
                 f"{max_output_bytes:,} the contract allows (max_output_bytes); the output is "
                 "withheld"
             )
-        return result, size
+        return size
 
     def close(self) -> None:
         for connection in self.connections:
             if connection is not None:
                 connection.close()
+        if self.posted is not None:
+            self.posted.close()
 
 
 class UpstreamPool:

@@ -451,13 +451,14 @@ class _McpDoor:
             )
             result = _wire_result(version, answer, self.answers.app if modern else None)
         except Exception as exc:  # noqa: BLE001 - answered as the SDK's dispatcher answers it
-            if modern:
+            known = handler_exception_to_error_data(exc)
+            if known is not None:
+                error = known
+            elif modern:  # logged, and answered as a generic internal error
                 error = modern_error_data(exc)
             else:
-                error = handler_exception_to_error_data(exc)
-                if error is None:
-                    logger.exception("gateway: a plain call raised")
-                    error = types.ErrorData(code=0, message=str(exc))
+                logger.exception("gateway: a plain call raised")
+                error = types.ErrorData(code=0, message=str(exc))
             message = types.JSONRPCError(jsonrpc="2.0", id=request_id, error=error)
         else:
             message = types.JSONRPCResponse(jsonrpc="2.0", id=request_id, result=result)

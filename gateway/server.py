@@ -42,6 +42,7 @@ from django.conf import settings
 from mcp.server.context import ServerRequestContext
 from mcp.server.lowlevel import Server
 from mcp.server.request_state import RequestStateBoundary, RequestStateSecurity
+from mcp.server.runner import modern_error_data
 from mcp.server.streamable_http import check_accept_headers
 from mcp.server.streamable_http_manager import (
     DEFAULT_MAX_REQUEST_BODY_SIZE,
@@ -49,8 +50,22 @@ from mcp.server.streamable_http_manager import (
 )
 from mcp.server.subscriptions import InMemorySubscriptionBus, ListenHandler, ToolsListChanged
 from mcp.shared.dispatcher import ProgressFnT
+from mcp.shared.exceptions import MCPError
+from mcp.shared.inbound import (
+    ERROR_CODE_HTTP_STATUS,
+    InboundLadderRejection,
+    classify_inbound_request,
+    find_duplicated_routing_header,
+)
 from mcp.shared.jsonrpc_dispatcher import handler_exception_to_error_data
-from mcp_types import methods
+from mcp_types import (
+    CLIENT_CAPABILITIES_META_KEY,
+    CLIENT_INFO_META_KEY,
+    INTERNAL_ERROR,
+    PROTOCOL_VERSION_META_KEY,
+    SERVER_INFO_META_KEY,
+    methods,
+)
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 from pydantic import ValidationError
 from starlette.applications import Starlette
@@ -81,10 +96,15 @@ METADATA_PATH = "/.well-known/oauth-protected-resource"
 SMALL_ARGUMENTS = 256
 CONFIRM_STATE = "confirm"
 SMALL_STRING = 4096
-# The 2025 protocol versions whose plain calls the gateway answers itself (``_plain_call``).
-PLAIN_VERSIONS = frozenset({"2025-06-18", "2025-11-25"})
+# The protocol versions whose plain calls the gateway answers itself (``_plain_call``): the
+# 2025 ones, and 2026-07-28 (``MODERN_PROTOCOL_VERSIONS``), whose requests each carry the
+# ``PLAIN_MODERN_META_KEYS`` every request of that version must or should carry.
+PLAIN_VERSIONS = frozenset({"2025-06-18", "2025-11-25", *MODERN_PROTOCOL_VERSIONS})
 PLAIN_MESSAGE_KEYS = frozenset({"jsonrpc", "id", "method", "params"})
 PLAIN_PARAM_KEYS = frozenset({"name", "arguments"})
+PLAIN_MODERN_META_KEYS = frozenset(
+    {PROTOCOL_VERSION_META_KEY, CLIENT_INFO_META_KEY, CLIENT_CAPABILITIES_META_KEY}
+)
 
 
 @dataclass
@@ -418,31 +438,46 @@ class _McpDoor:
         version: str,
         params: types.CallToolRequestParams,
     ) -> None:
-        """A plain call answered without the SDK's transport and dispatcher (a transport, a
-        dispatcher and their tasks per request, most of the gateway's CPU per call): the same
-        checks and forwarding as the SDK's path, the answer shaped by the SDK's own rules for
-        the client's version, as one JSON document."""
+        """A plain call answered without the SDK's transport and dispatcher (for a 2025 client
+        a transport, a dispatcher and their tasks per request, for a 2026-07-28 one a kernel,
+        a context and the middleware per request: most of the gateway's CPU per call): the
+        same checks and forwarding as the SDK's path, the answer shaped by the SDK's own rules
+        for the client's version, as one JSON document."""
+        modern = version in MODERN_PROTOCOL_VERSIONS
         message: types.JSONRPCResponse | types.JSONRPCError
         try:
             answer = await _call(
                 self.gateway, caller, params, asker=_CannotAsk(), request_id=request_id
             )
+            result = _wire_result(version, answer, self.answers.app if modern else None)
         except Exception as exc:  # noqa: BLE001 - answered as the SDK's dispatcher answers it
-            error = handler_exception_to_error_data(exc)
-            if error is None:
+            known = handler_exception_to_error_data(exc)
+            if known is not None:
+                error = known
+            elif modern:  # logged, and answered as a generic internal error
+                error = modern_error_data(exc)
+            else:
                 logger.exception("gateway: a plain call raised")
                 error = types.ErrorData(code=0, message=str(exc))
             message = types.JSONRPCError(jsonrpc="2.0", id=request_id, error=error)
         else:
-            result = methods.serialize_server_result(
-                "tools/call",
-                version,
-                answer.model_dump(by_alias=True, mode="json", exclude_none=True),
-            )
             message = types.JSONRPCResponse(jsonrpc="2.0", id=request_id, result=result)
+        if not modern:
+            await Response(
+                message.model_dump_json(by_alias=True, exclude_unset=True),
+                headers={"Content-Type": "application/json"},
+            )(scope, replayed.receive, replayed.send)
+            return
+        # As the SDK's single-exchange entry writes a 2026-07-28 answer: its status mapped from
+        # the error code, compact JSON.
+        status = 200
+        if isinstance(message, types.JSONRPCError):
+            status = ERROR_CODE_HTTP_STATUS.get(message.error.code, 200)
+        body = message.model_dump(mode="json", by_alias=True, exclude_none=True)
         await Response(
-            message.model_dump_json(by_alias=True, exclude_unset=True),
-            headers={"Content-Type": "application/json"},
+            json.dumps(body, separators=(",", ":")),
+            status_code=status,
+            media_type="application/json",
         )(scope, replayed.receive, replayed.send)
 
 
@@ -540,11 +575,15 @@ def _plain_call(
     request: Request, body: bytes
 ) -> tuple[int | str, str, types.CallToolRequestParams] | None:
     """A plain ``tools/call`` the gateway answers itself, as (request id, protocol version,
-    params), or None for the SDK's path. Plain means a POST of a 2025 client (its version in
+    params), or None for the SDK's path. Plain means a POST (its version in
     ``PLAIN_VERSIONS``) that takes a JSON answer, whose body is one well-formed request with a
-    name and arguments and nothing else: no ``_meta`` (so no progress token), no request state
-    or input responses (confirmations are asked in 2026-07-28 only). Anything else, malformed
-    requests included, goes to the SDK, which answers or refuses it as it always has."""
+    name and arguments and nothing else: no progress token, no request state or input
+    responses. A 2025 client's has no ``_meta``. A 2026-07-28 client's has the ``_meta`` that
+    version puts on every request (``PLAIN_MODERN_META_KEYS``) and nothing more, in agreement
+    with its routing headers (the SDK's own ladder, ``classify_inbound_request``), and
+    declares no elicitation: a client that may be asked to confirm a call is answered by the
+    SDK, whose middleware seals the question's state. Anything else, malformed requests
+    included, goes to the SDK, which answers or refuses it as it always has."""
     version = request.headers.get("mcp-protocol-version")
     if (
         request.method != "POST"
@@ -560,15 +599,25 @@ def _plain_call(
     if not isinstance(message, dict) or message.keys() != PLAIN_MESSAGE_KEYS:
         return None
     request_id, params = message["id"], message["params"]
+    modern = version in MODERN_PROTOCOL_VERSIONS
     if (
         message["jsonrpc"] != "2.0"
         or message["method"] != "tools/call"
         or isinstance(request_id, bool)
         or not isinstance(request_id, int | str)
         or not isinstance(params, dict)
-        or not params.keys() <= PLAIN_PARAM_KEYS
+        or not params.keys() - {"_meta"} <= PLAIN_PARAM_KEYS
+        or ("_meta" in params and not (modern and _plain_modern_meta(params["_meta"])))
         or not isinstance(params.get("name"), str)
         or not isinstance(params.get("arguments", {}), dict)
+    ):
+        return None
+    if modern and (
+        find_duplicated_routing_header(request.headers.items()) is not None
+        or isinstance(
+            classify_inbound_request(message, headers=dict(request.headers)),
+            InboundLadderRejection,
+        )
     ):
         return None
     try:
@@ -576,6 +625,34 @@ def _plain_call(
         return request_id, version, types.CallToolRequestParams.model_validate(params)
     except ValidationError:
         return None
+
+
+def _plain_modern_meta(meta: Any) -> bool:
+    """Whether a 2026-07-28 call's ``_meta`` carries only what every request of that version
+    carries, from a client that cannot be asked to confirm it (no elicitation declared)."""
+    if not isinstance(meta, dict) or not meta.keys() <= PLAIN_MODERN_META_KEYS:
+        return False
+    capabilities = meta.get(CLIENT_CAPABILITIES_META_KEY)
+    return isinstance(capabilities, dict) and "elicitation" not in capabilities
+
+
+def _wire_result(version: str, answer: Answer, server: Server[Any] | None) -> dict[str, Any]:
+    """A call's answer as the SDK's kernel puts it on the wire for ``version``: sieved by the
+    version's surface, and a 2026-07-28 result typed and stamped with ``server``'s identity."""
+    try:
+        result = methods.serialize_server_result(
+            "tools/call", version, answer.model_dump(by_alias=True, mode="json", exclude_none=True)
+        )
+    except ValidationError:
+        logger.exception("gateway: a plain call's answer is not a valid result")
+        raise MCPError(code=INTERNAL_ERROR, message="Handler returned an invalid result") from None
+    if server is not None:  # the version's sieve has typed it (``resultType``)
+        meta = result.get("_meta")
+        if meta is None:
+            result["_meta"] = {SERVER_INFO_META_KEY: server.server_info_stamp}
+        elif isinstance(meta, dict) and meta.get(SERVER_INFO_META_KEY) is None:
+            result["_meta"] = {**meta, SERVER_INFO_META_KEY: server.server_info_stamp}
+    return result
 
 
 def _request_id(body: bytes) -> Any:

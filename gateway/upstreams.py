@@ -110,11 +110,12 @@ class _Connection:
     ready: anyio.Event = field(default_factory=anyio.Event)
     closing: anyio.Event = field(default_factory=anyio.Event)
     dead: bool = False
+    expired: bool = False  # the upstream answered 404 to this session's id
 
     async def run(self) -> None:
         try:
             async with (
-                _transport(self.spec) as (read, write),
+                _transport(self.spec, self._response) as (read, write),
                 _UpstreamSession(read, write, message_handler=self._message) as session,
             ):
                 await session.initialize()
@@ -135,13 +136,25 @@ class _Connection:
         elif isinstance(message, Exception):
             logger.info("upstream %s: transport error: %s", self.spec.name, message)
 
+    async def _response(self, response: httpx2.Response) -> None:
+        """Heard on each HTTP response: a 404 to a POST in this session says the upstream
+        forgot the session (it restarted or dropped it) and ran none of its requests; the SDK's
+        client tells the call only "Session terminated" or the upstream's own error."""
+        request = response.request
+        if (
+            response.status_code == 404
+            and request.method == "POST"
+            and "mcp-session-id" in request.headers
+        ):
+            self.expired = True
+
     def close(self) -> None:
         self.dead = True
         self.closing.set()
 
 
 @asynccontextmanager
-async def _transport(spec: UpstreamSpec) -> AsyncIterator[Any]:
+async def _transport(spec: UpstreamSpec, on_response: Any) -> AsyncIterator[Any]:
     if spec.transport == STDIO:
         if not spec.command:
             raise UpstreamFailed("no command to start the server with")
@@ -167,6 +180,7 @@ async def _transport(spec: UpstreamSpec) -> AsyncIterator[Any]:
                 # (uvicorn's default) close it: one reused as the server closes it fails with
                 # a read error that ends the whole session, every call in flight on it too.
                 limits=httpx2.Limits(keepalive_expiry=KEEPALIVE_SECONDS),
+                event_hooks={"response": [on_response]},
             ) as client,
             streamable_http_client(spec.url, http_client=client) as streams,
         ):
@@ -495,6 +509,12 @@ class Upstream:
             if connection is not None and connection.session is session:
                 connection.close()
 
+    def _expired(self, session: ClientSession) -> bool:
+        return any(
+            connection is not None and connection.session is session and connection.expired
+            for connection in self.connections
+        )
+
     async def live_pins(self) -> dict[str, str]:
         """The pin of each tool the server declares now, listed again when stale."""
         fresh = self.listed_at is not None and (
@@ -582,21 +602,32 @@ class Upstream:
         max_output_bytes: int,
         progress: ProgressFnT | None = None,
     ) -> tuple[mcp_types.CallToolResult, int]:
-        """``call`` through one of the upstream's SDK sessions."""
-        session = await self._session()
-        try:
-            with anyio.fail_after(timeout_ms / 1000):
-                result = await session.call_tool(name, arguments, progress_callback=progress)
-        except TimeoutError:
-            raise self._failed(TimeoutError(), timeout_ms) from None
-        except MCPError as exc:
-            if exc.code == mcp_types.CONNECTION_CLOSED:
+        """``call`` through one of the upstream's SDK sessions. Timed out or cancelled, the
+        SDK's session tells the upstream (``notifications/cancelled``); a session the upstream
+        forgot is dropped and the call, which it did not run, goes again in a new one, once, as
+        a posted call does."""
+        for attempt in (1, 2):
+            session = await self._session()
+            try:
+                with anyio.fail_after(timeout_ms / 1000):
+                    result = await session.call_tool(name, arguments, progress_callback=progress)
+            except TimeoutError:
+                raise self._failed(TimeoutError(), timeout_ms) from None
+            except MCPError as exc:
+                if not self._expired(session):
+                    if exc.code == mcp_types.CONNECTION_CLOSED:
+                        self._drop(session)
+                    raise self._failed(exc, timeout_ms) from None
                 self._drop(session)
-            raise self._failed(exc, timeout_ms) from None
-        except Exception as exc:  # noqa: BLE001 - a broken session costs this call only
-            self._drop(session)
-            raise self._failed(exc, timeout_ms) from None
-        return result, self._size(result, max_output_bytes)
+                if attempt == 2:
+                    terminated = MCPError(mcp_types.INVALID_REQUEST, "Session terminated")
+                    raise self._failed(terminated, timeout_ms) from None
+                continue  # the upstream did not run it: once more, in a new session
+            except Exception as exc:  # noqa: BLE001 - a broken session costs this call only
+                self._drop(session)
+                raise self._failed(exc, timeout_ms) from None
+            return result, self._size(result, max_output_bytes)
+        raise AssertionError("unreachable: the second attempt returns or raises")
 
     def _failed(self, exc: Exception, timeout_ms: int) -> UpstreamFailed:
         """What the caller is told of a call that failed with ``exc``."""

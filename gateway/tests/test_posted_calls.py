@@ -12,11 +12,12 @@ from pathlib import Path
 import anyio
 import pytest
 
-from gateway.upstreams import HTTP, UpstreamFailed, UpstreamPool, UpstreamSpec
+from gateway.upstreams import HTTP, STDIO, UpstreamFailed, UpstreamPool, UpstreamSpec
 from tests.helpers import wait_for
 from tests.mcp import EVERYTHING, needs_everything
 
 SERVER = str(Path(__file__).with_name("http_server.py"))
+STDIO_SERVER = str(Path(__file__).with_name("progress_server.py"))
 LIMITS = {"timeout_ms": 10_000, "max_output_bytes": 100_000}
 
 
@@ -150,7 +151,14 @@ def test_a_posted_call_past_its_timeout_is_cancelled_on_its_upstream_as_in_a_ses
             for call, steps in ((upstream.call_posted, 40), (upstream.call_in_session, 41))
         ]
         after = await outcome(upstream.call_posted, "echo", {"who": "Cy"})
+        # The sessions stay open until the upstream has ended both calls: the SDK's session
+        # queues its notice for its transport, and a transport closed at once drops it.
+        await anyio.to_thread.run_sync(lambda: wait_for(ended, timeout=15))
         return slow, after
+
+    def ended():
+        done = {e["steps"]: e for e in server.entries() if not e.get("started")}
+        return done if len(done) == 2 else None
 
     (posted, in_session), after = with_upstream(server.url, work)
     assert posted == ("failed", in_session[1].replace("41", "40"))
@@ -158,16 +166,11 @@ def test_a_posted_call_past_its_timeout_is_cancelled_on_its_upstream_as_in_a_ses
         "worker did not answer within 500 ms (the contract's timeout_ms); the call was cancelled"
     )
     assert after[0] == "answered"
-
-    def ended():
-        done = {e["steps"]: e for e in server.entries() if not e.get("started")}
-        return done if len(done) == 2 else None
-
-    done = wait_for(ended, timeout=15)
+    done = ended()
     assert done is not None, server.entries()
-    # The posted call's upstream stopped at once (told by notifications/cancelled); the SDK's
-    # session over HTTP does not tell it, and it worked on to the end.
+    # Both upstream calls stopped at once, told by notifications/cancelled.
     assert done[40]["cancelled"] and done[40]["at"] < 40
+    assert done[41]["cancelled"] and done[41]["at"] < 41
 
 
 def test_an_upstream_dying_mid_call_is_told_alike_and_the_next_call_starts_again(server):
@@ -285,3 +288,60 @@ def test_a_posted_call_to_server_everything_answers_as_its_session_does():
     for (name, arguments), (posted, in_session) in zip(cases, answers, strict=True):
         assert posted == in_session, (name, arguments)
     assert "hi" in answers[0][0][1]["content"][0]["text"]
+
+
+def test_a_call_in_a_session_the_upstream_forgot_starts_a_new_one(server):
+    heard = []
+
+    async def progress(value, total, message):
+        heard.append(value)
+
+    async def work(upstream):
+        before = await outcome(upstream.call, "echo", {"who": "Ada"}, progress=progress)
+        old = upstream.connections[0]
+        await anyio.to_thread.run_sync(server.kill)
+        await anyio.to_thread.run_sync(server.start)  # a new process: the session is gone
+        after = await outcome(upstream.call, "echo", {"who": "Bo"}, progress=progress)
+        return before, after, old, upstream.connections[0]
+
+    before, after, old, new = with_upstream(server.url, work)
+    assert before[0] == after[0] == "answered"
+    assert after[1]["structuredContent"] == {"echo": {"who": "Bo"}}
+    assert old.expired and old.dead and new is not old and not new.expired
+
+
+def test_a_call_to_a_stdio_upstream_timed_out_or_cancelled_is_cancelled_on_it(tmp_path):
+    log = tmp_path / "work.log"
+    spec = UpstreamSpec(
+        name="worker", transport=STDIO, command=(sys.executable, STDIO_SERVER, str(log))
+    )
+
+    def entries():
+        return [json.loads(line) for line in log.read_text().splitlines()] if log.exists() else []
+
+    def ended():
+        done = {e["steps"]: e for e in entries() if not e.get("started")}
+        return done if len(done) == 2 else None
+
+    async def main():
+        async with anyio.create_task_group() as tasks:
+            pool = UpstreamPool(tasks, size=1, verify_seconds=60)
+            upstream = pool.get(spec)
+            try:
+                slow = await outcome(upstream.call, "work", {"steps": 40}, timeout_ms=500)
+                with anyio.move_on_after(0.5):  # the caller goes away
+                    await outcome(upstream.call, "work", {"steps": 41})
+                await anyio.to_thread.run_sync(lambda: wait_for(ended, timeout=15))
+                return slow
+            finally:
+                pool.close()
+                tasks.cancel_scope.cancel()
+
+    slow = anyio.run(main)
+    assert slow[1] == (
+        "worker did not answer within 500 ms (the contract's timeout_ms); the call was cancelled"
+    )
+    done = ended()
+    assert done is not None, entries()
+    assert done[40]["cancelled"] and done[40]["at"] < 40
+    assert done[41]["cancelled"] and done[41]["at"] < 41

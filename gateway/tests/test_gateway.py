@@ -1032,9 +1032,10 @@ def test_the_plain_path_and_the_sdks_path_refuse_a_2026_clients_call_to_confirm_
     assert calls_of(definitions) == []
 
 
-def test_the_plain_path_and_the_sdks_path_answer_a_2026_clients_upstream_error_alike(
-    gateway_url, token, tmp_path
-):
+@pytest.fixture
+def clock_and_typed(tmp_path) -> str:
+    """``mcp-server-time`` and the typed stand-in approved, and a token of an application that
+    sees every tool: the raw token."""
     clock = mcp_server_add(name="clock", command=[sys.executable, "-m", "mcp_server_time"])
     mcp_server_sync(server=clock, approve=True)
     typed_approved(tmp_path)
@@ -1042,6 +1043,13 @@ def test_the_plain_path_and_the_sdks_path_answer_a_2026_clients_upstream_error_a
     _, raw = runtime_token_create(
         application_name="planner", scopes=["tools:call"], name="", expires_at=None
     )
+    return raw
+
+
+def test_the_plain_path_and_the_sdks_path_answer_a_2026_clients_upstream_error_alike(
+    gateway_url, clock_and_typed
+):
+    raw = clock_and_typed
     zone = {"timezone": "No/Where"}
     plain, sdk = both_modern_paths(gateway_url, raw, "clock.get_current_time", zone)
     assert plain == sdk
@@ -1092,15 +1100,9 @@ def test_the_plain_path_and_the_sdks_path_refuse_a_changed_tool_and_a_call_to_co
 
 
 def test_the_plain_path_and_the_sdks_path_answer_an_upstreams_error_and_a_withheld_result_alike(
-    gateway_url, token, tmp_path
+    gateway_url, clock_and_typed
 ):
-    clock = mcp_server_add(name="clock", command=[sys.executable, "-m", "mcp_server_time"])
-    mcp_server_sync(server=clock, approve=True)
-    typed_approved(tmp_path)
-    Application.objects.create(name="planner", all_tools=True, all_permissions=True)
-    _, raw = runtime_token_create(
-        application_name="planner", scopes=["tools:call"], name="", expires_at=None
-    )
+    raw = clock_and_typed
     plain, sdk = both_paths(gateway_url, raw, "clock.get_current_time", {"timezone": "No/Where"})
     assert plain == sdk
     assert plain["result"]["isError"] is True

@@ -223,26 +223,7 @@ def test_a_plain_call_that_raises_is_answered_as_the_sdks_dispatcher_answers_it(
     """A failure no phase of the call answers becomes the JSON-RPC error the SDK's dispatcher
     would send (its code, or 0 and the message for any other exception), never a 500."""
 
-    async def failing(*args, **kwargs):
-        raise raised
-
-    monkeypatch.setattr(server, "_call", failing)
-    sent = []
-
-    async def receive():
-        return {"type": "http.disconnect"}
-
-    async def send(message):
-        sent.append(message)
-
-    async def main():
-        door = server._McpDoor(None, answers=None, streams=None)  # type: ignore[arg-type]
-        caller = server.Caller(application_id=1, session_id="s")
-        replayed = server._Replayed(b"", receive, send)
-        params = CallToolRequestParams(name="acme.greet", arguments={})
-        await door.answer_plain({"type": "http"}, replayed, caller, 7, "2025-11-25", params)
-
-    anyio.run(main)
+    sent = _answered_plain(monkeypatch, raised, "2025-11-25")
     assert sent[0]["status"] == 200
     message = json.loads(sent[1]["body"])
     assert message == {
@@ -273,6 +254,16 @@ def test_a_2026_plain_call_that_raises_is_answered_as_the_sdks_modern_entry_answ
     """For a 2026-07-28 client the SDK's entry maps the error as ``modern_error_data`` does
     (any other exception a generic internal error) with its HTTP status."""
 
+    sent = _answered_plain(monkeypatch, raised, "2026-07-28")
+    assert sent[0]["status"] == status
+    assert (b"content-type", b"application/json") in sent[0]["headers"]
+    message = json.loads(sent[1]["body"])
+    assert message == {"jsonrpc": "2.0", "id": 7, "error": {"code": error[0], "message": error[1]}}
+
+
+def _answered_plain(monkeypatch, raised, version):
+    """The ASGI messages ``answer_plain`` sends for a call whose phases raise ``raised``."""
+
     async def failing(*args, **kwargs):
         raise raised
 
@@ -290,10 +281,7 @@ def test_a_2026_plain_call_that_raises_is_answered_as_the_sdks_modern_entry_answ
         caller = server.Caller(application_id=1, session_id="s")
         replayed = server._Replayed(b"", receive, send)
         params = CallToolRequestParams(name="acme.greet", arguments={})
-        await door.answer_plain({"type": "http"}, replayed, caller, 7, "2026-07-28", params)
+        await door.answer_plain({"type": "http"}, replayed, caller, 7, version, params)
 
     anyio.run(main)
-    assert sent[0]["status"] == status
-    assert (b"content-type", b"application/json") in sent[0]["headers"]
-    message = json.loads(sent[1]["body"])
-    assert message == {"jsonrpc": "2.0", "id": 7, "error": {"code": error[0], "message": error[1]}}
+    return sent

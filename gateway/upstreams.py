@@ -153,6 +153,26 @@ class _Connection:
         self.closing.set()
 
 
+def _http_client(spec: UpstreamSpec, **options: Any) -> httpx2.AsyncClient:
+    """An HTTP client to an upstream, with the server record's headers: the SDK's sessions'
+    (``_transport``) and the posted calls' (``_Posted``) alike."""
+    return httpx2.AsyncClient(
+        headers=dict(spec.headers),
+        timeout=httpx2.Timeout(30.0),
+        # An idle connection is dropped before the 5 s after which common servers (uvicorn's
+        # default) close it: one reused as the server closes it fails with a read error that
+        # ends the whole session, every call in flight on it too.
+        limits=httpx2.Limits(keepalive_expiry=KEEPALIVE_SECONDS),
+        **options,
+    )
+
+
+def _session_terminated() -> MCPError:
+    """What the SDK's client raises for a session the upstream no longer knows; a call that
+    found it so twice is told this on either path."""
+    return MCPError(mcp_types.INVALID_REQUEST, "Session terminated")
+
+
 @asynccontextmanager
 async def _transport(spec: UpstreamSpec, on_response: Any) -> AsyncIterator[Any]:
     if spec.transport == STDIO:
@@ -173,15 +193,7 @@ async def _transport(spec: UpstreamSpec, on_response: Any) -> AsyncIterator[Any]
                 yield streams
     elif spec.transport == HTTP:
         async with (
-            httpx2.AsyncClient(
-                headers=dict(spec.headers),
-                timeout=httpx2.Timeout(30.0),
-                # An idle connection is dropped before the 5 s after which common servers
-                # (uvicorn's default) close it: one reused as the server closes it fails with
-                # a read error that ends the whole session, every call in flight on it too.
-                limits=httpx2.Limits(keepalive_expiry=KEEPALIVE_SECONDS),
-                event_hooks={"response": [on_response]},
-            ) as client,
+            _http_client(spec, event_hooks={"response": [on_response]}) as client,
             streamable_http_client(spec.url, http_client=client) as streams,
         ):
             yield streams
@@ -208,15 +220,7 @@ class _Posted:
         self.spec = spec
         self.on_list_changed = on_list_changed
         self.url = httpx2.URL(spec.url)  # parsed once, not at every call
-        self.clients = [
-            httpx2.AsyncClient(
-                headers=dict(spec.headers),
-                timeout=httpx2.Timeout(30.0),
-                # As the SDK's sessions' (``_transport``).
-                limits=httpx2.Limits(keepalive_expiry=KEEPALIVE_SECONDS),
-            )
-            for _ in range(POSTED_CLIENTS)
-        ]
+        self.clients = [_http_client(spec) for _ in range(POSTED_CLIENTS)]
         self.turns = itertools.count()
         self.ids = itertools.count(1)
         self.starting = anyio.Lock()
@@ -315,7 +319,7 @@ class _Posted:
             try:
                 raw, version = await self._post(name, arguments)
             except _Expired:
-                raise MCPError(mcp_types.INVALID_REQUEST, "Session terminated") from None
+                raise _session_terminated() from None
         methods.validate_server_result("tools/call", version, raw)
         return mcp_types.CallToolResult.model_validate(
             {key: value for key, value in raw.items() if key not in LATER_RESULT_FIELDS},
@@ -620,8 +624,7 @@ class Upstream:
                     raise self._failed(exc, timeout_ms) from None
                 self._drop(session)
                 if attempt == 2:
-                    terminated = MCPError(mcp_types.INVALID_REQUEST, "Session terminated")
-                    raise self._failed(terminated, timeout_ms) from None
+                    raise self._failed(_session_terminated(), timeout_ms) from None
                 continue  # the upstream did not run it: once more, in a new session
             except Exception as exc:  # noqa: BLE001 - a broken session costs this call only
                 self._drop(session)

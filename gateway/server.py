@@ -796,8 +796,9 @@ class _Asker:
 
 
 class _CannotAsk:
-    """The asker of a 2025 client's call: it cannot be asked (``_Asker.can_ask``) and brings no
-    answer (it has no request state)."""
+    """The asker of a plain call (a 2025 client's, or a 2026-07-28 client's that declared no
+    elicitation): it cannot be asked (``_Asker.can_ask``) and brings no answer (it has no
+    request state)."""
 
     def can_ask(self) -> bool:
         return False

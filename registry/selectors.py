@@ -82,10 +82,14 @@ def alias_map() -> dict[str, str]:
 
 
 def _alias_map_read() -> dict[str, str]:
+    """As ``_context_read`` reads the vocabulary: every name as text, the JSON lists of the
+    variables with aliases only; in the vocabulary's order, so of an alias that is also a
+    name, or claimed twice, the later variable's reading wins, as when every row was decoded."""
+    aliases_of = dict(StateVariable.objects.exclude(aliases=[]).values_list("name", "aliases"))
     mapping = {}
-    for name, aliases in StateVariable.objects.values_list("name", "aliases"):
+    for name in StateVariable.objects.values_list("name", flat=True):
         mapping[name] = name
-        for alias in aliases or []:
+        for alias in aliases_of.get(name) or []:
             mapping[alias] = name
     return mapping
 

@@ -5,7 +5,7 @@ validate as the whole read did, which decoded every row's list."""
 import pytest
 
 from registry.models import ContractVersion, Permission, RiskLevel, StateVariable, Tool
-from registry.selectors import _context_read
+from registry.selectors import _alias_map_read, _context_read
 from registry.validation import RegistryContext, dependency_cycle, export_name
 
 pytestmark = pytest.mark.django_db
@@ -65,3 +65,27 @@ def test_it_validates_as_the_whole_read_did():
             )
     for name in ["event_id", "eventId", "evt_id", "tz", "user_id", "nothing", "event_query"]:
         assert read.canonical(name) == whole.canonical(name)
+
+
+def alias_map_read_whole() -> dict[str, str]:
+    """The alias map's read before: every variable's aliases decoded."""
+    mapping = {}
+    for name, aliases in StateVariable.objects.values_list("name", "aliases"):
+        mapping[name] = name
+        for alias in aliases or []:
+            mapping[alias] = name
+    return mapping
+
+
+def test_the_alias_map_reads_as_the_whole_read_did():
+    StateVariable.objects.create(name="event_id", aliases=["eventId", "evt_id", "zone"])
+    StateVariable.objects.create(name="event_query", aliases=[])
+    StateVariable.objects.create(name="user_id")
+    # Clashes clean refuses: an alias claimed twice, a name that is an earlier alias.
+    StateVariable.objects.create(name="zone", aliases=["tz", "eventId", "user_id"])
+
+    read = _alias_map_read()
+
+    assert read == alias_map_read_whole()
+    assert list(read.items()) == list(alias_map_read_whole().items())
+    assert (read["eventId"], read["zone"], read["user_id"]) == ("zone", "zone", "zone")
